@@ -1,0 +1,54 @@
+# Freeway: make install | make demo | make test
+# Everything installs idempotently on a fresh Debian/Ubuntu machine, as root.
+
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+DEBS := openvswitch-switch mininet iperf3 iperf ethtool iputils-ping python3-venv python3-pip
+OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
+PYTEST_ARGS ?=
+
+.PHONY: install debs ovs venv demo test unit integration lint clean
+
+install: debs ovs venv
+
+debs:
+	@missing=""; for p in $(DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+# The kernel has no openvswitch module here: ovs-ctl starts the daemons and we
+# use the userspace datapath (datapath_type=netdev).
+ovs: debs
+	@ovs-vsctl --timeout=5 show >/dev/null 2>&1 || $(OVS_CTL) start --system-id=random --no-monitor >/dev/null 2>&1 || $(OVS_CTL) start --system-id=random
+	@ovs-vsctl --timeout=5 show >/dev/null
+
+$(VENV)/.installed: setup.py requirements.txt
+	@test -x $(PY) || /usr/bin/python3 -m venv --system-site-packages $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	@touch $@
+
+venv: debs $(VENV)/.installed
+
+demo: install
+	$(VENV)/bin/freeway demo
+
+lint: venv
+	$(VENV)/bin/ruff check ryu_apps topology monitoring experiments tests
+
+unit: venv
+	$(VENV)/bin/pytest -q tests/unit $(PYTEST_ARGS)
+
+integration: install
+	-@mn -c >/dev/null 2>&1
+	$(VENV)/bin/pytest -q tests/integration $(PYTEST_ARGS)
+
+test: install lint
+	-@mn -c >/dev/null 2>&1
+	$(VENV)/bin/pytest -q tests $(PYTEST_ARGS)
+
+clean:
+	-@mn -c >/dev/null 2>&1
+	rm -rf $(VENV) results .pytest_cache

@@ -1,0 +1,138 @@
+"""The ``freeway`` command: controller, fabric and demo subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+
+def _fabric_from_args(args):
+    from topology.fabric import build
+
+    if args.topo == "fattree":
+        return build("fattree", args.rate, k=args.k)
+    return build("leafspine", args.rate, spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf)
+
+
+def _add_fabric_shape(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--topo", choices=["fattree", "leafspine"], default="fattree", help="fabric type (fattree)")
+    p.add_argument("--k", type=int, default=4, help="fat-tree arity, even >= 4 (4)")
+    p.add_argument("--spines", type=int, default=2, help="leaf-spine: number of spines (2)")
+    p.add_argument("--leaves", type=int, default=4, help="leaf-spine: number of leaves (4)")
+    p.add_argument("--hosts-per-leaf", type=int, default=2, help="leaf-spine: hosts per leaf (2)")
+    p.add_argument("--rate", type=float, default=10.0, help="link rate in Mbit/s (10)")
+
+
+def cmd_controller(args) -> int:
+    from ryu_apps.launcher import run
+
+    return run(args.fabric, args.listen, args.mode, args.verbose)
+
+
+def cmd_fabric(args) -> int:
+    from topology.builder import FabricNet
+    from topology.paths import tor_paths  # noqa: F401  (import check: the model is complete)
+
+    fabric = _fabric_from_args(args)
+    if args.describe:
+        fabric.save(args.describe)
+        print(f"fabric description written to {args.describe}")
+    if args.describe_only:
+        return 0
+    from ryu_apps.launcher import parse_listen
+
+    ctl = parse_listen(args.controller)
+    fn = FabricNet(fabric, ctl, shape=not args.no_shape, controller_wait=args.controller_wait)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with fn:
+        print(f"{fabric.topo} up: {len(fabric.switches)} switches, {len(fabric.hosts)} hosts, "
+              f"{fabric.link_rate_mbps:g} Mbit/s links; all switches connected in {fn.timings['connected_s']:.1f} s")
+        if args.cli:
+            from mininet.cli import CLI
+
+            CLI(fn.net)
+            return 0
+        if args.test == "pingall":
+            secs, failed = fn.wait_reachable(args.timeout)
+            n = len(fabric.hosts)
+            print(f"pingall: {n * (n - 1) - len(failed)}/{n * (n - 1)} pairs reachable, "
+                  f"full reachability {'in %.1f s' % (fn.timings['connected_s'] + secs) if not failed else 'NOT reached'}"
+                  " after start")
+            for a, b in failed[:10]:
+                print(f"  unreachable: {a} -> {b}")
+            return 0 if not failed else 1
+        if args.test == "iperf":
+            src, dst = fabric.hosts[0].name, fabric.hosts[-1].name
+            fn.wait_reachable(args.timeout)
+            mbps = fn.iperf(src, dst, seconds=5)
+            ok = mbps >= 0.8 * fabric.link_rate_mbps
+            print(f"iperf: {src} -> {dst}: {mbps:.2f} Mbit/s ({100 * mbps / fabric.link_rate_mbps:.0f}% of "
+                  f"{fabric.link_rate_mbps:g} Mbit/s) {'OK' if ok else 'BELOW 80%'}")
+            return 0 if ok else 1
+        print("fabric running; Ctrl-C to stop")
+        try:
+            signal.pause()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from experiments.demo import run
+
+    return run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="freeway", description="Freeway: mice/elephant path isolation for Clos fabrics")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser("controller", help="run the controller apps on os-ken")
+    c.add_argument("--fabric", required=True, help="fabric description (JSON) written by 'freeway fabric --describe'")
+    c.add_argument("--listen", default="127.0.0.1:6653", help="OpenFlow listen address HOST:PORT (127.0.0.1:6653)")
+    from ryu_apps.config import MODES
+
+    c.add_argument("--mode", choices=MODES, default="ecmp", help="scheduling mode (ecmp)")
+    c.add_argument("--verbose", action="store_true", help="debug logging")
+    c.set_defaults(func=cmd_controller)
+
+    f = sub.add_parser("fabric", help="build a fabric on Open vSwitch under Mininet")
+    _add_fabric_shape(f)
+    f.add_argument("--controller", default="127.0.0.1:6653", help="controller address HOST:PORT (127.0.0.1:6653)")
+    f.add_argument("--controller-wait", type=float, default=10.0, help="seconds to wait for the controller (10)")
+    f.add_argument("--describe", metavar="FILE", help="write the fabric description (JSON) here")
+    f.add_argument("--describe-only", action="store_true", help="write the description and exit")
+    f.add_argument("--no-shape", action="store_true", help="do not enforce the link rate with OVS QoS")
+    f.add_argument("--timeout", type=float, default=120.0, help="seconds allowed for --test pingall/iperf (120)")
+    g = f.add_mutually_exclusive_group()
+    g.add_argument("--cli", action="store_true", help="open the Mininet CLI")
+    g.add_argument("--test", choices=["pingall", "iperf"], help="run a check and exit non-zero on failure")
+    f.set_defaults(func=cmd_fabric)
+
+    d = sub.add_parser("demo", help="k=4 fat-tree under the controller: reachability, TCP rate, ECMP spread")
+    d.add_argument("--k", type=int, default=4, help="fat-tree arity (4)")
+    d.add_argument("--rate", type=float, default=10.0, help="link rate in Mbit/s (10)")
+    d.add_argument("--out", default="results/demo", help="where to write the description and results (results/demo)")
+    d.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from ryu_apps.config import ConfigError
+    from ryu_apps.launcher import LaunchError
+    from topology.builder import BuildError
+    from topology.fabric import FabricError
+
+    try:
+        return args.func(args)
+    except (FabricError, ConfigError, LaunchError, BuildError) as e:
+        print(f"freeway {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

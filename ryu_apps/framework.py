@@ -1,0 +1,35 @@
+"""The one place that imports the controller framework.
+
+os-ken (OpenStack's maintained Ryu fork) is what Freeway installs and tests;
+where only Ryu is installed the same apps load under ``ryu-manager``.
+"""
+
+try:  # pragma: no cover - exercised by whichever framework is installed
+    from os_ken.base import app_manager
+    from os_ken.controller import ofp_event
+    from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+    from os_ken.lib import hub
+    from os_ken.lib.packet import arp as pkt_arp
+    from os_ken.lib.packet import ethernet as pkt_ethernet
+    from os_ken.lib.packet import packet as pkt_packet
+    from os_ken.ofproto import ofproto_v1_3 as ofproto
+    from os_ken.ofproto import ofproto_v1_3_parser as parser
+
+    FRAMEWORK = "os_ken"
+except ImportError:  # pragma: no cover
+    from ryu.base import app_manager  # type: ignore[no-redef]
+    from ryu.controller import ofp_event  # type: ignore[no-redef]
+    from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls  # type: ignore
+    from ryu.lib import hub  # type: ignore[no-redef]
+    from ryu.lib.packet import arp as pkt_arp  # type: ignore[no-redef]
+    from ryu.lib.packet import ethernet as pkt_ethernet  # type: ignore[no-redef]
+    from ryu.lib.packet import packet as pkt_packet  # type: ignore[no-redef]
+    from ryu.ofproto import ofproto_v1_3 as ofproto  # type: ignore[no-redef]
+    from ryu.ofproto import ofproto_v1_3_parser as parser  # type: ignore[no-redef]
+
+    FRAMEWORK = "ryu"
+
+__all__ = [
+    "FRAMEWORK", "app_manager", "ofp_event", "set_ev_cls", "CONFIG_DISPATCHER", "MAIN_DISPATCHER",
+    "DEAD_DISPATCHER", "hub", "ofproto", "parser", "pkt_packet", "pkt_ethernet", "pkt_arp",
+]

@@ -1,0 +1,60 @@
+"""Plain-value OpenFlow intents returned by the pure policy modules.
+
+Policy code returns these; ``ryu_apps.ofmsg`` is the one place that turns them
+into os-ken messages. Keeping them plain makes policy testable without a
+datapath and reusable by offline benchmarks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Output:
+    port: int
+
+
+@dataclass(frozen=True)
+class ToController:
+    max_len: int = 0xFFFF  # whole packet (OFPCML_NO_BUFFER)
+
+
+@dataclass(frozen=True)
+class ToGroup:
+    group_id: int
+
+
+Action = Output | ToController | ToGroup
+
+
+def match(**fields) -> tuple[tuple[str, object], ...]:
+    """A hashable OpenFlow match in os-ken OFPMatch keyword form.
+
+    Masked fields are given as (value, mask) tuples, e.g. ipv4_dst=("10.1.0.0", "255.255.0.0").
+    """
+    return tuple(sorted(fields.items()))
+
+
+@dataclass(frozen=True)
+class Flow:
+    priority: int
+    match: tuple[tuple[str, object], ...]
+    actions: tuple[Action, ...] = ()
+    table_id: int = 0
+    cookie: int = 0
+    idle_timeout: int = 0
+    hard_timeout: int = 0
+
+
+@dataclass(frozen=True)
+class Bucket:
+    actions: tuple[Action, ...]
+    weight: int = 1
+
+
+@dataclass(frozen=True)
+class Group:
+    group_id: int
+    buckets: tuple[Bucket, ...]
+    type: str = "select"  # select | all | indirect | ff

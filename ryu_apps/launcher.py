@@ -1,0 +1,71 @@
+"""Start the Freeway apps on os-ken's AppManager (no osken-manager needed)."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+
+from topology.fabric import Fabric
+
+from . import config
+
+APPS = ["ryu_apps.freeway_app"]
+
+
+class LaunchError(RuntimeError):
+    """A problem found before anything was started."""
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise LaunchError(f"--listen: expected HOST:PORT, got {listen!r}")
+    return host, int(port)
+
+
+def check_listen(host: str, port: int) -> None:
+    """Fail early, with the OS's reason, if the controller could not listen there."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise LaunchError(f"--listen: cannot resolve {host!r}: {e.strerror}") from None
+    fam, _, _, _, addr = infos[0]
+    with socket.socket(fam, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(addr)
+        except OSError as e:
+            raise LaunchError(f"--listen: cannot listen on {host}:{port}: {e.strerror}") from None
+
+
+def run(fabric_path: str, listen: str = "127.0.0.1:6653", mode: str = "ecmp", verbose: bool = False) -> int:
+    cfg = config.Config(fabric=fabric_path, mode=mode)
+    Fabric.load(fabric_path)  # validate before starting anything
+    host, port = parse_listen(listen)
+    check_listen(host, port)
+
+    from os_ken.lib import hub
+
+    hub.patch(thread=True)
+    from os_ken import cfg as osken_cfg
+    from os_ken.base.app_manager import AppManager
+    from os_ken.controller import controller  # noqa: F401  (registers the ofp-* options)
+
+    osken_cfg.CONF(args=["--ofp-listen-host", host, "--ofp-tcp-listen-port", str(port)], project="os_ken")
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not verbose:
+        logging.getLogger("os_ken").setLevel(logging.WARNING)
+    config.set_active(cfg)
+    mgr = AppManager.get_instance()
+    mgr.load_apps(APPS)
+    services = mgr.instantiate_apps(**mgr.create_contexts())
+    logging.getLogger("freeway").info("listening for switches on %s:%d", host, port)
+    try:
+        hub.joinall(services)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        mgr.close()
+    return 0

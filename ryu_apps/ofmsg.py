@@ -1,0 +1,97 @@
+"""Every OpenFlow message Freeway sends is built here, from plain intents.
+
+Messages are built with ``datapath=None``; the app sets the datapath just
+before sending (``bind``). Nothing here touches a socket.
+"""
+
+from __future__ import annotations
+
+from .framework import ofproto as ofp
+from .framework import parser, pkt_arp, pkt_ethernet, pkt_packet
+from .intents import Action, Flow, Group, Output, ToController, ToGroup
+
+_GROUP_TYPES = {
+    "all": ofp.OFPGT_ALL,
+    "select": ofp.OFPGT_SELECT,
+    "indirect": ofp.OFPGT_INDIRECT,
+    "ff": ofp.OFPGT_FF,
+}
+
+
+def _action(a: Action):
+    if isinstance(a, Output):
+        return parser.OFPActionOutput(a.port)
+    if isinstance(a, ToController):
+        return parser.OFPActionOutput(ofp.OFPP_CONTROLLER, a.max_len)
+    if isinstance(a, ToGroup):
+        return parser.OFPActionGroup(a.group_id)
+    raise TypeError(f"unknown action {a!r}")
+
+
+def _instructions(actions) -> list:
+    if not actions:
+        return []
+    return [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [_action(a) for a in actions])]
+
+
+def flow_add(f: Flow):
+    return parser.OFPFlowMod(
+        None, cookie=f.cookie, table_id=f.table_id, command=ofp.OFPFC_ADD,
+        idle_timeout=f.idle_timeout, hard_timeout=f.hard_timeout, priority=f.priority,
+        buffer_id=ofp.OFP_NO_BUFFER, match=parser.OFPMatch(**dict(f.match)),
+        instructions=_instructions(f.actions))
+
+
+def flows_delete_all():
+    return parser.OFPFlowMod(
+        None, table_id=ofp.OFPTT_ALL, command=ofp.OFPFC_DELETE, out_port=ofp.OFPP_ANY,
+        out_group=ofp.OFPG_ANY, match=parser.OFPMatch())
+
+
+def group_add(g: Group, modify: bool = False):
+    buckets = [
+        parser.OFPBucket(weight=b.weight if g.type == "select" else 0, watch_port=ofp.OFPP_ANY,
+                         watch_group=ofp.OFPG_ANY, actions=[_action(a) for a in b.actions])
+        for b in g.buckets
+    ]
+    cmd = ofp.OFPGC_MODIFY if modify else ofp.OFPGC_ADD
+    return parser.OFPGroupMod(None, cmd, _GROUP_TYPES[g.type], g.group_id, buckets)
+
+
+def groups_delete_all():
+    return parser.OFPGroupMod(None, ofp.OFPGC_DELETE, ofp.OFPGT_ALL, ofp.OFPG_ALL, [])
+
+
+def barrier():
+    return parser.OFPBarrierRequest(None)
+
+
+def port_desc_request():
+    return parser.OFPPortDescStatsRequest(None, 0)
+
+
+def program(groups: list[Group], flows: list[Flow]) -> list:
+    """Replace whatever a switch holds by these groups and flows, in a safe order."""
+    return [flows_delete_all(), groups_delete_all(), *(group_add(g) for g in groups),
+            *(flow_add(f) for f in flows), barrier()]
+
+
+def arp_reply_packet(requester_mac: str, requester_ip: str, target_mac: str, target_ip: str) -> bytes:
+    pkt = pkt_packet.Packet()
+    pkt.add_protocol(pkt_ethernet.ethernet(dst=requester_mac, src=target_mac, ethertype=0x0806))
+    pkt.add_protocol(pkt_arp.arp(opcode=pkt_arp.ARP_REPLY, src_mac=target_mac, src_ip=target_ip,
+                                 dst_mac=requester_mac, dst_ip=requester_ip))
+    pkt.serialize()
+    return bytes(pkt.data)
+
+
+def packet_out(port: int, data: bytes):
+    return parser.OFPPacketOut(None, buffer_id=ofp.OFP_NO_BUFFER, in_port=ofp.OFPP_CONTROLLER,
+                               actions=[parser.OFPActionOutput(port)], data=data)
+
+
+def bind(msgs, datapath) -> list:
+    """Attach the datapath to messages built with ``datapath=None``."""
+    for m in msgs:
+        m.datapath = datapath
+    return list(msgs)

@@ -1,0 +1,12 @@
+from setuptools import setup
+
+setup(
+    name="freeway",
+    version="0.1.0",
+    description="Freeway: isolating mice and elephant flows on Clos fabrics (os-ken apps, Mininet fabrics)",
+    python_requires=">=3.11",
+    packages=["ryu_apps", "topology", "monitoring", "experiments"],
+    install_requires=open("requirements.txt").read().split(),
+    extras_require={"test": ["pytest>=7", "hypothesis>=6", "ruff>=0.4"]},
+    entry_points={"console_scripts": ["freeway = experiments.cli:main"]},
+)

@@ -1,0 +1,84 @@
+"""Base ECMP forwarding intents, checked by walking packets through them."""
+
+import ipaddress
+
+import pytest
+
+from ryu_apps.forwarding import PRIO_ARP, UPLINK_GROUP, base_program, covering_prefixes
+from ryu_apps.intents import Output, ToController, ToGroup
+from topology.fabric import fattree, leafspine
+from topology.paths import tor_paths
+
+
+def _lookup(flows, dst_ip):
+    """The highest-priority IPv4 flow matching dst_ip (what the switch would do)."""
+    best = None
+    for f in flows:
+        m = dict(f.match)
+        if m.get("eth_type") != 0x0800:
+            continue
+        d = m.get("ipv4_dst")
+        if d is not None:
+            addr, mask = d if isinstance(d, tuple) else (d, "255.255.255.255")
+            if ipaddress.IPv4Network(f"{addr}/{mask}") != ipaddress.IPv4Network(f"{dst_ip}/{mask}", strict=False):
+                continue
+        if best is None or f.priority > best.priority:
+            best = f
+    return best
+
+
+def _walk(fabric, programs, src_host, dst_host, choose=0):
+    """Follow the flows hop by hop; at a group take bucket ``choose`` (mod size)."""
+    sw, hops = src_host.switch, []
+    for _ in range(10):
+        hops.append(sw)
+        groups, flows = programs[sw]
+        f = _lookup(flows, dst_host.ip)
+        assert f is not None, f"no route on {sw} to {dst_host.ip}"
+        (action,) = f.actions
+        if isinstance(action, ToGroup):
+            (g,) = [g for g in groups if g.group_id == action.group_id]
+            action = g.buckets[choose % len(g.buckets)].actions[0]
+        peer, _ = fabric.peer(sw, action.port)
+        if peer == dst_host.name:
+            return tuple(hops)
+        assert peer in fabric.switches, f"{sw} sent {dst_host.ip} to host {peer}"
+        sw = peer
+    raise AssertionError("forwarding loop")
+
+
+@pytest.mark.parametrize("fabric", [fattree(4), fattree(6), leafspine(2, 4, 2)], ids=["k4", "k6", "ls"])
+def test_every_pair_every_bucket_reaches_on_a_shortest_path(fabric):
+    programs = {s: base_program(fabric, s) for s in fabric.switches}
+    hosts = fabric.hosts
+    for a in hosts[:: max(1, len(hosts) // 8)]:
+        for b in hosts:
+            if a is b:
+                continue
+            valid = set(tor_paths(fabric, a.switch, b.switch))
+            for choose in range(3):
+                assert _walk(fabric, programs, a, b, choose) in valid
+
+
+def test_edge_program_shape():
+    f = fattree(4)
+    groups, flows = base_program(f, "e0_0")
+    assert [(g.group_id, [b.actions[0].port for b in g.buckets]) for g in groups] == [(UPLINK_GROUP, [3, 4])]
+    arp = [x for x in flows if x.priority == PRIO_ARP]
+    assert len(arp) == 1 and arp[0].actions == (ToController(),)
+    assert _lookup(flows, "10.0.0.3").actions == (Output(2),)
+
+
+def test_core_has_no_group_and_uses_pod_prefixes():
+    groups, flows = base_program(fattree(4), "c2")
+    assert groups == []
+    assert dict(_lookup(flows, "10.3.1.2").match)["ipv4_dst"] == ("10.3.0.0", "255.255.0.0")
+
+
+def test_covering_prefixes():
+    all_ips = sorted(int(ipaddress.IPv4Address(x)) for x in ["10.0.0.2", "10.0.0.3", "10.0.1.2", "10.1.0.2"])
+    assert covering_prefixes(["10.0.0.2", "10.0.0.3"], all_ips) == [("10.0.0.0", 24)]
+    assert covering_prefixes(["10.0.0.2", "10.0.0.3", "10.0.1.2"], all_ips) == [("10.0.0.0", 16)]
+    # no prefix separates 10.0.0.2 from 10.0.0.3: fall back to host routes
+    assert covering_prefixes(["10.0.0.2"], all_ips) == [("10.0.0.2", 32)]
+    assert covering_prefixes([], all_ips) == []

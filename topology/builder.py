@@ -1,0 +1,206 @@
+"""Bring a fabric up on Open vSwitch under Mininet, shape it, and tear it down.
+
+Link rate is enforced on every switch egress port with Open vSwitch QoS
+records (linux-htb, max-rate), so it is real OVS configuration
+(``ovs-vsctl list qos``) that later features extend with priority queues.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+from .fabric import Fabric
+
+QOS_TAG = "external-ids:freeway=1"
+
+
+class BuildError(RuntimeError):
+    """The fabric cannot be built here; the message says why."""
+
+
+def vsctl(*args: str, timeout: float = 60) -> str:
+    r = subprocess.run(["ovs-vsctl", "--timeout=30", *args], capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise BuildError(f"ovs-vsctl {' '.join(args[:3])}...: {r.stderr.strip()}")
+    return r.stdout
+
+
+def check_environment() -> None:
+    """Root, Mininet and a running Open vSwitch are needed; say which is missing."""
+    if os.geteuid() != 0:
+        raise BuildError("building a fabric needs root (Mininet creates network namespaces)")
+    for tool in ("ovs-vsctl", "mnexec", "ethtool"):
+        if shutil.which(tool) is None:
+            raise BuildError(f"{tool} not found: run 'make install' first")
+    r = subprocess.run(["ovs-vsctl", "--timeout=5", "show"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise BuildError("Open vSwitch is not running: start it with "
+                         "'/usr/share/openvswitch/scripts/ovs-ctl start' (or 'make install')")
+
+
+def check_controller(host: str, port: int, wait: float = 10.0) -> None:
+    """Wait up to ``wait`` seconds for something to accept TCP at the controller address."""
+    deadline = time.monotonic() + wait
+    last = "no answer"
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=1.0):
+                return
+        except OSError as e:
+            last = e.strerror or str(e)
+        if time.monotonic() >= deadline:
+            raise BuildError(f"--controller: no controller reachable at {host}:{port} ({last})")
+        time.sleep(0.2)
+
+
+def shape_ports(fabric: Fabric) -> int:
+    """Put a linux-htb QoS record with max-rate on every switch port; returns the port count."""
+    cmd: list[str] = []
+    n = 0
+    ports = [(ln.a, ln.a_port, ln.capacity_mbps) for ln in fabric.links]
+    ports += [(ln.b, ln.b_port, ln.capacity_mbps) for ln in fabric.links]
+    ports += [(h.switch, h.port, fabric.link_rate_mbps) for h in fabric.hosts]
+    for sw, port, mbps in ports:
+        bps = int(mbps * 1_000_000)
+        cmd += ["--", "set", "port", f"{sw}-eth{port}", f"qos=@q{n}",
+                "--", f"--id=@q{n}", "create", "qos", "type=linux-htb", f"other-config:max-rate={bps}",
+                QOS_TAG, f"queues:0=@r{n}",
+                "--", f"--id=@r{n}", "create", "queue", f"other-config:max-rate={bps}", QOS_TAG]
+        n += 1
+    if cmd:
+        vsctl(*cmd[1:], timeout=300)
+    return n
+
+
+def remove_qos() -> None:
+    """Destroy the QoS and Queue records Freeway created (tagged external-ids:freeway=1)."""
+    for table in ("qos", "queue"):
+        out = subprocess.run(["ovs-vsctl", "--timeout=30", "--bare", "--columns=_uuid", "find", table,
+                              "external-ids:freeway=1"], capture_output=True, text=True).stdout
+        uuids = out.split()
+        if uuids:
+            args: list[str] = []
+            for u in uuids:
+                args += ["--", "--if-exists", "destroy", table, u]
+            subprocess.run(["ovs-vsctl", "--timeout=30", *args[1:]], capture_output=True)
+
+
+def connected_switches() -> int:
+    out = subprocess.run(["ovs-vsctl", "--timeout=10", "--bare", "--columns=is_connected", "list", "controller"],
+                         capture_output=True, text=True).stdout
+    return out.split().count("true")
+
+
+class FabricNet:
+    """A running fabric: ``with FabricNet(fabric, ("127.0.0.1", 6653)) as fn: fn.net.hosts ...``"""
+
+    def __init__(self, fabric: Fabric, controller: tuple[str, int] = ("127.0.0.1", 6653),
+                 shape: bool = True, controller_wait: float = 10.0):
+        self.fabric = fabric
+        self.controller = controller
+        self.shape = shape
+        self.controller_wait = controller_wait
+        self.net = None
+        self.timings: dict[str, float] = {}
+
+    def start(self, connect_timeout: float = 60.0) -> FabricNet:
+        check_environment()
+        check_controller(*self.controller, wait=self.controller_wait)
+        from mininet.link import Link
+        from mininet.log import setLogLevel
+        from mininet.net import Mininet
+        from mininet.node import OVSSwitch, RemoteController
+
+        from .topos import FabricTopo, FreewayHost
+
+        setLogLevel("warning")
+        t0 = time.monotonic()
+        net = Mininet(topo=FabricTopo(self.fabric), switch=OVSSwitch, host=FreewayHost, link=Link,
+                      controller=None, autoSetMacs=False, build=False, waitConnected=False)
+        net.addController(RemoteController("ctl", ip=self.controller[0], port=self.controller[1]))
+        self.net = net
+        try:
+            net.build()
+            net.start()
+            self.timings["build_s"] = time.monotonic() - t0
+            if self.shape:
+                shape_ports(self.fabric)
+            self.timings["shaped_s"] = time.monotonic() - t0
+            self.wait_connected(connect_timeout)
+            self.timings["connected_s"] = time.monotonic() - t0
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_connected(self, timeout: float) -> None:
+        want = len(self.fabric.switches)
+        deadline = time.monotonic() + timeout
+        while (got := connected_switches()) < want:
+            if time.monotonic() > deadline:
+                raise BuildError(f"only {got} of {want} switches connected to the controller within {timeout:.0f} s")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.net is not None:
+            try:
+                self.net.stop()
+            finally:
+                self.net = None
+                remove_qos()
+
+    def __enter__(self) -> FabricNet:
+        return self.start() if self.net is None else self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ----- checks run on the hosts --------------------------------------
+    def host(self, name: str):
+        return self.net.get(name)
+
+    def ping_matrix(self, pairs: list[tuple[str, str]] | None = None, wait_s: int = 2) -> list[tuple[str, str]]:
+        """Ping every pair once (all sources in parallel); return the pairs that failed."""
+        hosts = {h.name: h for h in self.fabric.hosts}
+        if pairs is None:
+            pairs = [(a, b) for a in hosts for b in hosts if a != b]
+        by_src: dict[str, list[str]] = {}
+        for a, b in pairs:
+            by_src.setdefault(a, []).append(hosts[b].ip)
+        for src, ips in by_src.items():
+            script = ("for ip in %s; do ping -n -c1 -W%d -q $ip >/dev/null 2>&1 || echo FAIL $ip; done; echo DONE"
+                      % (" ".join(ips), wait_s))
+            self.host(src).sendCmd(script)
+        by_ip = {h.ip: h.name for h in self.fabric.hosts}
+        failed = []
+        for src in by_src:
+            out = self.host(src).waitOutput()
+            failed += [(src, by_ip[w.split()[1]]) for w in out.splitlines() if w.startswith("FAIL ")]
+        return failed
+
+    def wait_reachable(self, timeout: float = 60.0) -> tuple[float, list[tuple[str, str]]]:
+        """Retry the failing pairs until every host reaches every host; (seconds, still failing)."""
+        t0 = time.monotonic()
+        failed = self.ping_matrix()
+        while failed and time.monotonic() - t0 < timeout:
+            time.sleep(0.5)
+            failed = self.ping_matrix(failed)
+        return time.monotonic() - t0, failed
+
+    def iperf(self, src: str, dst: str, seconds: float = 5, cport: int | None = None,
+              port: int = 5201) -> float:
+        """TCP goodput in Mbit/s from ``src`` to ``dst`` measured by iperf3 at the receiver."""
+        s, d = self.host(src), self.host(dst)
+        d.cmd(f"iperf3 -s -1 -p {port} -D >/dev/null 2>&1")
+        time.sleep(0.3)
+        extra = f" --cport {cport}" if cport else ""
+        out = s.cmd(f"iperf3 -c {d.IP()} -p {port} -t {seconds} -J{extra}")
+        try:
+            return json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
+        except (ValueError, KeyError) as e:
+            raise BuildError(f"iperf3 {src}->{dst} gave no result: {out.strip()[-200:]}") from e

@@ -1,0 +1,372 @@
+"""Fabric description: switches, links and hosts of a Clos fabric, as plain data.
+
+The description is the one source of truth shared by the Mininet builder (which
+creates exactly these switches, ports and addresses) and the controller (which
+programs forwarding from it). It is pure: no Mininet, no sockets, no clock.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+FORMAT_VERSION = 1
+
+# Role codes go into the datapath id: 0xRRRR_PPPPPP_IIIIII (role, pod, index).
+ROLE_CODES = {"core": 1, "agg": 2, "edge": 3, "spine": 4, "leaf": 5}
+# Level in the tree: 0 for ToRs, growing upward. Forwarding goes down by
+# prefix and up through the ECMP group.
+ROLE_LEVEL = {"edge": 0, "leaf": 0, "agg": 1, "spine": 1, "core": 2}
+TOR_ROLES = ("edge", "leaf")
+TOPOS = ("fattree", "leafspine")
+
+
+class FabricError(ValueError):
+    """An invalid fabric description or parameter; the message names the problem."""
+
+
+@dataclass(frozen=True)
+class Switch:
+    name: str
+    role: str
+    pod: int
+    index: int
+    dpid: int
+
+    @property
+    def is_tor(self) -> bool:
+        return self.role in TOR_ROLES
+
+    @property
+    def level(self) -> int:
+        return ROLE_LEVEL[self.role]
+
+
+@dataclass(frozen=True)
+class Link:
+    """A bidirectional switch-to-switch link, with the port number on each side."""
+
+    a: str
+    a_port: int
+    b: str
+    b_port: int
+    capacity_mbps: float
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    ip: str
+    mac: str
+    switch: str
+    port: int
+
+
+def make_dpid(role: str, pod: int, index: int) -> int:
+    """Deterministic datapath id encoding role, pod and index (readable in hex)."""
+    return (ROLE_CODES[role] << 48) | (pod << 24) | index
+
+
+def host_mac(ip: str) -> str:
+    """A locally administered MAC derived from the host's IPv4 address."""
+    b = ipaddress.IPv4Address(ip).packed
+    return "02:00:%02x:%02x:%02x:%02x" % tuple(b)
+
+
+@dataclass
+class Fabric:
+    """A validated fabric description with the look-ups the controller needs."""
+
+    topo: str
+    params: dict
+    link_rate_mbps: float
+    switches: dict[str, Switch]
+    links: list[Link]
+    hosts: list[Host]
+    _port_peer: dict = field(default_factory=dict, repr=False)
+    _port_to: dict = field(default_factory=dict, repr=False)
+    _by_dpid: dict = field(default_factory=dict, repr=False)
+    _by_ip: dict = field(default_factory=dict, repr=False)
+    _hosts_on: dict = field(default_factory=dict, repr=False)
+    _below: dict = field(default_factory=dict, repr=False)
+    _adj: dict = field(default_factory=dict, repr=False)
+    _cap: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._validate()
+        self._index()
+
+    # ----- validation -------------------------------------------------
+    def _validate(self) -> None:
+        if self.topo not in TOPOS:
+            raise FabricError(f"topo: unknown topology {self.topo!r} (expected one of {', '.join(TOPOS)})")
+        if not (isinstance(self.link_rate_mbps, (int, float)) and self.link_rate_mbps > 0):
+            raise FabricError(f"link_rate_mbps: must be a positive number, got {self.link_rate_mbps!r}")
+        if self.topo == "fattree":
+            _check_k(self.params.get("k"))
+        dpids: dict[int, str] = {}
+        for name, sw in self.switches.items():
+            if sw.role not in ROLE_CODES:
+                raise FabricError(f"switch {name}: unknown role {sw.role!r}")
+            if sw.dpid in dpids:
+                raise FabricError(f"switch {name}: dpid {sw.dpid:#x} already used by {dpids[sw.dpid]}")
+            dpids[sw.dpid] = name
+        used_ports: dict[tuple[str, int], str] = {}
+
+        def take(sw: str, port: int, what: str) -> None:
+            if sw not in self.switches:
+                raise FabricError(f"{what}: switch {sw!r} is not in the description")
+            if not isinstance(port, int) or port < 1 or port > 0xFFFFFF00:
+                raise FabricError(f"{what}: port {port!r} on {sw} is not a valid OpenFlow port number")
+            if (sw, port) in used_ports:
+                raise FabricError(f"{what}: port {port} on {sw} already used by {used_ports[(sw, port)]}")
+            used_ports[(sw, port)] = what
+
+        for ln in self.links:
+            what = f"link {ln.a}:{ln.a_port}-{ln.b}:{ln.b_port}"
+            if ln.a == ln.b:
+                raise FabricError(f"{what}: a link must join two different switches")
+            if not (isinstance(ln.capacity_mbps, (int, float)) and ln.capacity_mbps > 0):
+                raise FabricError(f"{what}: capacity_mbps must be positive, got {ln.capacity_mbps!r}")
+            take(ln.a, ln.a_port, what)
+            take(ln.b, ln.b_port, what)
+        names = set(self.switches)
+        ips: dict[str, str] = {}
+        macs: dict[str, str] = {}
+        for h in self.hosts:
+            if h.name in names:
+                raise FabricError(f"host {h.name}: name already used by a switch or host")
+            names.add(h.name)
+            try:
+                ipaddress.IPv4Address(h.ip)
+            except ValueError:
+                raise FabricError(f"host {h.name}: ip {h.ip!r} is not an IPv4 address") from None
+            if h.ip in ips:
+                raise FabricError(f"host {h.name}: duplicate ip {h.ip} (also {ips[h.ip]})")
+            ips[h.ip] = h.name
+            if h.mac.lower() in macs:
+                raise FabricError(f"host {h.name}: duplicate mac {h.mac} (also {macs[h.mac.lower()]})")
+            macs[h.mac.lower()] = h.name
+            take(h.switch, h.port, f"host {h.name}")
+            if not self.switches[h.switch].is_tor:
+                raise FabricError(f"host {h.name}: attached to {h.switch}, which is not a ToR (edge/leaf)")
+
+    def _index(self) -> None:
+        for ln in self.links:
+            self._port_peer[(ln.a, ln.a_port)] = (ln.b, ln.b_port)
+            self._port_peer[(ln.b, ln.b_port)] = (ln.a, ln.a_port)
+            self._port_to[(ln.a, ln.b)] = ln.a_port
+            self._port_to[(ln.b, ln.a)] = ln.b_port
+            self._adj.setdefault(ln.a, set()).add(ln.b)
+            self._adj.setdefault(ln.b, set()).add(ln.a)
+            self._cap[(ln.a, ln.b)] = self._cap[(ln.b, ln.a)] = ln.capacity_mbps
+        for h in self.hosts:
+            self._port_peer[(h.switch, h.port)] = (h.name, 0)
+            self._hosts_on.setdefault(h.switch, []).append(h)
+            self._by_ip[h.ip] = h
+        self._by_dpid = {sw.dpid: sw for sw in self.switches.values()}
+        self._adj = {n: sorted(peers, key=self._order) for n, peers in self._adj.items()}
+        for sw in sorted(self.switches.values(), key=lambda s: s.level):
+            below = list(self._hosts_on.get(sw.name, []))
+            for n in self.down_neighbors(sw.name):
+                below.extend(self._below[n])
+            self._below[sw.name] = below
+
+    # ----- look-ups ----------------------------------------------------
+    def switch_by_dpid(self, dpid: int) -> Switch | None:
+        return self._by_dpid.get(dpid)
+
+    def host_by_ip(self, ip: str) -> Host | None:
+        return self._by_ip.get(ip)
+
+    def hosts_on(self, switch: str) -> list[Host]:
+        return list(self._hosts_on.get(switch, []))
+
+    def hosts_below(self, switch: str) -> list[Host]:
+        """Hosts reachable from ``switch`` going only downward in the tree."""
+        return list(self._below[switch])
+
+    def peer(self, switch: str, port: int) -> tuple[str, int] | None:
+        """What is at the other end of (switch, port): (switch or host name, port)."""
+        return self._port_peer.get((switch, port))
+
+    def port_to(self, switch: str, neighbor: str) -> int:
+        """The port of ``switch`` that faces ``neighbor``."""
+        return self._port_to[(switch, neighbor)]
+
+    def neighbors(self, switch: str) -> list[str]:
+        return list(self._adj.get(switch, ()))
+
+    def up_neighbors(self, switch: str) -> list[str]:
+        lvl = self.switches[switch].level
+        return [n for n in self.neighbors(switch) if self.switches[n].level > lvl]
+
+    def down_neighbors(self, switch: str) -> list[str]:
+        lvl = self.switches[switch].level
+        return [n for n in self.neighbors(switch) if self.switches[n].level < lvl]
+
+    def tors(self) -> list[str]:
+        return sorted((s.name for s in self.switches.values() if s.is_tor), key=self._order)
+
+    def capacity(self, a: str, b: str) -> float:
+        """Capacity in Mbit/s of the link between two switches."""
+        return self._cap[(a, b)]
+
+    def _order(self, name: str) -> tuple[int, int, int]:
+        sw = self.switches[name]
+        return (sw.level, sw.pod, sw.index)
+
+    # ----- serialisation ----------------------------------------------
+    def to_dict(self) -> dict:
+        return {
+            "version": FORMAT_VERSION,
+            "topo": self.topo,
+            "params": self.params,
+            "link_rate_mbps": self.link_rate_mbps,
+            "switches": [asdict(s) for s in self.switches.values()],
+            "links": [asdict(ln) for ln in self.links],
+            "hosts": [asdict(h) for h in self.hosts],
+        }
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+
+    @classmethod
+    def from_dict(cls, d: object) -> Fabric:
+        if not isinstance(d, dict):
+            raise FabricError("description: top level must be a JSON object")
+        for key in ("version", "topo", "params", "link_rate_mbps", "switches", "links", "hosts"):
+            if key not in d:
+                raise FabricError(f"description: missing key {key!r}")
+        if d["version"] != FORMAT_VERSION:
+            raise FabricError(f"version: unsupported description version {d['version']!r} (this Freeway reads {FORMAT_VERSION})")
+        if not isinstance(d["params"], dict):
+            raise FabricError("params: must be an object")
+        switches: dict[str, Switch] = {}
+        for i, s in enumerate(_list(d, "switches")):
+            sw = _record(Switch, s, f"switches[{i}]", {"name": str, "role": str, "pod": int, "index": int, "dpid": int})
+            if sw.name in switches:
+                raise FabricError(f"switches[{i}]: duplicate switch name {sw.name!r}")
+            switches[sw.name] = sw
+        links = [
+            _record(Link, ln, f"links[{i}]", {"a": str, "a_port": int, "b": str, "b_port": int, "capacity_mbps": (int, float)})
+            for i, ln in enumerate(_list(d, "links"))
+        ]
+        hosts = [
+            _record(Host, h, f"hosts[{i}]", {"name": str, "ip": str, "mac": str, "switch": str, "port": int})
+            for i, h in enumerate(_list(d, "hosts"))
+        ]
+        return cls(d["topo"], d["params"], d["link_rate_mbps"], switches, links, hosts)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Fabric:
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            raise FabricError(f"cannot read fabric description {path}: {e.strerror}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise FabricError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+        return cls.from_dict(data)
+
+
+def _list(d: dict, key: str) -> list:
+    if not isinstance(d[key], list):
+        raise FabricError(f"{key}: must be a list")
+    return d[key]
+
+
+def _record(cls, obj: object, where: str, types: dict):
+    if not isinstance(obj, dict):
+        raise FabricError(f"{where}: must be an object")
+    for key, typ in types.items():
+        if key not in obj:
+            raise FabricError(f"{where}: missing key {key!r}")
+        val = obj[key]
+        if isinstance(val, bool) or not isinstance(val, typ):
+            raise FabricError(f"{where}.{key}: wrong type {type(val).__name__}")
+    extra = set(obj) - set(types)
+    if extra:
+        raise FabricError(f"{where}: unknown key {sorted(extra)[0]!r}")
+    return cls(**obj)
+
+
+def _check_k(k: object) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 4 or k % 2:
+        raise FabricError(f"k: a fat-tree needs an even k >= 4, got {k!r}")
+    if k > 254:
+        raise FabricError(f"k: {k} is too large for 10.pod.edge.host addressing (at most 254)")
+    return k
+
+
+def fattree(k: int, rate_mbps: float = 10.0) -> Fabric:
+    """A k-ary fat-tree (Al-Fares et al.): k pods of k/2 edge and k/2 aggregation
+    switches, (k/2)^2 cores, k/2 hosts per edge switch at 10.pod.edge.(2..k/2+1).
+
+    Ports: edge 1..k/2 hosts, k/2+1..k aggregation j; aggregation 1..k/2 edge i,
+    k/2+1..k core; core c (1-based) port p+1 to pod p. Aggregation j of every
+    pod connects to cores j*k/2+1 .. (j+1)*k/2, so core numbers sort paths.
+    """
+    _check_k(k)
+    h = k // 2
+    switches: dict[str, Switch] = {}
+    links: list[Link] = []
+    hosts: list[Host] = []
+
+    def add(name: str, role: str, pod: int, index: int) -> None:
+        switches[name] = Switch(name, role, pod, index, make_dpid(role, pod, index))
+
+    for c in range(1, h * h + 1):
+        add(f"c{c}", "core", 0, c)
+    for p in range(k):
+        for i in range(h):
+            add(f"a{p}_{i}", "agg", p, i)
+        for i in range(h):
+            add(f"e{p}_{i}", "edge", p, i)
+        for e in range(h):
+            for j in range(h):
+                links.append(Link(f"e{p}_{e}", h + 1 + j, f"a{p}_{j}", 1 + e, rate_mbps))
+        for j in range(h):
+            for m in range(h):
+                links.append(Link(f"a{p}_{j}", h + 1 + m, f"c{j * h + m + 1}", p + 1, rate_mbps))
+        for e in range(h):
+            for x in range(h):
+                ip = f"10.{p}.{e}.{x + 2}"
+                hosts.append(Host(f"h{p}_{e}_{x}", ip, host_mac(ip), f"e{p}_{e}", 1 + x))
+    return Fabric("fattree", {"k": k}, rate_mbps, switches, links, hosts)
+
+
+def leafspine(spines: int, leaves: int, hosts_per_leaf: int, rate_mbps: float = 10.0) -> Fabric:
+    """A two-tier leaf-spine: every leaf to every spine; hosts at 10.0.leaf.(2..).
+
+    Ports: leaf 1..H hosts, H+s for spine s (1-based); spine port l+1 to leaf l.
+    """
+    for key, val, lo, hi in (("spines", spines, 1, 254), ("leaves", leaves, 2, 254), ("hosts_per_leaf", hosts_per_leaf, 1, 252)):
+        if isinstance(val, bool) or not isinstance(val, int) or not lo <= val <= hi:
+            raise FabricError(f"{key}: must be an integer in {lo}..{hi}, got {val!r}")
+    switches: dict[str, Switch] = {}
+    links: list[Link] = []
+    hosts: list[Host] = []
+    for s in range(1, spines + 1):
+        switches[f"s{s}"] = Switch(f"s{s}", "spine", 0, s, make_dpid("spine", 0, s))
+    for leaf in range(leaves):
+        switches[f"l{leaf}"] = Switch(f"l{leaf}", "leaf", 0, leaf, make_dpid("leaf", 0, leaf))
+        for s in range(1, spines + 1):
+            links.append(Link(f"l{leaf}", hosts_per_leaf + s, f"s{s}", leaf + 1, rate_mbps))
+        for x in range(hosts_per_leaf):
+            ip = f"10.0.{leaf}.{x + 2}"
+            hosts.append(Host(f"h{leaf}_{x}", ip, host_mac(ip), f"l{leaf}", 1 + x))
+    params = {"spines": spines, "leaves": leaves, "hosts_per_leaf": hosts_per_leaf}
+    return Fabric("leafspine", params, rate_mbps, switches, links, hosts)
+
+
+def build(topo: str, rate_mbps: float = 10.0, **params) -> Fabric:
+    """Build a fabric by topology name (``fattree`` with k, ``leafspine`` with sizes)."""
+    if topo == "fattree":
+        return fattree(params["k"], rate_mbps)
+    if topo == "leafspine":
+        return leafspine(params["spines"], params["leaves"], params["hosts_per_leaf"], rate_mbps)
+    raise FabricError(f"topo: unknown topology {topo!r} (expected one of {', '.join(TOPOS)})")

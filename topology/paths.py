@@ -1,0 +1,66 @@
+"""Equal-cost paths between ToR pairs, in Freeway's order.
+
+A path is a tuple of switch names from the source ToR to the destination ToR.
+Paths go up to the lowest tier where the two ToRs share ancestors and come
+back down. They are sorted by the top switch: by core number for inter-pod
+fat-tree pairs (k^2/4 paths), by aggregation switch inside a pod (k/2), by
+spine on a leaf-spine. That order is what the Freeway partition relies on.
+"""
+
+from __future__ import annotations
+
+from .fabric import Fabric
+
+Path = tuple[str, ...]
+
+
+def _up_chains(fabric: Fabric, tor: str) -> dict[str, list[Path]]:
+    """Every upward chain from ``tor``, keyed by the switch where it ends."""
+    chains: dict[str, list[Path]] = {tor: [(tor,)]}
+    frontier = [(tor,)]
+    while frontier:
+        nxt = []
+        for chain in frontier:
+            for up in fabric.up_neighbors(chain[-1]):
+                c = chain + (up,)
+                chains.setdefault(up, []).append(c)
+                nxt.append(c)
+        frontier = nxt
+    return chains
+
+
+def tor_paths(fabric: Fabric, src: str, dst: str) -> list[Path]:
+    """All shortest up-down paths from ToR ``src`` to ToR ``dst``, sorted by top switch."""
+    for t in (src, dst):
+        if t not in fabric.switches or not fabric.switches[t].is_tor:
+            raise ValueError(f"{t!r} is not a ToR switch of this fabric")
+    if src == dst:
+        return [(src,)]
+    up_src = _up_chains(fabric, src)
+    up_dst = _up_chains(fabric, dst)
+    common = set(up_src) & set(up_dst)
+    if not common:
+        return []
+    level = min(fabric.switches[t].level for t in common)
+    tops = sorted((t for t in common if fabric.switches[t].level == level), key=fabric._order)
+    paths: list[Path] = []
+    for top in tops:
+        for a in up_src[top]:
+            for b in up_dst[top]:
+                paths.append(a + tuple(reversed(b[:-1])))
+    return paths
+
+
+def path_top(path: Path) -> str:
+    """The highest switch of an up-down path (core, aggregation or spine)."""
+    return path[len(path) // 2]
+
+
+def path_links(path: Path) -> list[tuple[str, str]]:
+    """Directed links along a path."""
+    return list(zip(path, path[1:], strict=False))
+
+
+def path_ports(fabric: Fabric, path: Path) -> list[tuple[str, int]]:
+    """(switch, output port) for every hop but the last along a path."""
+    return [(a, fabric.port_to(a, b)) for a, b in path_links(path)]

@@ -47,7 +47,7 @@ def cmd_fabric(args) -> int:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     with fn:
         print(f"{fabric.topo} up: {len(fabric.switches)} switches, {len(fabric.hosts)} hosts, "
-              f"{fabric.link_rate_mbps:g} Mbit/s links; all switches connected in {fn.timings['connected_s']:.1f} s")
+              f"{fabric.link_rate_mbps:g} Mbit/s links; all switches programmed in {fn.timings['programmed_s']:.1f} s")
         if args.cli:
             from mininet.cli import CLI
 
@@ -57,7 +57,7 @@ def cmd_fabric(args) -> int:
             secs, failed = fn.wait_reachable(args.timeout)
             n = len(fabric.hosts)
             print(f"pingall: {n * (n - 1) - len(failed)}/{n * (n - 1)} pairs reachable, "
-                  f"full reachability {'in %.1f s' % (fn.timings['connected_s'] + secs) if not failed else 'NOT reached'}"
+                  f"full reachability {'in %.1f s' % (fn.timings['programmed_s'] + secs) if not failed else 'NOT reached'}"
                   " after start")
             for a, b in failed[:10]:
                 print(f"  unreachable: {a} -> {b}")
@@ -82,6 +82,18 @@ def cmd_demo(args) -> int:
     from experiments.demo import run
 
     return run(args)
+
+
+def cmd_bench(args) -> int:
+    from pathlib import Path
+
+    from experiments import bench
+
+    if args.bench == "startup":
+        ks = [int(x) for x in args.k.split(",")]
+        bench.startup(ks, args.rate, Path(args.out))
+        print(f"results in {Path(args.out) / 'startup.json'}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -115,6 +127,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--rate", type=float, default=10.0, help="link rate in Mbit/s (10)")
     d.add_argument("--out", default="results/demo", help="where to write the description and results (results/demo)")
     d.set_defaults(func=cmd_demo)
+
+    b = sub.add_parser("bench", help="measurements that write JSON")
+    bsub = b.add_subparsers(dest="bench", required=True)
+    bs = bsub.add_parser("startup", help="fat-tree start-up time to full reachability")
+    bs.add_argument("--k", default="4,8", help="comma-separated arities (4,8)")
+    bs.add_argument("--rate", type=float, default=10.0, help="link rate in Mbit/s (10)")
+    bs.add_argument("--out", default="results/bench", help="output directory (results/bench)")
+    b.set_defaults(func=cmd_bench)
     return p
 
 

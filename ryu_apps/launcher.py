@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 import socket
 import sys
 
@@ -45,6 +46,8 @@ def run(fabric_path: str, listen: str = "127.0.0.1:6653", mode: str = "ecmp", ve
     host, port = parse_listen(listen)
     check_listen(host, port)
 
+    warnings.filterwarnings("ignore", message="\nEventlet is deprecated")
+    warnings.filterwarnings("ignore", message="Eventlet is deprecated")
     from os_ken.lib import hub
 
     hub.patch(thread=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -90,10 +91,19 @@ def remove_qos() -> None:
             subprocess.run(["ovs-vsctl", "--timeout=30", *args[1:]], capture_output=True)
 
 
-def connected_switches() -> int:
-    out = subprocess.run(["ovs-vsctl", "--timeout=10", "--bare", "--columns=is_connected", "list", "controller"],
-                         capture_output=True, text=True).stdout
-    return out.split().count("true")
+def programmed_switches(names) -> int:
+    """How many of these bridges hold flows (the controller has programmed them).
+
+    OVSDB's Controller.is_connected is refreshed only every few seconds, so the
+    flow table is the faster and more meaningful signal.
+    """
+    n = 0
+    for name in names:
+        out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-aggregate", name], capture_output=True,
+                             text=True).stdout
+        m = re.search(r"flow_count=(\d+)", out)
+        n += bool(m and int(m.group(1)) > 0)
+    return n
 
 
 class FabricNet:
@@ -131,20 +141,22 @@ class FabricNet:
             if self.shape:
                 shape_ports(self.fabric)
             self.timings["shaped_s"] = time.monotonic() - t0
-            self.wait_connected(connect_timeout)
-            self.timings["connected_s"] = time.monotonic() - t0
+            self.wait_programmed(connect_timeout)
+            self.timings["programmed_s"] = time.monotonic() - t0
         except BaseException:
             self.stop()
             raise
         return self
 
-    def wait_connected(self, timeout: float) -> None:
+    def wait_programmed(self, timeout: float) -> None:
+        """Wait until every switch holds the controller's flows."""
         want = len(self.fabric.switches)
         deadline = time.monotonic() + timeout
-        while (got := connected_switches()) < want:
+        while (got := programmed_switches(self.fabric.switches)) < want:
             if time.monotonic() > deadline:
-                raise BuildError(f"only {got} of {want} switches connected to the controller within {timeout:.0f} s")
-            time.sleep(0.2)
+                raise BuildError(f"only {got} of {want} switches were programmed by the controller "
+                                 f"within {timeout:.0f} s")
+            time.sleep(0.1)
 
     def stop(self) -> None:
         if self.net is not None:
@@ -204,3 +216,9 @@ class FabricNet:
             return json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
         except (ValueError, KeyError) as e:
             raise BuildError(f"iperf3 {src}->{dst} gave no result: {out.strip()[-200:]}") from e
+
+
+def ofctl(*args: str) -> str:
+    """``ovs-ofctl -O OpenFlow13 ...`` output (what a switch holds)."""
+    return subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", *args], capture_output=True, text=True,
+                          check=True).stdout

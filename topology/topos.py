@@ -10,11 +10,13 @@ addresses, fixed MACs, and TCP checksum offload turned off (the userspace
 datapath needs that for TCP to work between namespaces).
 """
 
+import inspect
 import os
 import sys
 
-if __package__ in (None, ""):  # loaded by 'mn --custom': make the project importable
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if __package__ in (None, ""):  # loaded by 'mn --custom' (exec'd without __file__): make the project importable
+    _here = os.path.abspath(inspect.currentframe().f_code.co_filename)
+    sys.path.insert(0, os.path.dirname(os.path.dirname(_here)))
 
 from mininet.node import Host  # noqa: E402
 from mininet.topo import Topo  # noqa: E402

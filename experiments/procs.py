@@ -1,0 +1,86 @@
+"""Start and stop the real controller process the way a user does (``freeway controller``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def freeway_command() -> list[str]:
+    """The installed ``freeway`` console script (next to this interpreter), else the module."""
+    exe = Path(sys.executable).with_name("freeway")
+    if exe.exists():
+        return [str(exe)]
+    found = shutil.which("freeway")
+    return [found] if found else [sys.executable, "-m", "experiments.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ControllerProcess:
+    """``freeway controller`` as a child process, with its log in a file."""
+
+    def __init__(self, fabric_file: str | Path, port: int | None = None, mode: str = "ecmp",
+                 log_file: str | Path | None = None, extra: list[str] | None = None):
+        self.fabric_file = str(fabric_file)
+        self.port = port or free_port()
+        self.mode = mode
+        self.log_file = Path(log_file) if log_file else Path(self.fabric_file).with_suffix(".controller.log")
+        self.extra = extra or []
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.port)
+
+    def start(self, timeout: float = 30.0) -> ControllerProcess:
+        cmd = [*freeway_command(), "controller", "--fabric", self.fabric_file,
+               "--listen", f"127.0.0.1:{self.port}", "--mode", self.mode, *self.extra]
+        self._log = open(self.log_file, "ab")
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"controller exited with {self.proc.returncode}: {self.log_tail()}")
+            try:
+                with socket.create_connection(self.address, timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"controller did not listen on port {self.port} within {timeout} s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        self.proc = None
+        if getattr(self, "_log", None):
+            self._log.close()
+            self._log = None
+
+    def log_text(self) -> str:
+        return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
+
+    def log_tail(self, n: int = 15) -> str:
+        return "\n".join(self.log_text().splitlines()[-n:])
+
+    def __enter__(self) -> ControllerProcess:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,37 @@
+"""Integration fixtures: a real fabric on Open vSwitch under the real controller process."""
+
+import pytest
+
+from experiments.procs import ControllerProcess
+from topology.builder import FabricNet
+from topology.fabric import fattree, leafspine
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="module")
+def k4(tmp_path_factory):
+    """A 10 Mbit/s k=4 fat-tree under 'freeway controller': (FabricNet, ControllerProcess)."""
+    d = tmp_path_factory.mktemp("k4")
+    fabric = fattree(4, 10)
+    fabric.save(d / "fabric.json")
+    ctl = ControllerProcess(d / "fabric.json").start()
+    fn = FabricNet(fabric, ctl.address)
+    try:
+        fn.start()
+        yield fn, ctl
+    finally:
+        fn.stop()
+        ctl.stop()
+
+
+@pytest.fixture(scope="module")
+def leafspine_net(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ls")
+    fabric = leafspine(2, 4, 2, 10)
+    fabric.save(d / "fabric.json")
+    with ControllerProcess(d / "fabric.json") as ctl, FabricNet(fabric, ctl.address) as fn:
+        yield fn, ctl

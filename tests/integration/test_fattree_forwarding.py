@@ -1,0 +1,91 @@
+"""ECMP forwarding on a real k=4 fat-tree of userspace Open vSwitch under the real controller."""
+
+import re
+import subprocess
+import time
+
+from topology.builder import ofctl
+
+
+def test_all_hosts_reach_all_hosts(k4):
+    fn, _ = k4
+    secs, failed = fn.wait_reachable(timeout=30)
+    assert failed == []
+
+
+def test_link_rate_is_ovs_qos_on_every_switch_port(k4):
+    fn, _ = k4
+    out = subprocess.run(["ovs-vsctl", "--bare", "--columns=name,qos", "list", "port"], capture_output=True,
+                         text=True, check=True).stdout
+    rows = [r.split() for r in out.strip().split("\n\n")]
+    switch_ports = [r for r in rows if re.match(r"^[ace]\d+(_\d+)?-eth\d+$", r[0])]
+    assert len(switch_ports) == 20 * 4
+    assert all(len(r) == 2 for r in switch_ports), "a switch port without a QoS record"
+    qos = subprocess.run(["ovs-vsctl", "--bare", "--columns=type,other_config", "find", "qos",
+                          "external-ids:freeway=1"], capture_output=True, text=True, check=True).stdout
+    assert qos.count("linux-htb") == 80 and qos.count("max-rate=10000000") == 80
+
+
+def test_tcp_across_pods_reaches_80_percent_and_no_more_than_the_link(k4):
+    fn, _ = k4
+    fn.wait_reachable(timeout=30)
+    mbps = fn.iperf("h0_0_0", "h3_1_1", seconds=5)
+    assert 8.0 <= mbps <= 10.5, mbps
+
+
+def _uplink_tx(switch: str, ports=(3, 4)) -> dict[int, int]:
+    out = ofctl("dump-ports", switch)
+    tx = {}
+    for m in re.finditer(r"port\s+(\d+): rx pkts=\d+, bytes=\d+.*?\n\s+tx pkts=\d+, bytes=(\d+)", out, re.S):
+        tx[int(m.group(1))] = int(m.group(2))
+    return {p: tx[p] for p in ports}
+
+
+def test_ecmp_spreads_eight_flows_over_uplinks(k4):
+    fn, _ = k4
+    fn.wait_reachable(timeout=30)
+    dst = fn.host("h2_0_0")
+    dst.cmd("iperf3 -s -1 -p 5301 -D >/dev/null 2>&1")
+    time.sleep(0.3)
+    before = _uplink_tx("e0_0")
+    # 8 parallel TCP streams from h0_0_0 (distinct source ports) to another pod
+    fn.host("h0_0_0").cmd(f"iperf3 -c {dst.IP()} -p 5301 -P 8 -t 3 >/dev/null 2>&1")
+    after = _uplink_tx("e0_0")
+    sent = {p: after[p] - before[p] for p in after}
+    total = sum(sent.values())
+    assert total > 1_000_000, sent
+    assert sum(1 for b in sent.values() if b > 0.1 * total) >= 2, f"all flows on one uplink: {sent}"
+    groups = ofctl("dump-groups", "e0_0")
+    assert "type=select" in groups and groups.count("bucket=") == 2
+
+
+def test_controller_restart_reprograms_switches(k4, tmp_path):
+    fn, ctl = k4
+    ctl.stop()
+    for sw in fn.fabric.switches:
+        ofctl("del-flows", sw)
+    assert fn.ping_matrix([("h0_0_0", "h3_1_1")], wait_s=1) != [], "forwarding should be gone"
+    ctl.start()
+    t0 = time.monotonic()
+    fn.wait_programmed(30)
+    secs, failed = fn.wait_reachable(timeout=30)
+    assert failed == []
+    assert "programmed" in ctl.log_tail(40)
+    assert time.monotonic() - t0 < 40
+
+
+def test_unknown_datapath_is_logged_and_ignored(k4):
+    fn, ctl = k4
+    subprocess.run(["ovs-vsctl", "add-br", "fwx0", "--", "set", "bridge", "fwx0", "datapath_type=netdev",
+                    "protocols=OpenFlow13", "other-config:datapath-id=00000000000000ee", "fail-mode=secure",
+                    "--", "set-controller", "fwx0", f"tcp:127.0.0.1:{ctl.port}"], check=True)
+    try:
+        deadline = time.monotonic() + 15
+        while "00000000000000ee is not in the fabric description" not in ctl.log_text():
+            assert time.monotonic() < deadline, ctl.log_tail()
+            time.sleep(0.2)
+        assert "priority" not in ofctl("dump-flows", "fwx0")
+        assert ctl.proc.poll() is None
+        assert fn.ping_matrix([("h0_0_0", "h1_0_0")]) == []
+    finally:
+        subprocess.run(["ovs-vsctl", "--if-exists", "del-br", "fwx0"])

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-import warnings
 import socket
 import sys
+import warnings
 
 from topology.fabric import Fabric
 

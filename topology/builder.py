@@ -15,6 +15,8 @@ import socket
 import subprocess
 import time
 
+from monitoring.agent_config import SFlowAgentConfig
+
 from .fabric import Fabric
 
 QOS_TAG = "external-ids:freeway=1"
@@ -79,8 +81,8 @@ def shape_ports(fabric: Fabric) -> int:
 
 
 def remove_qos() -> None:
-    """Destroy the QoS and Queue records Freeway created (tagged external-ids:freeway=1)."""
-    for table in ("qos", "queue"):
+    """Destroy the QoS, Queue and sFlow records Freeway created (tagged external-ids:freeway=1)."""
+    for table in ("qos", "queue", "sflow"):
         out = subprocess.run(["ovs-vsctl", "--timeout=30", "--bare", "--columns=_uuid", "find", table,
                               "external-ids:freeway=1"], capture_output=True, text=True).stdout
         uuids = out.split()
@@ -110,11 +112,12 @@ class FabricNet:
     """A running fabric: ``with FabricNet(fabric, ("127.0.0.1", 6653)) as fn: fn.net.hosts ...``"""
 
     def __init__(self, fabric: Fabric, controller: tuple[str, int] = ("127.0.0.1", 6653),
-                 shape: bool = True, controller_wait: float = 10.0):
+                 shape: bool = True, controller_wait: float = 10.0, sflow: SFlowAgentConfig | None = None):
         self.fabric = fabric
         self.controller = controller
         self.shape = shape
         self.controller_wait = controller_wait
+        self.sflow = sflow
         self.net = None
         self.timings: dict[str, float] = {}
 
@@ -140,6 +143,8 @@ class FabricNet:
             self.timings["build_s"] = time.monotonic() - t0
             if self.shape:
                 shape_ports(self.fabric)
+            if self.sflow is not None:
+                vsctl(*self.sflow.vsctl_args(list(self.fabric.switches)))
             self.timings["shaped_s"] = time.monotonic() - t0
             self.wait_programmed(connect_timeout)
             self.timings["programmed_s"] = time.monotonic() - t0

@@ -1,0 +1,46 @@
+"""sFlow agent settings pushed to every bridge by the fabric builder.
+
+Defaults follow the link rate: 1-in-N sampling with N = link rate in Mbit/s
+(1-in-10 at 10 Mbit/s as in the EFM paper, 1-in-1000 at 1 Gbit/s as sFlow.org
+suggests), counters polled every second, 128 header bytes (enough for
+Ethernet + VLAN + IPv4 options + TCP ports).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SFlowAgentConfig:
+    target: str = "127.0.0.1:6343"
+    sampling: int = 10
+    polling: int = 1
+    header: int = 128
+    agent: str = "lo"
+
+    def __post_init__(self) -> None:
+        host, sep, port = self.target.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"sflow target: expected HOST:PORT, got {self.target!r}")
+        for key in ("sampling", "polling", "header"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"sflow {key}: must be a positive integer, got {v!r}")
+        if not 18 <= self.header <= 256:
+            raise ValueError(f"sflow header: must be 18..256 bytes, got {self.header}")
+
+    @classmethod
+    def for_rate(cls, rate_mbps: float, **overrides) -> SFlowAgentConfig:
+        base = {"sampling": max(1, round(rate_mbps))}
+        base.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**base)
+
+    def vsctl_args(self, bridges: list[str]) -> list[str]:
+        """One ovs-vsctl transaction creating a shared sFlow record and attaching it to every bridge."""
+        args = ["--", "--id=@sf", "create", "sflow", f"agent={self.agent}", f'target="{self.target}"',
+                f"header={self.header}", f"sampling={self.sampling}", f"polling={self.polling}",
+                "external-ids:freeway=1"]
+        for br in bridges:
+            args += ["--", "set", "bridge", br, "sflow=@sf"]
+        return args[1:]

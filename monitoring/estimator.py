@@ -1,0 +1,235 @@
+"""Link occupancy, per-flow rates and elephant detection from sFlow data.
+
+Pure: fed with decoded samples (or, for the sFlow-RT backend, rates that
+sFlow-RT already computed) and ``now``; returns events. No sockets, no clock.
+
+- Link occupancy per directed link: deltas of interface octet counters over
+  the time between samples, divided by the link capacity from the fabric
+  description (the veth ifSpeed OVS reports is meaningless here), smoothed
+  by an exponentially weighted moving average.
+- Flow rate: each flow sample stands for ``sampling_rate`` packets of its
+  frame length. Samples are kept per observation point (the switch and port
+  where the packet entered) over a sliding window; a point's rate is its bytes
+  over the time it has seen the flow (at least ``min_span_s``, at most the
+  window), and the flow's rate is the mean over the points that saw it, which
+  averages out sampling noise along the path.
+- A flow is an elephant once its rate passes ``elephant_fraction`` of its
+  access link rate (with at least ``min_samples`` samples), and stops being
+  one after staying under for ``hold_s`` or going unsampled for ``idle_s``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field, fields
+
+from topology.fabric import Fabric
+
+from .events import ElephantEnd, ElephantStart, LinkLoad
+from .sflow import CounterSample, FiveTuple, FlowSample
+
+UNKNOWN_IF = 0x3FFFFFFF
+
+
+class MonitorConfigError(ValueError):
+    """An invalid monitoring setting; the message names the key."""
+
+
+@dataclass(frozen=True)
+class MonitorConfig:
+    elephant_fraction: float = 0.10  # of the access link rate (EFM: 10%)
+    window_s: float = 2.0  # sliding window for flow rates
+    min_span_s: float = 0.5  # a young flow's rate is bytes over at least this long
+    min_samples: int = 3  # samples needed before a flow can be called an elephant
+    hold_s: float = 2.0  # an elephant ends after this long under the threshold
+    idle_s: float = 3.0  # ... or this long without samples
+    ewma_alpha: float = 0.5  # weight of the newest occupancy measurement
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+                raise MonitorConfigError(f"{f.name}: must be a positive number, got {v!r}")
+        if self.elephant_fraction >= 1:
+            raise MonitorConfigError(f"elephant_fraction: must be below 1, got {self.elephant_fraction}")
+        if self.ewma_alpha > 1:
+            raise MonitorConfigError(f"ewma_alpha: must be in (0, 1], got {self.ewma_alpha}")
+        if self.min_span_s > self.window_s:
+            raise MonitorConfigError("min_span_s: must not exceed window_s")
+
+
+@dataclass
+class _Point:
+    first: float
+    samples: deque = field(default_factory=deque)  # (time, bytes)
+
+
+@dataclass
+class FlowState:
+    flow: FiveTuple
+    points: dict[tuple[str, int], _Point] = field(default_factory=dict)
+    last_seen: float = 0.0
+    elephant_since: float | None = None
+    below_since: float | None = None
+    rate_bps: float = 0.0
+    external_rate: float | None = None  # set by a backend that measures rates itself
+
+
+@dataclass
+class _Counter:
+    t: float
+    octets: int
+
+
+class Estimator:
+    def __init__(self, fabric: Fabric, config: MonitorConfig | None = None):
+        self.fabric = fabric
+        self.cfg = config or MonitorConfig()
+        self.ifmap: dict[int, tuple[str, int]] = {}  # ifIndex -> (switch, port)
+        self.flows: dict[FiveTuple, FlowState] = {}
+        self.link_util: dict[tuple[str, str], float] = {}  # directed link -> smoothed occupancy (0..1+)
+        self.link_bps: dict[tuple[str, str], float] = {}
+        self._counters: dict[tuple[tuple[str, str], str], _Counter] = {}
+        self.stats = {"flow_samples": 0, "counter_samples": 0, "unmapped_ifindex": 0, "packets_without_ip": 0}
+
+    # ----- mapping -----------------------------------------------------
+    def set_ifmap(self, ifmap: dict[int, tuple[str, int]]) -> None:
+        self.ifmap = dict(ifmap)
+
+    def _capacity_bps(self, a: str, b: str) -> float:
+        if a in self.fabric.switches and b in self.fabric.switches:
+            return self.fabric.capacity(a, b) * 1e6
+        return self.fabric.link_rate_mbps * 1e6
+
+    def access_rate_bps(self, flow: FiveTuple) -> float:
+        h = self.fabric.host_by_ip(flow.src)
+        return self._capacity_bps(h.name, h.switch) if h else self.fabric.link_rate_mbps * 1e6
+
+    # ----- counters -> link occupancy ------------------------------------
+    def on_counters(self, now: float, sample: CounterSample) -> list[LinkLoad]:
+        events = []
+        for ifc in sample.interfaces:
+            where = self.ifmap.get(ifc.if_index)
+            if where is None:
+                self.stats["unmapped_ifindex"] += 1
+                continue
+            self.stats["counter_samples"] += 1
+            sw, port = where
+            peer = self.fabric.peer(sw, port)
+            if peer is None:
+                continue
+            other = peer[0]
+            measures = [((sw, other), "out", ifc.out_octets)]
+            if other not in self.fabric.switches:  # host link: the host has no agent, use our rx side
+                measures.append(((other, sw), "in", ifc.in_octets))
+            for link, side, octets in measures:
+                ev = self._counter_delta(now, link, side, octets)
+                if ev is not None:
+                    events.append(ev)
+        return events
+
+    def _counter_delta(self, now: float, link: tuple[str, str], side: str, octets: int) -> LinkLoad | None:
+        key = (link, side)
+        prev = self._counters.get(key)
+        self._counters[key] = _Counter(now, octets)
+        if prev is None or now <= prev.t or octets < prev.octets:
+            return None  # first sample, clock step, or counter reset: rebaseline
+        bps = (octets - prev.octets) * 8 / (now - prev.t)
+        return self.observe_link(now, link, bps)
+
+    def observe_link(self, now: float, link: tuple[str, str], bps: float) -> LinkLoad:
+        """Fold a measured rate into the link's smoothed occupancy."""
+        util = bps / self._capacity_bps(*link)
+        a = self.cfg.ewma_alpha
+        old = self.link_util.get(link)
+        self.link_util[link] = util if old is None else a * util + (1 - a) * old
+        self.link_bps[link] = bps
+        return LinkLoad(now, link, bps, self.link_util[link])
+
+    # ----- flow samples -> flow rates -------------------------------------
+    def on_flow_sample(self, now: float, sample: FlowSample) -> None:
+        where = self.ifmap.get(sample.input_if)
+        if where is None:
+            self.stats["unmapped_ifindex"] += 1
+            return
+        for pkt in sample.packets:
+            if pkt.five_tuple is None:
+                self.stats["packets_without_ip"] += 1
+                continue
+            self.stats["flow_samples"] += 1
+            st = self.flows.get(pkt.five_tuple)
+            if st is None:
+                st = self.flows[pkt.five_tuple] = FlowState(pkt.five_tuple)
+            pt = st.points.get(where)
+            if pt is None:
+                pt = st.points[where] = _Point(now)
+            pt.samples.append((now, pkt.frame_length * sample.sampling_rate))
+            st.last_seen = now
+
+    def observe_flow_rate(self, now: float, flow: FiveTuple, bps: float) -> None:
+        """A flow rate measured elsewhere (sFlow-RT); replaces the sample-based estimate."""
+        st = self.flows.get(flow)
+        if st is None:
+            st = self.flows[flow] = FlowState(flow)
+        st.external_rate = bps
+        st.last_seen = now
+
+    def flow_rate(self, now: float, st: FlowState) -> tuple[float, int]:
+        """(bits/s, samples in window) of one flow."""
+        if st.external_rate is not None:
+            return st.external_rate, self.cfg.min_samples
+        horizon = now - self.cfg.window_s
+        rates, n = [], 0
+        for key in list(st.points):
+            pt = st.points[key]
+            while pt.samples and pt.samples[0][0] < horizon:
+                pt.samples.popleft()
+            if not pt.samples:
+                del st.points[key]
+                continue
+            span = min(self.cfg.window_s, max(self.cfg.min_span_s, now - pt.first))
+            rates.append(sum(b for _, b in pt.samples) * 8 / span)
+            n += len(pt.samples)
+        return (sum(rates) / len(rates) if rates else 0.0), n
+
+    # ----- periodic evaluation --------------------------------------------
+    def tick(self, now: float) -> list[ElephantStart | ElephantEnd]:
+        """Re-evaluate every flow; return elephant start/end events."""
+        events: list[ElephantStart | ElephantEnd] = []
+        for flow in list(self.flows):
+            st = self.flows[flow]
+            rate, n = self.flow_rate(now, st)
+            st.rate_bps = rate
+            threshold = self.cfg.elephant_fraction * self.access_rate_bps(flow)
+            idle = now - st.last_seen > self.cfg.idle_s
+            if st.elephant_since is None:
+                if not idle and rate > threshold and n >= self.cfg.min_samples:
+                    st.elephant_since, st.below_since = now, None
+                    sw, port = self.ingress(st)
+                    events.append(ElephantStart(now, flow, rate, sw, port))
+                elif idle:
+                    del self.flows[flow]
+                continue
+            if idle:
+                events.append(ElephantEnd(now, flow, "idle", now - st.elephant_since))
+                del self.flows[flow]
+            elif rate <= threshold:
+                st.below_since = st.below_since if st.below_since is not None else now
+                if now - st.below_since >= self.cfg.hold_s:
+                    events.append(ElephantEnd(now, flow, "below-threshold", now - st.elephant_since))
+                    st.elephant_since = st.below_since = None
+            else:
+                st.below_since = None
+        return events
+
+    def ingress(self, st: FlowState) -> tuple[str, int]:
+        """Where the flow enters the fabric: its source host's ToR port, else the first point that saw it."""
+        h = self.fabric.host_by_ip(st.flow.src)
+        if h is not None:
+            return h.switch, h.port
+        if st.points:
+            return min(st.points.items(), key=lambda kv: kv[1].first)[0]
+        return "", 0
+
+    def elephants(self) -> dict[FiveTuple, float]:
+        return {f: s.rate_bps for f, s in self.flows.items() if s.elephant_since is not None}

@@ -1,0 +1,267 @@
+"""sFlow version 5 decoder (sflow.org "sFlow Version 5", July 2004).
+
+Decodes the datagram header (IPv4 or IPv6 agent), flow samples and counter
+samples in both compact (formats 1, 2) and expanded (formats 3, 4) forms, raw
+packet header records down to an Ethernet/IPv4/TCP/UDP 5-tuple, and generic
+interface counters. Unknown sample and record types are skipped by their
+length. Any malformed or truncated input raises ``SFlowDecodeError`` and
+nothing else.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from dataclasses import dataclass, field
+
+SFLOW_VERSION = 5
+MAX_SAMPLES = 1024
+MAX_RECORDS = 1024
+
+
+class SFlowDecodeError(ValueError):
+    """The datagram is not valid sFlow v5 (truncated, wrong version, bad lengths)."""
+
+
+@dataclass(frozen=True)
+class FiveTuple:
+    src: str
+    dst: str
+    proto: int
+    sport: int
+    dport: int
+
+    def __str__(self) -> str:
+        return f"{self.src}:{self.sport}->{self.dst}:{self.dport}/{self.proto}"
+
+
+@dataclass(frozen=True)
+class PacketHeader:
+    """A decoded raw packet header record (Ethernet only; others keep just the lengths)."""
+
+    protocol: int
+    frame_length: int
+    stripped: int
+    header: bytes
+    eth_type: int | None = None
+    five_tuple: FiveTuple | None = None
+    dscp: int | None = None
+
+
+@dataclass(frozen=True)
+class FlowSample:
+    sequence: int
+    source_id_type: int
+    source_id_index: int
+    sampling_rate: int
+    sample_pool: int
+    drops: int
+    input_if: int
+    output_if: int
+    packets: tuple[PacketHeader, ...] = ()
+    expanded: bool = False
+
+
+@dataclass(frozen=True)
+class IfCounters:
+    if_index: int
+    if_type: int
+    if_speed: int
+    if_direction: int
+    if_status: int
+    in_octets: int
+    in_ucast: int
+    in_mcast: int
+    in_bcast: int
+    in_discards: int
+    in_errors: int
+    in_unknown: int
+    out_octets: int
+    out_ucast: int
+    out_mcast: int
+    out_bcast: int
+    out_discards: int
+    out_errors: int
+    promiscuous: int
+
+
+@dataclass(frozen=True)
+class CounterSample:
+    sequence: int
+    source_id_type: int
+    source_id_index: int
+    interfaces: tuple[IfCounters, ...] = ()
+    expanded: bool = False
+
+
+@dataclass(frozen=True)
+class Datagram:
+    agent: str
+    sub_agent_id: int
+    sequence: int
+    uptime_ms: int
+    flow_samples: tuple[FlowSample, ...] = field(default_factory=tuple)
+    counter_samples: tuple[CounterSample, ...] = field(default_factory=tuple)
+    skipped: int = 0  # samples of unknown format
+
+
+class _Reader:
+    __slots__ = ("buf", "pos", "end")
+
+    def __init__(self, buf: bytes, pos: int = 0, end: int | None = None):
+        self.buf = buf
+        self.pos = pos
+        self.end = len(buf) if end is None else end
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > self.end:
+            raise SFlowDecodeError(f"truncated: need {n} bytes at offset {self.pos}, have {self.end - self.pos}")
+        b = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return b
+
+    def u32(self) -> int:
+        return struct.unpack("!I", self.take(4))[0]
+
+    def u64(self) -> int:
+        return struct.unpack("!Q", self.take(8))[0]
+
+    def opaque(self) -> _Reader:
+        """A length-prefixed, 4-byte padded sub-structure as its own bounded reader."""
+        n = self.u32()
+        start = self.pos
+        self.take((n + 3) & ~3)
+        return _Reader(self.buf, start, start + n)
+
+
+def decode_datagram(data: bytes) -> Datagram:
+    """Decode one sFlow v5 UDP payload."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise SFlowDecodeError("datagram must be bytes")
+    r = _Reader(bytes(data))
+    version = r.u32()
+    if version != SFLOW_VERSION:
+        raise SFlowDecodeError(f"unsupported sFlow version {version}")
+    addr_type = r.u32()
+    if addr_type == 1:
+        agent = str(ipaddress.IPv4Address(r.take(4)))
+    elif addr_type == 2:
+        agent = str(ipaddress.IPv6Address(r.take(16)))
+    else:
+        raise SFlowDecodeError(f"unknown agent address type {addr_type}")
+    sub_agent, seq, uptime, nsamples = r.u32(), r.u32(), r.u32(), r.u32()
+    if nsamples > MAX_SAMPLES:
+        raise SFlowDecodeError(f"implausible sample count {nsamples}")
+    flows, counters, skipped = [], [], 0
+    for _ in range(nsamples):
+        fmt = r.u32()
+        sub = r.opaque()
+        enterprise, kind = fmt >> 12, fmt & 0xFFF
+        if enterprise == 0 and kind in (1, 3):
+            flows.append(_flow_sample(sub, expanded=kind == 3))
+        elif enterprise == 0 and kind in (2, 4):
+            counters.append(_counter_sample(sub, expanded=kind == 4))
+        else:
+            skipped += 1
+    if r.pos != r.end:
+        raise SFlowDecodeError(f"{r.end - r.pos} trailing bytes after {nsamples} samples")
+    return Datagram(agent, sub_agent, seq, uptime, tuple(flows), tuple(counters), skipped)
+
+
+def _source(r: _Reader, expanded: bool) -> tuple[int, int]:
+    if expanded:
+        return r.u32(), r.u32()
+    v = r.u32()
+    return v >> 24, v & 0xFFFFFF
+
+
+def _interface(r: _Reader, expanded: bool) -> int:
+    if expanded:
+        fmt, value = r.u32(), r.u32()
+        return value if fmt == 0 else 0x3FFFFFFF
+    v = r.u32()
+    return v & 0x3FFFFFFF if v >> 30 == 0 else 0x3FFFFFFF
+
+
+def _flow_sample(r: _Reader, expanded: bool) -> FlowSample:
+    seq = r.u32()
+    st, si = _source(r, expanded)
+    rate, pool, drops = r.u32(), r.u32(), r.u32()
+    inp, out = _interface(r, expanded), _interface(r, expanded)
+    if rate == 0:
+        raise SFlowDecodeError("flow sample with sampling rate 0")
+    n = r.u32()
+    if n > MAX_RECORDS:
+        raise SFlowDecodeError(f"implausible record count {n}")
+    packets = []
+    for _ in range(n):
+        fmt = r.u32()
+        rec = r.opaque()
+        if fmt == 1:  # raw packet header
+            packets.append(_raw_header(rec))
+    return FlowSample(seq, st, si, rate, pool, drops, inp, out, tuple(packets), expanded)
+
+
+def _counter_sample(r: _Reader, expanded: bool) -> CounterSample:
+    seq = r.u32()
+    st, si = _source(r, expanded)
+    n = r.u32()
+    if n > MAX_RECORDS:
+        raise SFlowDecodeError(f"implausible record count {n}")
+    ifs = []
+    for _ in range(n):
+        fmt = r.u32()
+        rec = r.opaque()
+        if fmt == 1:  # generic interface counters
+            ifs.append(_if_counters(rec))
+    return CounterSample(seq, st, si, tuple(ifs), expanded)
+
+
+_IFC = struct.Struct("!IIQIIQIIIIIIQIIIIII")  # 88 bytes
+
+
+def _if_counters(r: _Reader) -> IfCounters:
+    if r.end - r.pos < _IFC.size:
+        raise SFlowDecodeError(f"generic interface counters record of {r.end - r.pos} bytes (need {_IFC.size})")
+    return IfCounters(*_IFC.unpack(r.take(_IFC.size)))
+
+
+def _raw_header(r: _Reader) -> PacketHeader:
+    proto, frame_len, stripped = r.u32(), r.u32(), r.u32()
+    hdr_len = r.u32()
+    header = r.take(hdr_len)
+    if proto != 1:  # not Ethernet: keep the lengths only
+        return PacketHeader(proto, frame_len, stripped, header)
+    eth_type, ft, dscp = parse_ethernet(header)
+    return PacketHeader(proto, frame_len, stripped, header, eth_type, ft, dscp)
+
+
+def parse_ethernet(h: bytes) -> tuple[int | None, FiveTuple | None, int | None]:
+    """(EtherType, IPv4 5-tuple, DSCP) from the start of an Ethernet frame; Nones where absent.
+
+    A header cut short by the agent is normal sFlow, not an error: whatever
+    could not be read is None.
+    """
+    if len(h) < 14:
+        return None, None, None
+    off = 12
+    eth_type = struct.unpack_from("!H", h, off)[0]
+    off += 2
+    while eth_type in (0x8100, 0x88A8) and len(h) >= off + 4:
+        eth_type = struct.unpack_from("!H", h, off + 2)[0]
+        off += 4
+    if eth_type != 0x0800 or len(h) < off + 20:
+        return eth_type, None, None
+    vihl, tos = h[off], h[off + 1]
+    ihl = (vihl & 0x0F) * 4
+    if vihl >> 4 != 4 or ihl < 20:
+        return eth_type, None, None
+    proto = h[off + 9]
+    src = str(ipaddress.IPv4Address(h[off + 12:off + 16]))
+    dst = str(ipaddress.IPv4Address(h[off + 16:off + 20]))
+    frag = struct.unpack_from("!H", h, off + 6)[0] & 0x1FFF
+    l4 = off + ihl
+    sport = dport = 0
+    if proto in (6, 17) and frag == 0 and len(h) >= l4 + 4:
+        sport, dport = struct.unpack_from("!HH", h, l4)
+    return eth_type, FiveTuple(src, dst, proto, sport, dport), tos >> 2

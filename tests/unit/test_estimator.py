@@ -1,0 +1,131 @@
+"""Link occupancy, flow rates and elephant detection, driven with synthetic samples and ``now``."""
+
+import random
+
+import pytest
+
+from monitoring.estimator import Estimator, MonitorConfig, MonitorConfigError
+from monitoring.events import ElephantEnd, ElephantStart, to_json
+from monitoring.sflow import CounterSample, FiveTuple, FlowSample, IfCounters, PacketHeader
+from topology.fabric import fattree
+
+F = fattree(4, 10)
+FLOW = FiveTuple("10.0.0.2", "10.3.1.3", 6, 40001, 5201)
+# ifIndex -> (switch, port): the source edge's host port and its two uplinks, a core port
+IFMAP = {101: ("e0_0", 1), 102: ("e0_0", 3), 103: ("e0_0", 4), 201: ("a0_0", 3), 301: ("c1", 4)}
+
+
+def _ifc(ifindex, in_octets, out_octets):
+    return CounterSample(1, 0, ifindex, (IfCounters(ifindex, 6, 10**10, 1, 3, in_octets, 0, 0, 0, 0, 0, 0,
+                                                    out_octets, 0, 0, 0, 0, 0, 0),))
+
+
+def _sample(inp, flow=FLOW, frame=1500, rate=10):
+    return FlowSample(1, 2, 1000, rate, 0, 0, inp, 0x3FFFFFFF, (PacketHeader(1, frame, 4, b"", 0x0800, flow, 0),))
+
+
+def _est(**cfg):
+    e = Estimator(F, MonitorConfig(**cfg))
+    e.set_ifmap(IFMAP)
+    return e
+
+
+def test_link_occupancy_from_counter_deltas():
+    e = _est(ewma_alpha=1.0)
+    assert e.on_counters(0.0, _ifc(102, 0, 0)) == []  # first sample: baseline only
+    (ev,) = e.on_counters(1.0, _ifc(102, 0, 875_000))  # 7 Mbit in 1 s on a 10 Mbit/s link
+    assert ev.link == ("e0_0", "a0_0") and ev.bps == pytest.approx(7e6) and ev.utilisation == pytest.approx(0.7)
+
+
+def test_host_port_gives_both_directions_and_smoothing():
+    e = _est(ewma_alpha=0.5)
+    e.on_counters(0.0, _ifc(101, 0, 0))
+    e.on_counters(1.0, _ifc(101, 500_000, 250_000))  # host sent 4 Mbit/s, received 2
+    assert e.link_util[("h0_0_0", "e0_0")] == pytest.approx(0.4)
+    assert e.link_util[("e0_0", "h0_0_0")] == pytest.approx(0.2)
+    e.on_counters(2.0, _ifc(101, 500_000, 250_000))  # idle second: halve
+    assert e.link_util[("h0_0_0", "e0_0")] == pytest.approx(0.2)
+
+
+def test_counter_reset_and_unmapped_are_ignored():
+    e = _est()
+    e.on_counters(0.0, _ifc(102, 0, 10_000))
+    assert e.on_counters(1.0, _ifc(102, 0, 5)) == []
+    assert e.on_counters(1.0, _ifc(999, 0, 5)) == []
+    assert e.stats["unmapped_ifindex"] == 1
+
+
+def _feed(e, t0, t1, mbps, points=(101, 102, 201, 301), seed=1, flow=FLOW, frame=1500, rate=10):
+    """Feed samples of a flow at ``mbps`` between t0 and t1 (1-in-``rate`` sampling), ticking every 50 ms."""
+    rng = random.Random(seed)
+    pkts_per_s = mbps * 1e6 / 8 / frame
+    events = []
+    t, carry = t0, 0.0
+    while t < t1:
+        carry += pkts_per_s * 0.05
+        n, carry = int(carry), carry - int(carry)
+        for p in points:
+            for _ in range(sum(rng.random() < 1 / rate for _ in range(n))):
+                e.on_flow_sample(t, _sample(p, flow, frame, rate))
+        events += e.tick(t)
+        t = round(t + 0.05, 3)
+    return events
+
+
+def test_elephant_detected_fast_with_rate_close_to_truth():
+    e = _est()
+    events = _feed(e, 0.0, 3.0, 3.0)
+    starts = [ev for ev in events if isinstance(ev, ElephantStart)]
+    assert len(starts) == 1
+    s = starts[0]
+    assert s.time < 0.5 and (s.switch, s.port) == ("e0_0", 1)
+    assert e.elephants()[FLOW] == pytest.approx(3e6, rel=0.25)
+
+
+def test_mouse_is_not_an_elephant():
+    e = _est()
+    # a 10 KB response: 7 full packets seen at 4 points, each sampled at 1-in-10
+    rng = random.Random(3)
+    for i in range(7):
+        for p in (101, 102, 201, 301):
+            if rng.random() < 0.1:
+                e.on_flow_sample(0.001 * i, _sample(p))
+    assert [ev for t in range(0, 40) for ev in e.tick(t * 0.1)] == []
+
+
+def test_below_threshold_flow_is_not_an_elephant():
+    e = _est()
+    assert not any(isinstance(ev, ElephantStart) for ev in _feed(e, 0.0, 4.0, 0.6))
+
+
+def test_elephant_ends_after_hold_or_idle():
+    e = _est(hold_s=1.0, idle_s=1.5)
+    _feed(e, 0.0, 2.0, 3.0)
+    events = _feed(e, 2.0, 6.0, 0.2)  # slows down under 1 Mbit/s
+    ends = [ev for ev in events if isinstance(ev, ElephantEnd)]
+    assert len(ends) == 1 and ends[0].reason == "below-threshold"
+    assert 3.0 <= ends[0].time <= 5.0
+    e2 = _est(idle_s=1.5)
+    _feed(e2, 0.0, 2.0, 3.0)
+    ends = [ev for t in range(20, 60) for ev in e2.tick(t * 0.1) if isinstance(ev, ElephantEnd)]
+    assert len(ends) == 1 and ends[0].reason == "idle" and FLOW not in e2.flows
+
+
+def test_external_rates_share_the_same_logic():
+    e = _est()
+    e.observe_flow_rate(0.0, FLOW, 2.5e6)
+    (ev,) = e.tick(0.1)
+    assert isinstance(ev, ElephantStart) and ev.rate_bps == 2.5e6
+    assert to_json(ev)["flow"]["sport"] == 40001 and to_json(ev)["type"] == "elephant_start"
+
+
+@pytest.mark.parametrize("kw,needle", [
+    ({"elephant_fraction": 0}, "elephant_fraction: must be a positive number"),
+    ({"elephant_fraction": 1.5}, "elephant_fraction: must be below 1"),
+    ({"ewma_alpha": 2}, "ewma_alpha"),
+    ({"window_s": "2"}, "window_s: must be a positive number"),
+    ({"min_span_s": 5}, "min_span_s: must not exceed window_s"),
+])
+def test_config_errors_name_the_key(kw, needle):
+    with pytest.raises(MonitorConfigError, match=needle):
+        MonitorConfig(**kw)

@@ -1,0 +1,123 @@
+"""sFlow v5 decoding: datagrams captured from this machine's Open vSwitch, hand-built edge cases, fuzz."""
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from monitoring.portmap import parse_ovsdb, to_switch_ports
+from monitoring.sflow import FiveTuple, SFlowDecodeError, decode_datagram
+from tests.unit import sflow_encode as enc
+from topology.fabric import Fabric
+
+FIX = Path(__file__).parents[1] / "fixtures" / "sflow"
+
+
+def _fixture(name):
+    return (FIX / name).read_bytes()
+
+
+def test_real_ovs_flow_datagram():
+    d = decode_datagram(_fixture("flow0.bin"))
+    assert d.agent == "127.0.0.1" and d.sub_agent_id == 17 and d.sequence == 15
+    assert len(d.flow_samples) == 6 and not d.counter_samples
+    s = d.flow_samples[0]
+    assert (s.source_id_type, s.source_id_index, s.sampling_rate, s.input_if, s.output_if) == (2, 1017, 10, 3395, 3411)
+    (p,) = s.packets
+    assert p.frame_length == 1518 and p.eth_type == 0x0800 and p.dscp == 0
+    assert p.five_tuple == FiveTuple("10.0.0.2", "10.3.1.3", 6, 40001, 5201)
+
+
+def test_real_ovs_samples_map_to_fabric_ports():
+    fabric = Fabric.load(FIX / "fabric.json")
+    ifmap = to_switch_ports(fabric, parse_ovsdb(json.loads((FIX / "ovsdb.json").read_text())))
+    assert len(ifmap) == 80  # every switch port of the k=4 fat-tree
+    s = decode_datagram(_fixture("flow0.bin")).flow_samples[0]
+    sw, port = ifmap[s.input_if]
+    # the TCP data packet 10.0.0.2 -> 10.3.1.3 was sampled entering a switch on its path
+    assert fabric.peer(sw, port) is not None
+    dst_sw, _ = ifmap[s.output_if]
+    assert dst_sw == sw
+
+
+def test_real_ovs_counter_datagram():
+    d = decode_datagram(_fixture("counters0.bin"))
+    assert d.flow_samples == () and len(d.counter_samples) == 6
+    ifs = [i for c in d.counter_samples for i in c.interfaces]
+    assert ifs and all(i.if_index == c.source_id_index for c in d.counter_samples for i in c.interfaces)
+    assert all(i.if_speed == 10_000_000_000 for i in ifs)  # veths report 10G: capacity comes from the fabric
+
+
+def test_hand_built_compact_and_expanded():
+    hdr = enc.eth_ipv4_tcp(vlan=True, dscp=46)
+    dg = enc.datagram([
+        enc.flow_sample([enc.raw_header_record(hdr)], rate=100, inp=7, out=8),
+        enc.flow_sample([enc.raw_header_record(hdr)], expanded=True, inp=9, out=10),
+        enc.counter_sample([enc.if_counters(7, 10, 20)]),
+        enc.counter_sample([enc.if_counters(8, 30, 40)], expanded=True, source=(0, 8)),
+        enc.opaque((4300 << 12) | 1, b"\x01\x02\x03\x04"),  # another enterprise's sample
+    ], agent="2001:db8::1")
+    d = decode_datagram(dg)
+    assert d.agent == "2001:db8::1" and d.skipped == 1
+    a, b = d.flow_samples
+    assert (a.sampling_rate, a.input_if, a.output_if, a.expanded) == (100, 7, 8, False)
+    assert (b.input_if, b.output_if, b.expanded) == (9, 10, True)
+    assert a.packets[0].five_tuple == FiveTuple("10.0.0.2", "10.1.0.2", 6, 40000, 5001)
+    assert a.packets[0].dscp == 46
+    c, e = d.counter_samples
+    assert (c.interfaces[0].in_octets, c.interfaces[0].out_octets) == (10, 20)
+    assert e.expanded and e.source_id_index == 8 and e.interfaces[0].out_octets == 40
+
+
+def test_unknown_records_skipped_and_short_headers_tolerated():
+    rec_unknown = enc.opaque(1001, b"\0" * 12)  # extended switch data: skipped by length
+    short = enc.raw_header_record(enc.eth_ipv4_tcp()[:30])  # IPv4 cut short by the agent
+    udp = enc.raw_header_record(enc.eth_ipv4_tcp(proto=17, sport=53, dport=5353))
+    d = decode_datagram(enc.datagram([enc.flow_sample([rec_unknown, short, udp])]))
+    (s,) = d.flow_samples
+    assert len(s.packets) == 2
+    assert s.packets[0].five_tuple is None and s.packets[0].eth_type == 0x0800
+    assert s.packets[1].five_tuple == FiveTuple("10.0.0.2", "10.1.0.2", 17, 53, 5353)
+
+
+@pytest.mark.parametrize("data,needle", [
+    (b"", "truncated"),
+    (enc.u32(4, 1) + b"\0" * 20, "unsupported sFlow version 4"),
+    (enc.u32(5, 3) + b"\0" * 20, "unknown agent address type 3"),
+    (enc.u32(5, 1) + b"\x7f\0\0\x01" + enc.u32(0, 1, 0, 5000), "implausible sample count"),
+    (enc.datagram([enc.flow_sample([])])[:-4], "truncated"),
+    (enc.datagram([enc.flow_sample([], rate=0)]), "sampling rate 0"),
+    (enc.datagram([enc.counter_sample([enc.opaque(1, b"\0" * 40)])]), "generic interface counters record of 40"),
+    (enc.datagram([]) + b"\0\0\0\0", "trailing bytes"),
+])
+def test_malformed_raise_the_decode_error(data, needle):
+    with pytest.raises(SFlowDecodeError, match=needle):
+        decode_datagram(data)
+
+
+REAL = [_fixture(n) for n in ("flow0.bin", "flow1.bin", "flow2.bin", "counters0.bin", "counters1.bin")]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=600))
+def test_fuzz_random_bytes_only_raise_decode_error(data):
+    try:
+        decode_datagram(data)
+    except SFlowDecodeError:
+        pass
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.sampled_from(REAL), st.lists(st.tuples(st.integers(0, 2000), st.integers(0, 255)), max_size=6),
+       st.integers(0, 2000))
+def test_fuzz_mutated_real_datagrams_only_raise_decode_error(base, flips, cut):
+    data = bytearray(base)
+    for pos, val in flips:
+        if pos < len(data):
+            data[pos] = val
+    try:
+        decode_datagram(bytes(data[: max(0, len(data) - cut)] if cut % 3 == 0 else data))
+    except SFlowDecodeError:
+        pass

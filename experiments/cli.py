@@ -25,14 +25,20 @@ def _add_fabric_shape(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_controller(args) -> int:
+    from ryu_apps.config import Config, parse_settings
     from ryu_apps.launcher import run
 
-    return run(args.fabric, args.listen, args.mode, args.verbose)
+    settings = list(parse_settings(args.monitor_set))
+    if args.elephant_fraction is not None:
+        settings.append(("elephant_fraction", args.elephant_fraction))
+    cfg = Config(fabric=args.fabric, mode=args.mode, monitor=args.monitor, sflow_listen=args.sflow_listen,
+                 sflow_rt_url=args.sflow_rt or "", events_file=args.events or "", ovsdb=args.ovsdb or "",
+                 monitor_settings=tuple(settings))
+    return run(cfg, args.listen, args.verbose)
 
 
 def cmd_fabric(args) -> int:
-    from topology.builder import FabricNet
-    from topology.paths import tor_paths  # noqa: F401  (import check: the model is complete)
+    from topology.builder import BuildError, FabricNet
 
     fabric = _fabric_from_args(args)
     if args.describe:
@@ -43,7 +49,17 @@ def cmd_fabric(args) -> int:
     from ryu_apps.launcher import parse_listen
 
     ctl = parse_listen(args.controller)
-    fn = FabricNet(fabric, ctl, shape=not args.no_shape, controller_wait=args.controller_wait)
+    sflow = None
+    if not args.no_sflow:
+        from monitoring.agent_config import SFlowAgentConfig
+
+        try:
+            sflow = SFlowAgentConfig.for_rate(fabric.link_rate_mbps, target=args.sflow_target,
+                                              sampling=args.sflow_sampling, polling=args.sflow_polling,
+                                              header=args.sflow_header)
+        except ValueError as e:
+            raise BuildError(str(e)) from None
+    fn = FabricNet(fabric, ctl, shape=not args.no_shape, controller_wait=args.controller_wait, sflow=sflow)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     with fn:
         print(f"{fabric.topo} up: {len(fabric.switches)} switches, {len(fabric.hosts)} hosts, "
@@ -103,9 +119,18 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("controller", help="run the controller apps on os-ken")
     c.add_argument("--fabric", required=True, help="fabric description (JSON) written by 'freeway fabric --describe'")
     c.add_argument("--listen", default="127.0.0.1:6653", help="OpenFlow listen address HOST:PORT (127.0.0.1:6653)")
-    from ryu_apps.config import MODES
+    from ryu_apps.config import MODES, MONITORS
 
     c.add_argument("--mode", choices=MODES, default="ecmp", help="scheduling mode (ecmp)")
+    c.add_argument("--monitor", choices=MONITORS, default="sflow",
+                   help="monitoring backend: built-in sFlow collector, sFlow-RT REST, or none (sflow)")
+    c.add_argument("--sflow-listen", default="127.0.0.1:6343", help="UDP address of the sFlow collector (127.0.0.1:6343)")
+    c.add_argument("--sflow-rt", metavar="URL", help="sFlow-RT base URL for --monitor sflow-rt, e.g. http://127.0.0.1:8008")
+    c.add_argument("--ovsdb", metavar="DB", help="OVSDB to read ifIndex->port from (local Open vSwitch)")
+    c.add_argument("--events", metavar="FILE", help="append JSON lines: elephant events, per-second link loads")
+    c.add_argument("--elephant-fraction", type=float, help="elephant threshold as a fraction of link rate (0.1)")
+    c.add_argument("--monitor-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="other monitoring settings: window_s, min_span_s, min_samples, hold_s, idle_s, ewma_alpha")
     c.add_argument("--verbose", action="store_true", help="debug logging")
     c.set_defaults(func=cmd_controller)
 
@@ -116,6 +141,11 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--describe", metavar="FILE", help="write the fabric description (JSON) here")
     f.add_argument("--describe-only", action="store_true", help="write the description and exit")
     f.add_argument("--no-shape", action="store_true", help="do not enforce the link rate with OVS QoS")
+    f.add_argument("--no-sflow", action="store_true", help="do not turn on sFlow on the bridges")
+    f.add_argument("--sflow-target", default="127.0.0.1:6343", help="sFlow collector HOST:PORT (127.0.0.1:6343)")
+    f.add_argument("--sflow-sampling", type=int, help="sample 1 in N packets (N = link rate in Mbit/s)")
+    f.add_argument("--sflow-polling", type=int, help="counter polling interval in seconds (1)")
+    f.add_argument("--sflow-header", type=int, help="bytes of each sampled header (128)")
     f.add_argument("--timeout", type=float, default=120.0, help="seconds allowed for --test pingall/iperf (120)")
     g = f.add_mutually_exclusive_group()
     g.add_argument("--cli", action="store_true", help="open the Mininet CLI")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -21,8 +22,8 @@ def freeway_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "experiments.cli"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
@@ -31,9 +32,12 @@ class ControllerProcess:
     """``freeway controller`` as a child process, with its log in a file."""
 
     def __init__(self, fabric_file: str | Path, port: int | None = None, mode: str = "ecmp",
-                 log_file: str | Path | None = None, extra: list[str] | None = None):
+                 log_file: str | Path | None = None, extra: list[str] | None = None,
+                 sflow_port: int | None = None, events_file: str | Path | None = None):
         self.fabric_file = str(fabric_file)
         self.port = port or free_port()
+        self.sflow_port = sflow_port or free_port(socket.SOCK_DGRAM)
+        self.events_file = Path(events_file) if events_file else Path(self.fabric_file).with_suffix(".events.jsonl")
         self.mode = mode
         self.log_file = Path(log_file) if log_file else Path(self.fabric_file).with_suffix(".controller.log")
         self.extra = extra or []
@@ -45,7 +49,8 @@ class ControllerProcess:
 
     def start(self, timeout: float = 30.0) -> ControllerProcess:
         cmd = [*freeway_command(), "controller", "--fabric", self.fabric_file,
-               "--listen", f"127.0.0.1:{self.port}", "--mode", self.mode, *self.extra]
+               "--listen", f"127.0.0.1:{self.port}", "--mode", self.mode,
+               "--sflow-listen", f"127.0.0.1:{self.sflow_port}", "--events", str(self.events_file), *self.extra]
         self._log = open(self.log_file, "ab")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
@@ -72,6 +77,24 @@ class ControllerProcess:
         if getattr(self, "_log", None):
             self._log.close()
             self._log = None
+
+    @property
+    def sflow_target(self) -> str:
+        return f"127.0.0.1:{self.sflow_port}"
+
+    def events(self, types: tuple[str, ...] | None = None) -> list[dict]:
+        """The JSON-lines events written so far (optionally only some types)."""
+        if not self.events_file.exists():
+            return []
+        out = []
+        for line in self.events_file.read_text().splitlines():
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue  # a line being written
+            if types is None or ev.get("type") in types:
+                out.append(ev)
+        return out
 
     def log_text(self) -> str:
         return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""

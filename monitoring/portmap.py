@@ -51,7 +51,7 @@ def parse_ovsdb(tables: dict[str, dict]) -> dict[int, tuple[int, int]]:
                 if it is None:
                     continue
                 ifindex, ofport = _int(it["ifindex"]), _int(it["ofport"])
-                if ifindex and ofport and 0 < ofport < 0xFF00:
+                if ifindex and ofport and ofport > 0:  # includes the bridge's LOCAL port (65534)
                     out[ifindex] = (dpid, ofport)
     return out
 

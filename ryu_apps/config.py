@@ -9,31 +9,84 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields
 
+from monitoring.estimator import MonitorConfig, MonitorConfigError
+
 MODES = ("ecmp",)
+MONITORS = ("sflow", "sflow-rt", "none")
 
 
 class ConfigError(ValueError):
     """An invalid setting; the message names the key and the problem."""
 
 
+def _hostport(key: str, value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{key}: expected HOST:PORT, got {value!r}")
+    return host, int(port)
+
+
 @dataclass(frozen=True)
 class Config:
     fabric: str
     mode: str = "ecmp"
+    monitor: str = "sflow"  # built-in sFlow collector | sFlow-RT REST | none
+    sflow_listen: str = "127.0.0.1:6343"
+    sflow_rt_url: str = ""
+    events_file: str = ""  # JSON lines: elephant events and a link-load snapshot per second
+    ovsdb: str = ""  # where to read ifIndex -> port from ('' = local Open vSwitch)
+    monitor_settings: tuple[tuple[str, float], ...] = ()  # MonitorConfig overrides
 
     def __post_init__(self) -> None:
         if not isinstance(self.fabric, str) or not self.fabric:
             raise ConfigError("fabric: a path to the fabric description is required")
         if self.mode not in MODES:
             raise ConfigError(f"mode: unknown mode {self.mode!r} (expected one of {', '.join(MODES)})")
+        if self.monitor not in MONITORS:
+            raise ConfigError(f"monitor: unknown backend {self.monitor!r} (expected one of {', '.join(MONITORS)})")
+        _hostport("sflow_listen", self.sflow_listen)
+        if self.monitor == "sflow-rt" and not self.sflow_rt_url.startswith(("http://", "https://")):
+            raise ConfigError(f"sflow_rt_url: the sflow-rt monitor needs an http(s) URL, got {self.sflow_rt_url!r}")
+        self.monitor_config()
+
+    @property
+    def sflow_address(self) -> tuple[str, int]:
+        return _hostport("sflow_listen", self.sflow_listen)
+
+    def monitor_config(self) -> MonitorConfig:
+        known = {f.name for f in fields(MonitorConfig)}
+        kw = {}
+        for key, value in self.monitor_settings:
+            if key not in known:
+                raise ConfigError(f"{key}: unknown monitoring setting (known: {', '.join(sorted(known))})")
+            kw[key] = value
+        try:
+            return MonitorConfig(**kw)
+        except MonitorConfigError as e:
+            raise ConfigError(str(e)) from None
 
     @classmethod
     def from_mapping(cls, values: dict) -> Config:
-        known = {f.name: f.type for f in fields(cls)}
+        known = {f.name for f in fields(cls)}
         for key in values:
             if key not in known:
-                raise ConfigError(f"{key}: unknown setting (known: {', '.join(known)})")
+                raise ConfigError(f"{key}: unknown setting (known: {', '.join(sorted(known))})")
         return cls(**values)
+
+
+def parse_settings(items: list[str]) -> tuple[tuple[str, float], ...]:
+    """``KEY=NUMBER`` strings (``--monitor-set``) as typed pairs; errors name the item."""
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{item!r}: expected KEY=VALUE")
+        try:
+            num = float(value)
+        except ValueError:
+            raise ConfigError(f"{key}: expected a number, got {value!r}") from None
+        out.append((key, int(num) if num.is_integer() and key == "min_samples" else num))
+    return tuple(out)
 
 
 _active: Config | None = None
@@ -48,8 +101,13 @@ def active() -> Config:
     """The configuration set by the launcher, else the FREEWAY_* environment."""
     if _active is not None:
         return _active
-    env = {f.name: os.environ[f"FREEWAY_{f.name.upper()}"] for f in fields(Config)
-           if f"FREEWAY_{f.name.upper()}" in os.environ}
+    env = {}
+    for f in fields(Config):
+        name = f"FREEWAY_{f.name.upper()}"
+        if name in os.environ and f.name != "monitor_settings":
+            env[f.name] = os.environ[name]
+    if "FREEWAY_MONITOR_SETTINGS" in os.environ:
+        env["monitor_settings"] = parse_settings(os.environ["FREEWAY_MONITOR_SETTINGS"].split(","))
     if "fabric" not in env:
         raise ConfigError("fabric: set FREEWAY_FABRIC to the fabric description when loading the apps "
                           "with osken-manager, or use 'freeway controller --fabric FILE'")

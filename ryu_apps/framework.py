@@ -6,6 +6,7 @@ where only Ryu is installed the same apps load under ``ryu-manager``.
 
 try:  # pragma: no cover - exercised by whichever framework is installed
     from os_ken.base import app_manager
+    from os_ken.controller import event as base_event
     from os_ken.controller import ofp_event
     from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
     from os_ken.lib import hub
@@ -18,6 +19,7 @@ try:  # pragma: no cover - exercised by whichever framework is installed
     FRAMEWORK = "os_ken"
 except ImportError:  # pragma: no cover
     from ryu.base import app_manager  # type: ignore[no-redef]
+    from ryu.controller import event as base_event  # type: ignore[no-redef]
     from ryu.controller import ofp_event  # type: ignore[no-redef]
     from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls  # type: ignore
     from ryu.lib import hub  # type: ignore[no-redef]
@@ -29,7 +31,15 @@ except ImportError:  # pragma: no cover
 
     FRAMEWORK = "ryu"
 
-__all__ = [
-    "FRAMEWORK", "app_manager", "ofp_event", "set_ev_cls", "CONFIG_DISPATCHER", "MAIN_DISPATCHER",
+# Green UDP socket and a thread pool for blocking calls. Monkey patching cannot
+# be relied on (os-ken's hub.patch() leaves the socket module unpatched once
+# its hub is running), so the apps use these explicitly.
+from eventlet import tpool as _tpool  # noqa: E402
+from eventlet.green import socket as green_socket  # noqa: E402
+
+run_blocking = _tpool.execute
+
+__all__ = ["green_socket", "run_blocking",
+    "FRAMEWORK", "app_manager", "base_event", "ofp_event", "set_ev_cls", "CONFIG_DISPATCHER", "MAIN_DISPATCHER",
     "DEAD_DISPATCHER", "hub", "ofproto", "parser", "pkt_packet", "pkt_ethernet", "pkt_arp",
 ]

@@ -11,7 +11,7 @@ from topology.fabric import Fabric
 
 from . import config
 
-APPS = ["ryu_apps.freeway_app"]
+APPS = ["ryu_apps.freeway_app", "ryu_apps.monitor_app"]
 
 
 class LaunchError(RuntimeError):
@@ -40,11 +40,26 @@ def check_listen(host: str, port: int) -> None:
             raise LaunchError(f"--listen: cannot listen on {host}:{port}: {e.strerror}") from None
 
 
-def run(fabric_path: str, listen: str = "127.0.0.1:6653", mode: str = "ecmp", verbose: bool = False) -> int:
-    cfg = config.Config(fabric=fabric_path, mode=mode)
-    Fabric.load(fabric_path)  # validate before starting anything
+def check_udp(host: str, port: int) -> None:
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(fam, socket.SOCK_DGRAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise LaunchError(f"--sflow-listen: cannot receive sFlow on {host}:{port}: {e.strerror}") from None
+
+
+def run(cfg: config.Config, listen: str = "127.0.0.1:6653", verbose: bool = False) -> int:
+    Fabric.load(cfg.fabric)  # validate before starting anything
     host, port = parse_listen(listen)
     check_listen(host, port)
+    if cfg.monitor == "sflow":
+        check_udp(*cfg.sflow_address)
+    if cfg.events_file:
+        try:
+            open(cfg.events_file, "a").close()
+        except OSError as e:
+            raise LaunchError(f"--events: cannot write {cfg.events_file}: {e.strerror}") from None
 
     warnings.filterwarnings("ignore", message="\nEventlet is deprecated")
     warnings.filterwarnings("ignore", message="Eventlet is deprecated")

@@ -3,6 +3,7 @@
 import pytest
 
 from experiments.procs import ControllerProcess
+from monitoring.agent_config import SFlowAgentConfig
 from topology.builder import FabricNet
 from topology.fabric import fattree, leafspine
 
@@ -14,12 +15,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="module")
 def k4(tmp_path_factory):
-    """A 10 Mbit/s k=4 fat-tree under 'freeway controller': (FabricNet, ControllerProcess)."""
+    """A 10 Mbit/s k=4 fat-tree with sFlow under 'freeway controller': (FabricNet, ControllerProcess)."""
     d = tmp_path_factory.mktemp("k4")
     fabric = fattree(4, 10)
     fabric.save(d / "fabric.json")
     ctl = ControllerProcess(d / "fabric.json").start()
-    fn = FabricNet(fabric, ctl.address)
+    fn = FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target))
     try:
         fn.start()
         yield fn, ctl

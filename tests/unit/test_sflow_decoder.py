@@ -33,7 +33,8 @@ def test_real_ovs_flow_datagram():
 def test_real_ovs_samples_map_to_fabric_ports():
     fabric = Fabric.load(FIX / "fabric.json")
     ifmap = to_switch_ports(fabric, parse_ovsdb(json.loads((FIX / "ovsdb.json").read_text())))
-    assert len(ifmap) == 80  # every switch port of the k=4 fat-tree
+    assert len(ifmap) == 100  # every switch port of the k=4 fat-tree, and 20 bridge-local ports
+    assert sum(1 for sw, port in ifmap.values() if port == 65534) == 20
     s = decode_datagram(_fixture("flow0.bin")).flow_samples[0]
     sw, port = ifmap[s.input_if]
     # the TCP data packet 10.0.0.2 -> 10.3.1.3 was sampled entering a switch on its path

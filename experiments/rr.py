@@ -1,0 +1,113 @@
+"""Request/response TCP flows for mice: a server and a client that time every flow.
+
+Server: for each connection, read an 8-byte size, send that many bytes, close.
+Client: open a new connection per flow (a fresh 5-tuple), ask for ``size``
+bytes, read them all, and print one JSON line per flow: size, start (wall
+clock), fct_s, and the local port. Runs on Mininet hosts with the project's
+Python: ``python -m experiments.rr server --port 7000``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import struct
+import sys
+import threading
+import time
+
+CHUNK = 65536
+
+
+def serve(port: int, once: bool = False) -> None:
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", port))
+    srv.listen(256)
+    print(f"rr server on port {port}", flush=True)
+    zeros = b"\0" * CHUNK
+
+    def handle(conn: socket.socket) -> None:
+        with conn:
+            try:
+                hdr = b""
+                while len(hdr) < 8:
+                    part = conn.recv(8 - len(hdr))
+                    if not part:
+                        return
+                    hdr += part
+                (n,) = struct.unpack("!Q", hdr)
+                while n > 0:
+                    sent = conn.send(zeros[: min(n, CHUNK)])
+                    n -= sent
+            except OSError:
+                pass
+
+    while True:
+        conn, _ = srv.accept()
+        threading.Thread(target=handle, args=(conn,), daemon=True).start()
+        if once:
+            break
+
+
+def fetch(host: str, port: int, size: int, timeout: float = 30.0) -> dict:
+    t0 = time.time()
+    s = socket.create_connection((host, port), timeout=timeout)
+    lport = s.getsockname()[1]
+    try:
+        s.sendall(struct.pack("!Q", size))
+        got = 0
+        while got < size:
+            part = s.recv(CHUNK)
+            if not part:
+                break
+            got += len(part)
+    finally:
+        s.close()
+    return {"size": size, "got": got, "start": t0, "fct_s": time.time() - t0, "sport": lport, "ok": got == size}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="rr")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("server")
+    s.add_argument("--port", type=int, default=7000)
+    c = sub.add_parser("client")
+    c.add_argument("--to", required=True)
+    c.add_argument("--port", type=int, default=7000)
+    c.add_argument("--sizes", required=True, help="comma-separated flow sizes in bytes, one flow each")
+    c.add_argument("--gap", type=float, default=0.0, help="seconds between flow starts (sequential when 0)")
+    a = p.parse_args(argv)
+    if a.cmd == "server":
+        serve(a.port)
+        return 0
+    sizes = [int(x) for x in a.sizes.split(",") if x]
+    results: list[dict] = []
+    lock = threading.Lock()
+
+    def one(sz: int) -> None:
+        try:
+            r = fetch(a.to, a.port, sz)
+        except OSError as e:
+            r = {"size": sz, "ok": False, "error": str(e), "start": time.time()}
+        with lock:
+            results.append(r)
+            print(json.dumps(r), flush=True)
+
+    threads = []
+    for sz in sizes:
+        if a.gap > 0:
+            t = threading.Thread(target=one, args=(sz,))
+            t.start()
+            threads.append(t)
+            time.sleep(a.gap)
+        else:
+            one(sz)
+    for t in threads:
+        t.join()
+    return 0 if all(r["ok"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

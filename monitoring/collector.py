@@ -1,0 +1,42 @@
+"""The sFlow collector: datagrams in, estimator updated, load events out.
+
+``handle`` is pure (bytes and ``now`` in, events out); the app runs the UDP
+socket in a green thread and calls it. Malformed datagrams are counted and
+dropped; nothing a datagram contains can stop the collector.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .estimator import Estimator
+from .events import LinkLoad
+from .sflow import SFlowDecodeError, decode_datagram
+
+LOG = logging.getLogger("freeway.monitor")
+
+
+class Collector:
+    def __init__(self, estimator: Estimator):
+        self.estimator = estimator
+        self.stats = {"datagrams": 0, "decode_errors": 0, "flow_samples": 0, "counter_samples": 0}
+        self.last_error = ""
+
+    def handle(self, now: float, data: bytes) -> list[LinkLoad]:
+        try:
+            dg = decode_datagram(data)
+        except SFlowDecodeError as e:
+            self.stats["decode_errors"] += 1
+            self.last_error = str(e)
+            if self.stats["decode_errors"] in (1, 10, 100) or self.stats["decode_errors"] % 1000 == 0:
+                LOG.warning("dropped malformed sFlow datagram (%d so far): %s", self.stats["decode_errors"], e)
+            return []
+        self.stats["datagrams"] += 1
+        events: list[LinkLoad] = []
+        for cs in dg.counter_samples:
+            self.stats["counter_samples"] += 1
+            events += self.estimator.on_counters(now, cs)
+        for fs in dg.flow_samples:
+            self.stats["flow_samples"] += 1
+            self.estimator.on_flow_sample(now, fs)
+        return events

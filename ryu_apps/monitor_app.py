@@ -1,0 +1,154 @@
+"""The monitoring app: sFlow (built-in collector or sFlow-RT) in, os-ken events out.
+
+Runs the UDP collector and the periodic evaluation in green threads so os-ken's
+event loop is never blocked; publishes EventLinkLoad, EventElephantStart and
+EventElephantEnd to the other apps, logs elephants, and optionally writes
+JSON lines (elephant events and a per-second link snapshot) for experiments.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from monitoring import portmap
+from monitoring.collector import Collector
+from monitoring.estimator import Estimator
+from monitoring.events import ElephantEnd, ElephantStart, LinkLoad, to_json
+from monitoring.sflowrt import SFlowRT
+from topology.fabric import Fabric
+
+from . import config
+from .framework import app_manager, base_event, green_socket, hub, run_blocking
+
+LOG = logging.getLogger("freeway.monitor")
+TICK_S = 0.1
+SNAPSHOT_S = 1.0
+PORTMAP_REFRESH_S = 10.0
+
+
+class EventLinkLoad(base_event.EventBase):
+    def __init__(self, load: LinkLoad):
+        super().__init__()
+        self.load = load
+
+
+class EventElephantStart(base_event.EventBase):
+    def __init__(self, start: ElephantStart):
+        super().__init__()
+        self.start = start
+
+
+class EventElephantEnd(base_event.EventBase):
+    def __init__(self, end: ElephantEnd):
+        super().__init__()
+        self.end = end
+
+
+_WRAP = {LinkLoad: EventLinkLoad, ElephantStart: EventElephantStart, ElephantEnd: EventElephantEnd}
+
+
+def bind_udp(host: str, port: int):
+    """A green (non-blocking for os-ken's hub) UDP socket for sFlow."""
+    sock = green_socket.socket(green_socket.AF_INET6 if ":" in host else green_socket.AF_INET, green_socket.SOCK_DGRAM)
+    sock.setsockopt(green_socket.SOL_SOCKET, green_socket.SO_RCVBUF, 4 << 20)
+    sock.bind((host, port))
+    return sock
+
+
+class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else app_manager.RyuApp):
+    _EVENTS = [EventLinkLoad, EventElephantStart, EventElephantEnd]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.cfg = config.active()
+        self.fabric = Fabric.load(self.cfg.fabric)
+        self.estimator = Estimator(self.fabric, self.cfg.monitor_config())
+        self.collector = Collector(self.estimator)
+        self.sflowrt = SFlowRT(self.cfg.sflow_rt_url, self.estimator) if self.cfg.monitor == "sflow-rt" else None
+        self.sock = bind_udp(*self.cfg.sflow_address) if self.cfg.monitor == "sflow" else None
+        self.events_out = open(self.cfg.events_file, "a", buffering=1) if self.cfg.events_file else None
+        self._portmap_at = -1e9
+        self._unmapped_seen = 0
+
+    def start(self):
+        super().start()
+        if self.cfg.monitor == "none":
+            return
+        LOG.info("monitoring with %s (%s)", self.cfg.monitor,
+                 self.cfg.sflow_listen if self.sock else self.cfg.sflow_rt_url)
+        self.threads.append(hub.spawn(self._periodic))
+        if self.sock is not None:
+            self.threads.append(hub.spawn(self._receive))
+
+    # ----- green threads (thin: all logic is in monitoring/) ---------------
+    def _receive(self):
+        while self.is_active:
+            try:
+                data, _ = self.sock.recvfrom(65535)
+            except OSError as e:
+                LOG.error("sFlow socket: %s", e)
+                hub.sleep(1)
+                continue
+            for ev in self.collector.handle(time.monotonic(), data):
+                self.publish(ev)
+
+    def _periodic(self):
+        next_snapshot = time.monotonic()
+        next_poll = time.monotonic()
+        while self.is_active:
+            now = time.monotonic()
+            self._refresh_portmap(now)
+            if self.sflowrt is not None and now >= next_poll:
+                next_poll = now + 1.0
+                for ev in run_blocking(self.sflowrt.poll, now):
+                    self.publish(ev)
+            for ev in self.estimator.tick(now):
+                self.publish(ev)
+            if now >= next_snapshot:
+                next_snapshot = now + SNAPSHOT_S
+                self._snapshot(now)
+            hub.sleep(TICK_S)
+
+    def _refresh_portmap(self, now: float) -> None:
+        unmapped = self.estimator.stats["unmapped_ifindex"]
+        due = now - self._portmap_at > PORTMAP_REFRESH_S
+        if not due and not (unmapped > self._unmapped_seen and now - self._portmap_at > 2.0):
+            return
+        self._portmap_at, self._unmapped_seen = now, unmapped
+        try:
+            ifmap = run_blocking(portmap.load, self.fabric, self.cfg.ovsdb or None)
+        except Exception as e:  # OVSDB down or unreachable: keep the old map, try again later
+            LOG.warning("cannot read ifIndex map from OVSDB: %s", e)
+            return
+        if len(ifmap) != len(self.estimator.ifmap):
+            LOG.info("ifIndex map: %d switch ports known", len(ifmap))
+        self.estimator.set_ifmap(ifmap)
+
+    # ----- output ------------------------------------------------------------
+    def publish(self, ev) -> None:
+        if isinstance(ev, ElephantStart):
+            LOG.info("elephant start %s at %.2f Mbit/s (ingress %s port %d)", ev.flow, ev.rate_bps / 1e6,
+                     ev.switch, ev.port)
+        elif isinstance(ev, ElephantEnd):
+            LOG.info("elephant end %s (%s after %.1f s)", ev.flow, ev.reason, ev.duration_s)
+        if self.events_out is not None and not isinstance(ev, LinkLoad):
+            self._write({**to_json(ev), "wall": time.time()})
+        self.send_event_to_observers(_WRAP[type(ev)](ev))
+
+    def _snapshot(self, now: float) -> None:
+        if self.events_out is None:
+            return
+        util = {f"{a}>{b}": round(u, 4) for (a, b), u in sorted(self.estimator.link_util.items())}
+        stats = {**self.collector.stats, **self.estimator.stats}
+        if self.sflowrt is not None:
+            stats.update({f"sflowrt_{k}": v for k, v in self.sflowrt.stats.items()})
+        self._write({"type": "links", "time": now, "wall": time.time(), "utilisation": util, "stats": stats,
+                     "elephants": {str(f): round(r) for f, r in self.estimator.elephants().items()}})
+
+    def _write(self, obj: dict) -> None:
+        try:
+            self.events_out.write(json.dumps(obj) + "\n")
+        except OSError as e:
+            LOG.error("events file: %s", e)

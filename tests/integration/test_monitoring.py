@@ -1,0 +1,85 @@
+"""sFlow monitoring on a real 10 Mbit/s k=4 fat-tree: elephants, mice, link occupancy."""
+
+import json
+import sys
+import time
+
+
+def _wait_for(ctl, pred, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        hits = [e for e in ctl.events() if pred(e)]
+        if hits:
+            return hits
+        time.sleep(0.2)
+    return []
+
+
+def test_elephant_detected_with_rate_and_link_occupancy_close_to_iperf(k4):
+    fn, ctl = k4
+    fn.wait_reachable(30)
+    dst = fn.host("h3_1_1")
+    dst.cmd("iperf3 -s -1 -p 5401 -D >/dev/null 2>&1")
+    time.sleep(0.3)
+    t0 = time.time()
+    out = fn.host("h0_0_0").cmd(f"iperf3 -c {dst.IP()} -p 5401 -t 8 -b 3M --cport 41001 -J")
+    measured = json.loads(out)["end"]["sum_received"]["bits_per_second"]
+    assert 2.5e6 < measured < 3.5e6, measured  # about 30% of the link
+    starts = [e for e in ctl.events(("elephant_start",)) if e["flow"]["sport"] == 41001 and e["wall"] >= t0]
+    assert len(starts) == 1, ctl.log_tail()
+    ev = starts[0]
+    assert (ev["switch"], ev["port"], ev["flow"]["dst"], ev["flow"]["dport"]) == ("e0_0", 1, "10.3.1.3", 5401)
+    assert ev["wall"] - t0 < 3.0
+    # steady-state estimates from the per-second snapshots taken while the flow ran (skip its first 3 s)
+    snaps = [s for s in ctl.events(("links",)) if t0 + 3 <= s["wall"] <= t0 + 8]
+    assert len(snaps) >= 3
+    key = "10.0.0.2:41001->10.3.1.3:5401/6"
+    rates = [s["elephants"][key] for s in snaps if key in s["elephants"]]
+    assert rates and abs(sum(rates) / len(rates) - measured) / measured < 0.25, (rates, measured)
+    # the host's access link carries exactly this flow
+    occ = [s["utilisation"]["h0_0_0>e0_0"] * 10e6 for s in snaps]
+    assert abs(sum(occ) / len(occ) - measured) / measured < 0.15, (occ, measured)
+    assert snaps[-1]["stats"]["decode_errors"] == 0
+
+
+def test_short_request_response_flows_are_not_elephants(k4):
+    fn, ctl = k4
+    fn.wait_reachable(30)
+    srv = fn.host("h2_1_0")
+    srv.cmd(f"{sys.executable} -m experiments.rr server --port 7001 >/dev/null 2>&1 &")
+    time.sleep(1.0)
+    t0 = time.time()
+    out = fn.host("h0_1_1").cmd(f"{sys.executable} -m experiments.rr client --to {srv.IP()} --port 7001 "
+                                f"--sizes {','.join(['10000'] * 40)} --gap 0.05")
+    flows = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    assert len(flows) == 40 and all(f["ok"] for f in flows)
+    time.sleep(3.0)  # longer than a detection takes
+    srv.cmd("kill %1")
+    flagged = [e for e in ctl.events(("elephant_start",)) if e["wall"] >= t0 and e["flow"]["src"] in
+               ("10.0.1.3", "10.2.1.2")]
+    assert flagged == []
+    # the same path did see the mice: the server's access link carried their bytes
+    snaps = [s for s in ctl.events(("links",)) if s["wall"] >= t0]
+    assert max(s["utilisation"].get("e2_1>h2_1_0", 0) + s["utilisation"].get("h2_1_0>e2_1", 0)
+               for s in snaps) > 0.005
+
+
+def test_malformed_datagrams_are_counted_and_dropped(k4):
+    import random
+    import socket
+    from pathlib import Path
+
+    fn, ctl = k4
+    real = (Path(__file__).parents[1] / "fixtures" / "sflow" / "flow0.bin").read_bytes()
+    rng = random.Random(7)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for i in range(300):
+            junk = bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 300))) if i % 2 else real[: rng.randrange(0, len(real) - 1)]
+            s.sendto(junk, ("127.0.0.1", ctl.sflow_port))
+            if i % 50 == 0:
+                time.sleep(0.01)
+    time.sleep(2.5)
+    assert ctl.proc.poll() is None
+    stats = ctl.events(("links",))[-1]["stats"]
+    assert stats["decode_errors"] >= 290, stats
+    assert fn.ping_matrix([("h0_0_0", "h1_1_1")]) == []  # still forwarding, still answering ARP

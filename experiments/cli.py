@@ -109,6 +109,12 @@ def cmd_bench(args) -> int:
         ks = [int(x) for x in args.k.split(",")]
         bench.startup(ks, args.rate, Path(args.out))
         print(f"results in {Path(args.out) / 'startup.json'}")
+    elif args.bench == "detection":
+        r = bench.detection(args.trials, args.rate, Path(args.out), args.elephant_mbps, args.mice, args.seed)
+        print(f"elephants detected {r['detected']}/{len(r['trials'])}: median {r['median_delay_s']} s, "
+              f"p95 {r['p95_delay_s']} s; mice flagged {r['mice']['wrongly_flagged']}/{r['mice']['flows']}; "
+              f"decoder {r['decoder']['decode_datagrams_per_s']} datagrams/s")
+        print(f"results in {Path(args.out) / 'detection.json'}")
     return 0
 
 
@@ -164,6 +170,13 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--k", default="4,8", help="comma-separated arities (4,8)")
     bs.add_argument("--rate", type=float, default=10.0, help="link rate in Mbit/s (10)")
     bs.add_argument("--out", default="results/bench", help="output directory (results/bench)")
+    bd = bsub.add_parser("detection", help="elephant detection delay, mice misflagged, decoder speed")
+    bd.add_argument("--trials", type=int, default=10, help="elephant trials (10)")
+    bd.add_argument("--rate", type=float, default=10.0, help="link rate in Mbit/s (10)")
+    bd.add_argument("--elephant-mbps", type=float, default=3.0, help="elephant rate in Mbit/s (3)")
+    bd.add_argument("--mice", type=int, default=100, help="request/response mice flows (100)")
+    bd.add_argument("--seed", type=int, default=1, help="random seed (1)")
+    bd.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     b.set_defaults(func=cmd_bench)
     return p
 

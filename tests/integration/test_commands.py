@@ -100,3 +100,20 @@ def test_plain_mininet_custom_topology(tmp_path):
                            capture_output=True, text=True, timeout=180)
     subprocess.run(["mn", "-c"], capture_output=True)
     assert "Results: 0% dropped (240/240 received)" in r.stdout + r.stderr, r.stderr[-1500:]
+
+
+def test_monitoring_options_are_validated_by_name(tmp_path):
+    good = tmp_path / "good.json"
+    fattree(4).save(good)
+    r = run("controller", "--fabric", str(good), "--monitor-set", "windw_s=3")
+    assert r.returncode == 2 and "windw_s: unknown monitoring setting" in r.stderr
+    r = run("controller", "--fabric", str(good), "--monitor-set", "window_s=-1")
+    assert r.returncode == 2 and "window_s: must be a positive number" in r.stderr
+    r = run("controller", "--fabric", str(good), "--elephant-fraction", "1.5")
+    assert r.returncode == 2 and "elephant_fraction: must be below 1" in r.stderr
+    r = run("controller", "--fabric", str(good), "--monitor", "sflow-rt")
+    assert r.returncode == 2 and "sflow_rt_url: the sflow-rt monitor needs an http(s) URL" in r.stderr
+    r = run("controller", "--fabric", str(good), "--sflow-listen", "192.0.2.1:6343")
+    assert r.returncode == 2 and "cannot receive sFlow on 192.0.2.1:6343" in r.stderr
+    r = run("fabric", "--sflow-sampling", "0", "--controller-wait", "0")
+    assert r.returncode == 2 and "sflow sampling: must be a positive integer" in r.stderr

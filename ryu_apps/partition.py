@@ -1,0 +1,310 @@
+"""Freeway's dynamic partition of equal-cost paths into low-latency and high-throughput paths.
+
+Section II.B of the Freeway paper, for inter-pod ToR pairs of a fat-tree and
+for leaf pairs of a leaf-spine:
+
+- Every such pair has the same sorted list of top switches (cores by number,
+  or spines), so path i of a pair goes up to ``tops[i]`` and down again.
+- The first ``fixed_lol`` paths of every pair are fixed low-latency paths, the
+  last ``fixed_hol`` fixed high-throughput paths; the rest start as
+  high-throughput. A pair has ``n`` low-latency paths, its first ``n``.
+- One counter per directed link: how many low-latency paths (over all pairs)
+  use it. A link is LOL while its counter is above 0, HOL at 0.
+- Adding a path takes path ``n`` (the one after the last low-latency path)
+  and increments its links; deleting takes path ``n-1`` and decrements.
+- Each period, a pair whose low-latency paths are more than half congested
+  (average link load above ``lol_high``) adds one; more than half idle
+  (below ``lol_low``) removes one.
+- A link that turns LOL (counter 0 -> 1) is reported so that the elephants on
+  it are moved. A link that falls to 0 does not become HOL at once: mice stop
+  being sent on it immediately, but it stays closed to elephants until it has
+  drained (the drain rule, see ``DRAIN``), so the mice already on it finish.
+
+Intra-pod pairs follow from the inter-pod partition: their low-latency paths
+are the aggregation paths whose two links are LOL.
+
+Default thresholds: a LOL link should keep an ultra-low queue. With M/M/1-like
+queueing, waiting time grows as rho/(1-rho): at 30% load it is 0.43 service
+times, at 50% already 1, so a path is congested above 0.3 average load
+(Freeway's Fig. 8 shows LOL links between 0.2 and 0.325). Removing one of n
+paths raises the load on the others by n/(n-1) (at most 2x), so idle is below
+0.1: after a removal the average stays below 0.2 < 0.3 and the pair does not
+flap between adding and removing. ``lol_low`` must be below ``lol_high / 2``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field, fields
+
+from topology.fabric import Fabric
+from topology.paths import Path, tor_paths
+
+Link = tuple[str, str]
+Pair = tuple[str, str]
+
+DRAIN = ("a link whose counter falls to 0 is 'draining': mice are no longer forwarded on it, and it becomes "
+         "HOL (open to elephants) once at least drain_min_s has passed and its measured load is below drain_load, "
+         "or after drain_max_s whatever the load")
+
+
+class PartitionError(ValueError):
+    """The fabric or the settings do not allow Freeway's partition; the message says why."""
+
+
+@dataclass(frozen=True)
+class PartitionConfig:
+    lol_high: float = 0.3
+    lol_low: float = 0.1
+    fixed_lol: int = 0  # 0: k/2 on a fat-tree, 1 on a leaf-spine
+    fixed_hol: int = 0  # 0: k/2 on a fat-tree, 1 on a leaf-spine
+    drain_load: float = 0.02
+    drain_min_s: float = 1.0
+    drain_max_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise PartitionError(f"{f.name}: must be a non-negative number, got {v!r}")
+        if not 0 < self.lol_high <= 1:
+            raise PartitionError(f"lol_high: must be in (0, 1], got {self.lol_high}")
+        if not self.lol_low < self.lol_high / 2:
+            raise PartitionError(f"lol_low: must be below lol_high/2 ({self.lol_high / 2}) so that removing a "
+                                 f"path cannot make the pair congested again, got {self.lol_low}")
+        if self.drain_min_s > self.drain_max_s:
+            raise PartitionError("drain_min_s: must not exceed drain_max_s")
+
+
+@dataclass
+class StepResult:
+    added: list[Pair] = field(default_factory=list)
+    removed: list[Pair] = field(default_factory=list)
+    became_lol: set[Link] = field(default_factory=set)  # reschedule the elephants on these
+    began_draining: set[Link] = field(default_factory=set)  # no more mice here
+    became_hol: set[Link] = field(default_factory=set)  # drained: open to elephants
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.removed or self.became_hol)
+
+
+class Partition:
+    def __init__(self, fabric: Fabric, config: PartitionConfig | None = None):
+        self.fabric = fabric
+        self.cfg = config or PartitionConfig()
+        tors = fabric.tors()
+        top_level = max(fabric.switches[t].level for t in fabric.switches)
+        self.tops = sorted((s for s in fabric.switches if fabric.switches[s].level == top_level),
+                           key=fabric._order)
+        if fabric.topo == "fattree":
+            half = fabric.params["k"] // 2
+            default_lol = default_hol = half
+        else:
+            default_lol = default_hol = 1
+        self.n_min = self.cfg.fixed_lol or default_lol
+        fixed_hol = self.cfg.fixed_hol or default_hol
+        self.n_max = len(self.tops) - fixed_hol
+        if self.n_min < 1 or fixed_hol < 1 or self.n_min > self.n_max:
+            raise PartitionError(f"fixed_lol/fixed_hol: {self.n_min} fixed low-latency and {fixed_hol} fixed "
+                                 f"high-throughput paths do not fit in {len(self.tops)} paths per pair")
+        self._up: dict[tuple[str, str], Path] = {}
+        self._tors_below: dict[str, frozenset[str]] = {}
+        for t in tors:
+            chains = _chains_up(fabric, t)
+            for chain in chains:
+                self._up[(t, chain[-1])] = chain
+            if len(chains) != len(self.tops):
+                raise PartitionError(f"ToR {t} has {len(chains)} paths up to {len(self.tops)} top switches: "
+                                     "Freeway's partition needs exactly one per top (fat-tree or leaf-spine)")
+        for t in tors:
+            for top in self.tops:
+                if (t, top) not in self._up:
+                    raise PartitionError(f"ToR {t} has no single path up to {top}: not a fat-tree or leaf-spine")
+        self._group = {t: (fabric.switches[t].pod if fabric.topo == "fattree" else t) for t in tors}
+        self.tors = tors
+        self.n: dict[Pair, int] = {}  # pairs whose count differs from n_min
+        self.counter: Counter[Link] = Counter()
+        self.draining: dict[Link, float] = {}
+        sizes = Counter(self._group.values())
+        for t in tors:
+            others = len(tors) - sizes[self._group[t]]
+            for top in self.tops[: self.n_min]:
+                up = self._up[(t, top)]
+                for ln in zip(up, up[1:], strict=False):
+                    self.counter[ln] += others
+                down = tuple(reversed(up))
+                for ln in zip(down, down[1:], strict=False):
+                    self.counter[ln] += others
+
+    # ----- structure ---------------------------------------------------------
+    def is_partitioned(self, pair: Pair) -> bool:
+        """Inter-pod fat-tree pairs and leaf-spine leaf pairs are partitioned; intra-pod pairs follow."""
+        s, d = pair
+        return s != d and self._group[s] != self._group[d]
+
+    def path(self, pair: Pair, i: int) -> Path:
+        s, d = pair
+        up = self._up[(s, self.tops[i])]
+        return up + tuple(reversed(self._up[(d, self.tops[i])]))[1:]
+
+    def paths(self, pair: Pair) -> list[Path]:
+        if self.is_partitioned(pair):
+            return [self.path(pair, i) for i in range(len(self.tops))]
+        return tor_paths(self.fabric, *pair)
+
+    def n_lol(self, pair: Pair) -> int:
+        return self.n.get(pair, self.n_min)
+
+    def lol_paths(self, pair: Pair) -> list[Path]:
+        if self.is_partitioned(pair):
+            return [self.path(pair, i) for i in range(self.n_lol(pair))]
+        return [p for p in tor_paths(self.fabric, *pair) if all(self.mice_usable(ln) for ln in _links(p))]
+
+    def hol_paths(self, pair: Pair) -> list[Path]:
+        """The pair's paths made only of HOL links (open to elephants)."""
+        return [p for p in self.paths(pair) if all(self.is_hol(ln) for ln in _links(p))]
+
+    def is_lol(self, link: Link) -> bool:
+        return self.counter[link] > 0 or link in self.draining
+
+    def is_hol(self, link: Link) -> bool:
+        return not self.is_lol(link)
+
+    def mice_usable(self, link: Link) -> bool:
+        return self.counter[link] > 0
+
+    # ----- add / remove ----------------------------------------------------------
+    def add_path(self, pair: Pair, res: StepResult | None = None) -> bool:
+        n = self.n_lol(pair)
+        if not self.is_partitioned(pair) or n >= self.n_max:
+            return False
+        for ln in _links(self.path(pair, n)):
+            self.counter[ln] += 1
+            if self.counter[ln] == 1:
+                if self.draining.pop(ln, None) is None and res is not None:
+                    res.became_lol.add(ln)
+                elif res is not None:
+                    res.began_draining.discard(ln)
+        self._set_n(pair, n + 1)
+        if res is not None:
+            res.added.append(pair)
+        return True
+
+    def remove_path(self, pair: Pair, now: float, res: StepResult | None = None) -> bool:
+        n = self.n_lol(pair)
+        if not self.is_partitioned(pair) or n <= self.n_min:
+            return False
+        for ln in _links(self.path(pair, n - 1)):
+            self.counter[ln] -= 1
+            if self.counter[ln] == 0:
+                self.draining[ln] = now
+                if res is not None:
+                    res.began_draining.add(ln)
+        self._set_n(pair, n - 1)
+        if res is not None:
+            res.removed.append(pair)
+        return True
+
+    def _set_n(self, pair: Pair, n: int) -> None:
+        if n == self.n_min:
+            self.n.pop(pair, None)
+        else:
+            self.n[pair] = n
+
+    # ----- the periodic decision ---------------------------------------------------
+    def path_load(self, path: Path, load) -> float:
+        links = _links(path)
+        return sum(load(ln) for ln in links) / len(links)
+
+    def decide(self, pair: Pair, load) -> int:
+        """+1 to add a path, -1 to remove one, 0 to keep (more than half congested / idle)."""
+        lol = self.lol_paths(pair)
+        if not lol:
+            return 0
+        loads = [self.path_load(p, load) for p in lol]
+        if sum(x > self.cfg.lol_high for x in loads) * 2 > len(loads):
+            return 1
+        if sum(x < self.cfg.lol_low for x in loads) * 2 > len(loads):
+            return -1
+        return 0
+
+    def step(self, now: float, pairs, load) -> StepResult:
+        """One period: decide for each candidate pair (pairs with traffic, and every pair above the
+        minimum), add or remove at most one path each, and finish draining links."""
+        res = StepResult()
+        for pair in sorted(set(pairs) | set(self.n)):
+            if not self.is_partitioned(pair):
+                continue
+            d = self.decide(pair, load)
+            if d > 0:
+                self.add_path(pair, res)
+            elif d < 0:
+                self.remove_path(pair, now, res)
+        for ln, since in list(self.draining.items()):
+            waited = now - since
+            if ln in res.began_draining:
+                continue
+            if (waited >= self.cfg.drain_min_s and load(ln) < self.cfg.drain_load) or waited >= self.cfg.drain_max_s:
+                del self.draining[ln]
+                res.became_hol.add(ln)
+        return res
+
+    # ----- mice forwarding ----------------------------------------------------------
+    def mice_next_hops(self, switch: str, dst_tor: str) -> list[str]:
+        """Up-neighbors of ``switch`` through which a mouse reaches ``dst_tor`` on LOL links only
+        (empty when ``dst_tor`` is below ``switch``: going down follows the prefix routes)."""
+        f = self.fabric
+        if switch == dst_tor or self._below(switch, dst_tor):
+            return []
+        memo: dict[str, bool] = {}
+        return [n for n in f.up_neighbors(switch)
+                if self.mice_usable((switch, n)) and self._reach(n, dst_tor, memo)]
+
+    def _below(self, switch: str, tor: str) -> bool:
+        below = self._tors_below.get(switch)
+        if below is None:
+            below = self._tors_below[switch] = self._compute_below(switch)
+        return tor in below
+
+    def _compute_below(self, switch: str) -> frozenset[str]:
+        if self.fabric.switches[switch].is_tor:
+            return frozenset((switch,))
+        out: set[str] = set()
+        for n in self.fabric.down_neighbors(switch):
+            out |= self._compute_below(n)
+        return frozenset(out)
+
+    def _reach(self, node: str, dst: str, memo: dict[str, bool]) -> bool:
+        if node in memo:
+            return memo[node]
+        f = self.fabric
+        if node == dst:
+            ok = True
+        elif self._below(node, dst):
+            nxt = next(n for n in f.down_neighbors(node) if n == dst or self._below(n, dst))
+            ok = self.mice_usable((node, nxt)) and self._reach(nxt, dst, memo)
+        else:
+            ok = any(self.mice_usable((node, n)) and self._reach(n, dst, memo) for n in f.up_neighbors(node))
+        memo[node] = ok
+        return ok
+
+    def lol_links(self) -> set[Link]:
+        return {ln for ln, c in self.counter.items() if c > 0} | set(self.draining)
+
+
+def _links(path: Path) -> list[Link]:
+    return list(zip(path, path[1:], strict=False))
+
+
+def _chains_up(fabric: Fabric, tor: str) -> list[Path]:
+    out, frontier = [], [(tor,)]
+    while frontier:
+        nxt = []
+        for c in frontier:
+            ups = fabric.up_neighbors(c[-1])
+            if not ups:
+                out.append(c)
+            nxt += [c + (u,) for u in ups]
+        frontier = nxt
+    return out

@@ -1,0 +1,166 @@
+"""Freeway's path partition: fixed paths, counters, Fig. 3's order, bounds, decisions, deferred switch-over."""
+
+import pytest
+
+from ryu_apps.partition import Partition, PartitionConfig, PartitionError, StepResult
+from topology.fabric import fattree, leafspine
+from topology.paths import path_top, tor_paths
+
+
+def _links(p):
+    return list(zip(p, p[1:], strict=False))
+
+
+def _recount(part):
+    """Counters recomputed from scratch: every partitioned pair's first n paths."""
+    from collections import Counter
+
+    c = Counter()
+    for s in part.tors:
+        for d in part.tors:
+            if part.is_partitioned((s, d)):
+                for i in range(part.n_lol((s, d))):
+                    c.update(_links(part.path((s, d), i)))
+    return +c
+
+
+@pytest.mark.parametrize("k", [4, 6, 8])
+def test_fixed_paths_and_bounds(k):
+    part = Partition(fattree(k))
+    assert (part.n_min, part.n_max) == (k // 2, k * k // 4 - k // 2)
+    pair = ("e0_0", f"e{k - 1}_0")
+    assert part.paths(pair) == tor_paths(part.fabric, *pair)  # same order as topology/
+    assert [path_top(p) for p in part.lol_paths(pair)] == [f"c{i}" for i in range(1, k // 2 + 1)]
+    # every path after the fixed low-latency ones starts high-throughput
+    hol = part.hol_paths(pair)
+    assert [path_top(p) for p in hol] == [f"c{i}" for i in range(k // 2 + 1, k * k // 4 + 1)]
+    assert +part.counter == _recount(part)
+
+
+def test_k8_adds_paths_5_to_12_in_turn_then_stops_and_deletes_in_reverse():
+    part = Partition(fattree(8))
+    pair = ("e0_0", "e7_3")
+    order = []
+    while part.add_path(pair):
+        order.append(path_top(part.lol_paths(pair)[-1]))
+        assert +part.counter == _recount(part)
+    assert order == [f"c{i}" for i in range(5, 13)]  # Fig. 3: paths 5..12
+    assert part.n_lol(pair) == 12 and not part.add_path(pair)  # bound k^2/4 - k/2
+    # the fixed high-throughput paths 13..16 stay made of HOL links (Constraint 1)
+    assert [path_top(p) for p in part.hol_paths(pair)] == ["c13", "c14", "c15", "c16"]
+    removed = []
+    while part.remove_path(pair, now=0.0):
+        removed.append(part.n_lol(pair) + 1)
+    assert removed == list(range(12, 4, -1)) and part.n_lol(pair) == 4
+    assert not part.remove_path(pair, now=0.0)  # never fewer than the fixed ones
+
+
+def test_counters_turn_links_lol_and_back_through_draining():
+    part = Partition(fattree(6))
+    pair = ("e0_0", "e5_2")
+    res = StepResult()
+    part.add_path(pair, res)  # path 4: via a0_1 and core c4
+    new = part.path(pair, 3)
+    assert path_top(new) == "c4"
+    # e0_0->a0_1 and a0_1->c4 were HOL before: they turn LOL now
+    assert res.became_lol == {("e0_0", "a0_1"), ("a0_1", "c4"), ("c4", "a5_1"), ("a5_1", "e5_2")}
+    assert all(part.is_lol(ln) and part.mice_usable(ln) for ln in _links(new))
+    # a second pair sharing e0_0 -> a0_1 -> c4 does not change link types again
+    res2 = StepResult()
+    part.add_path(("e0_0", "e4_0"), res2)
+    assert res2.became_lol == {("c4", "a4_1"), ("a4_1", "e4_0")}
+    assert part.counter[("e0_0", "a0_1")] == 2
+    # removing the first pair's path: shared links keep LOL, its own ones start draining
+    res3 = StepResult()
+    part.remove_path(pair, now=10.0, res=res3)
+    assert res3.began_draining == {("c4", "a5_1"), ("a5_1", "e5_2")}
+    assert part.is_lol(("c4", "a5_1")) and not part.mice_usable(("c4", "a5_1"))  # no mice, no elephants yet
+
+
+def test_drain_rule():
+    cfg = PartitionConfig(drain_min_s=1.0, drain_max_s=5.0, drain_load=0.02)
+    part = Partition(fattree(6), cfg)
+    pair = ("e0_0", "e5_2")
+    part.add_path(pair)
+    part.remove_path(pair, now=0.0)
+    busy = ("c4", "a5_1")
+    quiet = ("a5_1", "e5_2")
+    load = {busy: 0.2}.get
+
+    def ld(ln):
+        return load(ln, 0.0)
+
+    assert part.step(0.5, [], ld).became_hol == set()  # too early for anyone
+    r = part.step(1.5, [], ld)
+    assert quiet in r.became_hol and busy not in r.became_hol  # drained vs. still carrying mice
+    assert part.is_hol(quiet) and part.is_lol(busy)
+    r = part.step(5.5, [], ld)
+    assert busy in r.became_hol  # drain_max_s reached
+
+
+def test_re_adding_a_draining_link_cancels_the_drain():
+    part = Partition(fattree(6))
+    pair = ("e0_0", "e5_2")
+    part.add_path(pair)
+    part.remove_path(pair, now=0.0)
+    res = StepResult()
+    part.add_path(pair, res)
+    assert res.became_lol == set() and not part.draining  # it never became HOL: nothing to reschedule
+
+
+def test_step_adds_when_more_than_half_congested_and_removes_when_idle():
+    part = Partition(fattree(6))
+    pair = ("e0_0", "e5_2")
+    lol_links = {ln for p in part.lol_paths(pair) for ln in _links(p)}
+    hot = {ln: 0.5 for ln in lol_links}
+    r = part.step(0.0, [pair], lambda ln: hot.get(ln, 0.0))
+    assert r.added == [pair] and part.n_lol(pair) == 4
+    # 2 of 4 congested is not more than half: keep
+    paths = part.lol_paths(pair)
+    core = {}  # load only the two core links of each path: 2 of 4 paths at 0.45, the others at 0.15
+    for i, p in enumerate(paths):
+        for ln in _links(p)[1:3]:
+            core[ln] = 0.9 if i < 2 else 0.3
+    assert part.step(1.0, [pair], lambda ln: core.get(ln, 0.0)).changed is False
+    r = part.step(2.0, [pair], lambda ln: 0.0)
+    assert r.removed == [pair] and part.n_lol(pair) == 3
+    # at the minimum, idle removes nothing; pairs in one pod are not partitioned
+    r = part.step(3.0, [pair, ("e0_0", "e0_1")], lambda ln: 0.0)
+    assert r.removed == [] and r.added == []
+
+
+def test_intra_pod_pairs_follow_the_inter_pod_partition():
+    part = Partition(fattree(6))
+    pair = ("e0_0", "e0_1")
+    assert [p[1] for p in part.lol_paths(pair)] == ["a0_0"]
+    part.add_path(("e0_0", "e5_2"))  # makes e0_0->a0_1 LOL, but not a0_1->e0_1
+    assert [p[1] for p in part.lol_paths(pair)] == ["a0_0"]
+    part.add_path(("e3_0", "e0_1"))  # path 4 of this pair goes down a0_1 -> e0_1
+    assert [p[1] for p in part.lol_paths(pair)] == ["a0_0", "a0_1"]
+    assert [p[1] for p in part.hol_paths(pair)] == ["a0_2"]
+
+
+def test_mice_next_hops_only_along_lol_links():
+    part = Partition(fattree(4))
+    assert part.mice_next_hops("e0_0", "e3_1") == ["a0_0"]
+    assert part.mice_next_hops("a0_0", "e3_1") == ["c1", "c2"]
+    assert part.mice_next_hops("a1_1", "e3_1") == []  # a1_1's uplinks are HOL
+    assert part.mice_next_hops("a0_0", "e0_1") == []  # below: prefix routes go down
+    assert part.mice_next_hops("e0_0", "e0_1") == ["a0_0"]
+
+
+def test_leafspine_rule_and_config_errors():
+    part = Partition(leafspine(4, 4, 2))
+    assert (part.n_min, part.n_max) == (1, 3)
+    pair = ("l0", "l3")
+    assert [path_top(p) for p in part.lol_paths(pair)] == ["s1"]
+    assert [path_top(p) for p in part.hol_paths(pair)] == ["s2", "s3", "s4"]
+    part.add_path(pair)
+    assert [path_top(p) for p in part.hol_paths(pair)] == ["s3", "s4"]
+    assert Partition(leafspine(4, 4, 2), PartitionConfig(fixed_lol=2, fixed_hol=2)).n_max == 2
+    with pytest.raises(PartitionError, match="do not fit in 2 paths"):
+        Partition(leafspine(2, 4, 2), PartitionConfig(fixed_lol=2))
+    with pytest.raises(PartitionError, match="lol_low: must be below lol_high/2"):
+        PartitionConfig(lol_high=0.3, lol_low=0.2)
+    with pytest.raises(PartitionError, match="lol_high"):
+        PartitionConfig(lol_high=1.5)

@@ -12,7 +12,9 @@ try:  # pragma: no cover - exercised by whichever framework is installed
     from os_ken.lib import hub
     from os_ken.lib.packet import arp as pkt_arp
     from os_ken.lib.packet import ethernet as pkt_ethernet
+    from os_ken.lib.packet import ipv4 as pkt_ipv4
     from os_ken.lib.packet import packet as pkt_packet
+    from os_ken.lib.packet import udp as pkt_udp
     from os_ken.ofproto import ofproto_v1_3 as ofproto
     from os_ken.ofproto import ofproto_v1_3_parser as parser
 
@@ -25,7 +27,9 @@ except ImportError:  # pragma: no cover
     from ryu.lib import hub  # type: ignore[no-redef]
     from ryu.lib.packet import arp as pkt_arp  # type: ignore[no-redef]
     from ryu.lib.packet import ethernet as pkt_ethernet  # type: ignore[no-redef]
+    from ryu.lib.packet import ipv4 as pkt_ipv4  # type: ignore[no-redef]
     from ryu.lib.packet import packet as pkt_packet  # type: ignore[no-redef]
+    from ryu.lib.packet import udp as pkt_udp  # type: ignore[no-redef]
     from ryu.ofproto import ofproto_v1_3 as ofproto  # type: ignore[no-redef]
     from ryu.ofproto import ofproto_v1_3_parser as parser  # type: ignore[no-redef]
 
@@ -41,5 +45,5 @@ run_blocking = _tpool.execute
 
 __all__ = ["green_socket", "run_blocking",
     "FRAMEWORK", "app_manager", "base_event", "ofp_event", "set_ev_cls", "CONFIG_DISPATCHER", "MAIN_DISPATCHER",
-    "DEAD_DISPATCHER", "hub", "ofproto", "parser", "pkt_packet", "pkt_ethernet", "pkt_arp",
+    "DEAD_DISPATCHER", "hub", "ofproto", "parser", "pkt_packet", "pkt_ethernet", "pkt_arp", "pkt_ipv4", "pkt_udp",
 ]

@@ -36,6 +36,9 @@ def match(**fields) -> tuple[tuple[str, object], ...]:
     return tuple(sorted(fields.items()))
 
 
+SEND_FLOW_REM = 1  # OFPFF_SEND_FLOW_REM
+
+
 @dataclass(frozen=True)
 class Flow:
     priority: int
@@ -45,6 +48,24 @@ class Flow:
     cookie: int = 0
     idle_timeout: int = 0
     hard_timeout: int = 0
+    flags: int = 0
+    meter_id: int = 0  # 0: no meter
+
+
+@dataclass(frozen=True)
+class DeleteFlows:
+    """Delete every flow whose cookie matches (under the mask)."""
+
+    cookie: int
+    cookie_mask: int = 0xFFFFFFFFFFFFFFFF
+
+
+@dataclass(frozen=True)
+class Meter:
+    meter_id: int
+    rate: int  # kbit/s, or packets/s when pktps
+    burst: int
+    pktps: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,3 +79,11 @@ class Group:
     group_id: int
     buckets: tuple[Bucket, ...]
     type: str = "select"  # select | all | indirect | ff
+
+
+@dataclass(frozen=True)
+class GroupModify:
+    group: Group
+
+
+Intent = Flow | DeleteFlows | Meter | Group | GroupModify

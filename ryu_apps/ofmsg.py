@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .framework import ofproto as ofp
 from .framework import parser, pkt_arp, pkt_ethernet, pkt_packet
-from .intents import Action, Flow, Group, Output, ToController, ToGroup
+from .intents import Action, DeleteFlows, Flow, Group, GroupModify, Meter, Output, ToController, ToGroup
 
 _GROUP_TYPES = {
     "all": ofp.OFPGT_ALL,
@@ -28,18 +28,55 @@ def _action(a: Action):
     raise TypeError(f"unknown action {a!r}")
 
 
-def _instructions(actions) -> list:
-    if not actions:
-        return []
-    return [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [_action(a) for a in actions])]
+def _instructions(actions, meter_id: int = 0) -> list:
+    out = [parser.OFPInstructionMeter(meter_id, ofp.OFPIT_METER)] if meter_id else []
+    if actions:
+        out.append(parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [_action(a) for a in actions]))
+    return out
 
 
 def flow_add(f: Flow):
     return parser.OFPFlowMod(
         None, cookie=f.cookie, table_id=f.table_id, command=ofp.OFPFC_ADD,
         idle_timeout=f.idle_timeout, hard_timeout=f.hard_timeout, priority=f.priority,
-        buffer_id=ofp.OFP_NO_BUFFER, match=parser.OFPMatch(**dict(f.match)),
-        instructions=_instructions(f.actions))
+        buffer_id=ofp.OFP_NO_BUFFER, flags=f.flags, match=parser.OFPMatch(**dict(f.match)),
+        instructions=_instructions(f.actions, f.meter_id))
+
+
+def flows_delete(d: DeleteFlows):
+    return parser.OFPFlowMod(
+        None, cookie=d.cookie, cookie_mask=d.cookie_mask, table_id=ofp.OFPTT_ALL, command=ofp.OFPFC_DELETE,
+        out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY, match=parser.OFPMatch())
+
+
+def meter_add(m: Meter, modify: bool = False):
+    flags = ofp.OFPMF_BURST | ofp.OFPMF_STATS | (ofp.OFPMF_PKTPS if m.pktps else ofp.OFPMF_KBPS)
+    cmd = ofp.OFPMC_MODIFY if modify else ofp.OFPMC_ADD
+    return parser.OFPMeterMod(None, command=cmd, flags=flags, meter_id=m.meter_id,
+                              bands=[parser.OFPMeterBandDrop(rate=m.rate, burst_size=m.burst)])
+
+
+def meters_delete_all():
+    return parser.OFPMeterMod(None, command=ofp.OFPMC_DELETE, flags=0, meter_id=ofp.OFPM_ALL)
+
+
+def messages(intents) -> list:
+    """OpenFlow messages for a list of intents, in order."""
+    out = []
+    for i in intents:
+        if isinstance(i, Flow):
+            out.append(flow_add(i))
+        elif isinstance(i, DeleteFlows):
+            out.append(flows_delete(i))
+        elif isinstance(i, Meter):
+            out.append(meter_add(i))
+        elif isinstance(i, Group):
+            out.append(group_add(i))
+        elif isinstance(i, GroupModify):
+            out.append(group_add(i.group, modify=True))
+        else:
+            raise TypeError(f"unknown intent {i!r}")
+    return out
 
 
 def flows_delete_all():
@@ -70,9 +107,14 @@ def port_desc_request():
     return parser.OFPPortDescStatsRequest(None, 0)
 
 
-def program(groups: list[Group], flows: list[Flow]) -> list:
-    """Replace whatever a switch holds by these groups and flows, in a safe order."""
-    return [flows_delete_all(), groups_delete_all(), *(group_add(g) for g in groups),
+def program(groups: list[Group], flows: list[Flow], extra: list | None = None) -> list:
+    """Replace whatever a switch holds by these groups and flows (meters and other intents
+    in ``extra`` go after the groups, before the flows), in a safe order."""
+    extra = extra or []
+    meters = [i for i in extra if isinstance(i, Meter)]
+    rest = [i for i in extra if not isinstance(i, Meter)]
+    head = [flows_delete_all(), groups_delete_all()] + ([meters_delete_all()] if meters else [])
+    return [*head, *messages(meters), *(group_add(g) for g in groups), *messages(rest),
             *(flow_add(f) for f in flows), barrier()]
 
 
@@ -81,6 +123,19 @@ def arp_reply_packet(requester_mac: str, requester_ip: str, target_mac: str, tar
     pkt.add_protocol(pkt_ethernet.ethernet(dst=requester_mac, src=target_mac, ethertype=0x0806))
     pkt.add_protocol(pkt_arp.arp(opcode=pkt_arp.ARP_REPLY, src_mac=target_mac, src_ip=target_ip,
                                  dst_mac=requester_mac, dst_ip=requester_ip))
+    pkt.serialize()
+    return bytes(pkt.data)
+
+
+def udp_packet(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, sport: int, dport: int,
+               payload: bytes) -> bytes:
+    from .framework import pkt_ipv4, pkt_udp
+
+    pkt = pkt_packet.Packet()
+    pkt.add_protocol(pkt_ethernet.ethernet(dst=dst_mac, src=src_mac, ethertype=0x0800))
+    pkt.add_protocol(pkt_ipv4.ipv4(src=src_ip, dst=dst_ip, proto=17, ttl=64))
+    pkt.add_protocol(pkt_udp.udp(src_port=sport, dst_port=dport))
+    pkt.add_protocol(payload)
     pkt.serialize()
     return bytes(pkt.data)
 

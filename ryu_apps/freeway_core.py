@@ -1,0 +1,356 @@
+"""Freeway mode as pure logic: partition, mice groups, handshake placement, elephant entries.
+
+The app feeds it switch connections, handshake datagrams, flow-removed
+messages, link loads and ``now``; it returns intents per switch (and, for a
+handshake, the answer to send once the switches have confirmed the entries).
+Nothing here touches a datapath, a socket or the clock.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import Counter
+from dataclasses import dataclass, field, fields
+
+from topology.fabric import Fabric, Host
+from topology.paths import Path
+
+from . import handshake as hs
+from .binpack import Allocations, NoRoom, Placement, links, place_subflows
+from .forwarding import ETH_IPV4, _prefix_match, base_program, covering_prefixes
+from .intents import (
+    SEND_FLOW_REM,
+    Bucket,
+    DeleteFlows,
+    Flow,
+    Group,
+    GroupModify,
+    Meter,
+    Output,
+    ToController,
+    ToGroup,
+    match,
+)
+from .partition import Partition, PartitionConfig, PartitionError, StepResult
+
+PRIO_MICE = 20  # above ECMP (10), below downward prefixes (200)
+PRIO_ELEPHANT = 500
+PRIO_SERVICE_DROP = 1900
+PRIO_HANDSHAKE = 2000
+PUNT_METER = 1
+MICE_GROUP_BASE = 1000
+Link = tuple[str, str]
+
+
+class FreewayConfigError(ValueError):
+    """An invalid Freeway setting; the message names the key."""
+
+
+@dataclass(frozen=True)
+class FreewayConfig:
+    lol_high: float = 0.3
+    lol_low: float = 0.1
+    fixed_lol: int = 0
+    fixed_hol: int = 0
+    drain_load: float = 0.02
+    drain_min_s: float = 1.0
+    drain_max_s: float = 5.0
+    punt_pps: int = 200  # handshakes per second an edge switch may send to the controller
+    punt_burst: int = 50
+    elephant_idle_s: int = 10  # elephant entries expire after this long without packets
+    headroom: float = 1.0  # a path has room while max utilisation with the flow stays at or below this
+    active_s: float = 3.0  # a ToR pair is active (evaluated each period) this long after its last mice sample
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise FreewayConfigError(f"{f.name}: must be a non-negative number, got {v!r}")
+        if self.punt_pps < 1 or self.punt_burst < 1 or self.elephant_idle_s < 1:
+            raise FreewayConfigError("punt_pps, punt_burst and elephant_idle_s must be at least 1")
+        if self.headroom <= 0:
+            raise FreewayConfigError("headroom: must be positive")
+        try:
+            self.partition_config()
+        except PartitionError as e:
+            raise FreewayConfigError(str(e)) from None
+
+    def partition_config(self) -> PartitionConfig:
+        names = {f.name for f in fields(PartitionConfig)}
+        return PartitionConfig(**{k: getattr(self, k) for k in names})
+
+
+@dataclass
+class Elephant:
+    eid: int
+    gen: int
+    src: Host
+    dst: Host
+    nonce: int
+    size: int
+    rate_bps: float
+    subflows: tuple[hs.Subflow, ...]
+    placements: list[Placement]
+    since: float
+
+    @property
+    def cookie(self) -> int:
+        return cookie_of(self.eid, self.gen)
+
+
+def cookie_of(eid: int, gen: int) -> int:
+    return (0xF5 << 56) | (eid << 16) | (gen & 0xFFFF)
+
+
+def eid_of(cookie: int) -> int | None:
+    return (cookie >> 16) & 0xFFFFFFFFFF if cookie >> 56 == 0xF5 else None
+
+
+@dataclass
+class HandshakeOutcome:
+    """What to do with one handshake: install ``ops`` (egress side first), wait for the switches
+    to confirm, then send ``reply`` (None: drop silently)."""
+
+    reply: bytes | None = None
+    ops: list[tuple[str, list]] = field(default_factory=list)
+    verdict: str = ""  # ack | nack: reason | dropped: reason
+    elephant: Elephant | None = None
+
+
+class FreewayCore:
+    def __init__(self, fabric: Fabric, cfg: FreewayConfig | None = None):
+        self.fabric = fabric
+        self.cfg = cfg or FreewayConfig()
+        self.partition = Partition(fabric, self.cfg.partition_config())
+        self.alloc = Allocations()
+        self.elephants: dict[int, Elephant] = {}
+        self.by_subflow: dict[hs.Subflow, int] = {}
+        self.link_util: dict[Link, float] = {}
+        self.installed_groups: dict[tuple[str, int], Group] = {}
+        self.counters: Counter[str] = Counter()
+        self._next_eid = 1
+        self._tor_index = {t: i for i, t in enumerate(fabric.tors())}
+        all_sorted = sorted(int(ipaddress.IPv4Address(h.ip)) for h in fabric.hosts)
+        self._tor_match = {t: [_prefix_match(a, p) for a, p in
+                               covering_prefixes([h.ip for h in fabric.hosts_on(t)], all_sorted)]
+                           for t in fabric.tors()}
+
+    # ----- loads ----------------------------------------------------------------
+    def load_bps(self, link: Link) -> float:
+        measured = self.link_util.get(link, 0.0) * self.capacity_bps(link)
+        return max(measured, self.alloc.link.get(link, 0.0))
+
+    def capacity_bps(self, link: Link) -> float:
+        a, b = link
+        if a in self.fabric.switches and b in self.fabric.switches:
+            return self.fabric.capacity(a, b) * 1e6
+        return self.fabric.link_rate_mbps * 1e6
+
+    # ----- switch programs ----------------------------------------------------------
+    def mice_groups(self, switch: str) -> dict[str, Group]:
+        """Per destination ToR: a select group over this switch's LOL next hops, weighted
+        toward the less loaded links (weights 1..10, so small load changes change nothing)."""
+        out = {}
+        for dst in self.fabric.tors():
+            hops = self.partition.mice_next_hops(switch, dst)
+            if not hops:
+                continue
+            buckets = []
+            for n in hops:
+                u = min(0.9, self.link_util.get((switch, n), 0.0))
+                buckets.append(Bucket((Output(self.fabric.port_to(switch, n)),), max(1, round(10 * (1 - u)))))
+            out[dst] = Group(MICE_GROUP_BASE + self._tor_index[dst], tuple(buckets))
+        return out
+
+    def switch_program(self, switch: str) -> tuple[list[Group], list[Flow], list]:
+        """Everything a (re)connecting switch should hold in Freeway mode."""
+        groups, flows = base_program(self.fabric, switch)
+        mice = self.mice_groups(switch)
+        for dst, g in mice.items():
+            groups.append(g)
+            self.installed_groups[(switch, g.group_id)] = g
+            for m in self._tor_match[dst]:
+                flows.append(Flow(PRIO_MICE, m, (ToGroup(g.group_id),)))
+        extra: list = []
+        if self.fabric.switches[switch].is_tor:
+            extra.append(Meter(PUNT_METER, self.cfg.punt_pps, self.cfg.punt_burst, pktps=True))
+            flows.append(Flow(PRIO_HANDSHAKE, match(eth_type=ETH_IPV4, ip_proto=17, ipv4_dst=hs.SERVICE_IP,
+                                                    udp_dst=hs.SERVICE_PORT), (ToController(),),
+                              meter_id=PUNT_METER))
+            flows.append(Flow(PRIO_SERVICE_DROP, match(eth_type=ETH_IPV4, ipv4_dst=hs.SERVICE_IP)))
+        for el in self.elephants.values():
+            for pl, sub in zip(el.placements, el.subflows, strict=True):
+                for sw, intent in self._entries(el, pl.path, sub):
+                    if sw == switch:
+                        flows.append(intent)
+        return groups, flows, extra
+
+    def mice_updates(self) -> dict[str, list]:
+        """Group modifications for the mice groups that differ from what the switches hold."""
+        out: dict[str, list] = {}
+        for sw in self.fabric.switches:
+            for dst, g in self.mice_groups(sw).items():
+                if self.installed_groups.get((sw, g.group_id)) != g:
+                    out.setdefault(sw, []).append(GroupModify(g))
+                    self.installed_groups[(sw, g.group_id)] = g
+        return out
+
+    # ----- elephants ------------------------------------------------------------------
+    def _entries(self, el: Elephant, path: Path, sub: hs.Subflow) -> list[tuple[str, Flow]]:
+        """Exact-match entries along ``path``, egress first; the ingress one reports its removal."""
+        l4 = {"tcp_src": sub.sport, "tcp_dst": sub.dport} if sub.proto == 6 else \
+            {"udp_src": sub.sport, "udp_dst": sub.dport}
+        m = match(eth_type=ETH_IPV4, ip_proto=sub.proto, ipv4_src=sub.src, ipv4_dst=sub.dst, **l4)
+        hops = [(a, self.fabric.port_to(a, b)) for a, b in links(path)] + [(el.dst.switch, el.dst.port)]
+        out = []
+        for i, (sw, port) in reversed(list(enumerate(hops))):
+            ingress = i == 0
+            out.append((sw, Flow(PRIO_ELEPHANT, m, (Output(port),), cookie=el.cookie,
+                                 idle_timeout=self.cfg.elephant_idle_s, flags=SEND_FLOW_REM if ingress else 0)))
+        return out
+
+    def _install(self, el: Elephant) -> list[tuple[str, list]]:
+        ops: list[tuple[str, list]] = []
+        for pl, sub in zip(el.placements, el.subflows, strict=True):
+            for sw, f in self._entries(el, pl.path, sub):
+                ops.append((sw, [f]))
+        return ops
+
+    def handshake(self, now: float, switch: str, in_port: int, ip_src: str, payload: bytes) -> HandshakeOutcome:
+        """Check, place and install an announced elephant; say what to answer."""
+        try:
+            msg = hs.decode(payload)
+        except hs.HandshakeError as e:
+            self.counters["handshake-malformed"] += 1
+            return HandshakeOutcome(verdict=f"dropped: malformed ({e})")
+        if not isinstance(msg, hs.Announce):
+            self.counters["handshake-unexpected"] += 1
+            return HandshakeOutcome(verdict="dropped: not an announce")
+        peer = self.fabric.peer(switch, in_port)
+        host = self.fabric.host_by_ip(ip_src)
+        if peer is None or host is None or host.name != peer[0]:
+            self.counters["handshake-spoofed"] += 1
+            return HandshakeOutcome(verdict=f"dropped: spoofed ({ip_src} is not the host on {switch} port {in_port})")
+
+        def nack(reason: str) -> HandshakeOutcome:
+            self.counters["handshake-nack"] += 1
+            return HandshakeOutcome(hs.encode(hs.Nack(msg.nonce, msg.size, reason)), verdict=f"nack: {reason}")
+
+        access_kbps = self.capacity_bps((host.name, host.switch)) / 1000
+        why = hs.check(msg, ip_src, access_kbps, lambda ip: self.fabric.host_by_ip(ip) is not None)
+        if why:
+            return nack(why)
+        dsts = {s.dst for s in msg.subflows}
+        if len(dsts) != 1:
+            return nack("all subflows must go to one destination host")
+        dst = self.fabric.host_by_ip(dsts.pop())
+        known = {self.by_subflow.get(s) for s in msg.subflows}
+        if len(known) == 1 and None not in known:  # a retransmitted announce: answer the same again
+            el = self.elephants[known.pop()]
+            self.counters["handshake-repeat"] += 1
+            return HandshakeOutcome(self._ack(el), verdict="ack (repeat)", elephant=el)
+        for s in msg.subflows:
+            if s in self.by_subflow:
+                self._release(self.by_subflow[s])
+        pair = (host.switch, dst.switch)
+        n = len(msg.subflows)
+        threshold = 0.1 * access_kbps * 1000
+        want = msg.rate_kbps * 1000 if msg.rate_kbps else threshold * n
+        try:
+            placements = place_subflows(self.partition.hol_paths(pair), [want / n] * n, self.load_bps,
+                                        self.capacity_bps, self.cfg.headroom)
+        except NoRoom as e:
+            return nack(str(e))
+        if not msg.rate_kbps:  # "as fast as the path allows": share each path's free capacity
+            share = Counter(p.path for p in placements)
+            placements = [Placement(p.path, max(p.rate_bps, self._free(p.path) / share[p.path]), p.max_util)
+                          for p in placements]
+        el = Elephant(self._next_eid, 0, host, dst, msg.nonce, msg.size, sum(p.rate_bps for p in placements),
+                      msg.subflows, placements, now)
+        self._next_eid += 1
+        self.elephants[el.eid] = el
+        for s in msg.subflows:
+            self.by_subflow[s] = el.eid
+        self.alloc.add(el.eid, placements)
+        self.counters["handshake-ack"] += 1
+        return HandshakeOutcome(self._ack(el), self._install(el), "ack", el)
+
+    def _free(self, path: Path) -> float:
+        """Capacity left on a path's tightest link (a same-ToR path: the destination's access link)."""
+        lk = links(path) or [(path[0], "")]
+        return min(self.capacity_bps(ln) * self.cfg.headroom - self.load_bps(ln) for ln in lk)
+
+    def _ack(self, el: Elephant) -> bytes:
+        allocs = tuple((sub, round(pl.rate_bps / 1000), tuple(self.fabric.switches[s].dpid for s in pl.path))
+                       for sub, pl in zip(el.subflows, el.placements, strict=True))
+        return hs.encode(hs.Ack(el.nonce, el.size, round(el.rate_bps / 1000), allocs))
+
+    def _release(self, eid: int) -> Elephant | None:
+        el = self.elephants.pop(eid, None)
+        if el is None:
+            return None
+        self.alloc.release(eid)
+        for s in el.subflows:
+            if self.by_subflow.get(s) == eid:
+                del self.by_subflow[s]
+        return el
+
+    def flow_removed(self, switch: str, cookie: int) -> dict[str, list]:
+        """An ingress entry expired: release the elephant and clear its other entries."""
+        eid = eid_of(cookie)
+        el = self.elephants.get(eid) if eid is not None else None
+        if el is None or el.cookie != cookie:
+            return {}
+        self._release(eid)
+        self.counters["elephant-expired"] += 1
+        sws = {sw for pl in el.placements for sw in pl.path}
+        return {sw: [DeleteFlows(cookie)] for sw in sorted(sws)}
+
+    def reroute(self, el: Elephant, avoid: set[Link]) -> list[tuple[str, list]]:
+        """Move an elephant onto HOL paths (make-before-break: new entries egress first, then the old ones go)."""
+        self.alloc.release(el.eid)
+        n = len(el.subflows)
+        pair = (el.src.switch, el.dst.switch)
+        paths = [p for p in self.partition.hol_paths(pair) if not set(links(p)) & avoid]
+        try:
+            placements = place_subflows(paths, [el.rate_bps / n] * n, self.load_bps, self.capacity_bps,
+                                        self.cfg.headroom)
+        except NoRoom:
+            self.counters["reroute-overbooked"] += 1
+            placements = place_subflows(paths or self.partition.paths(pair), [el.rate_bps / n] * n,
+                                        self.load_bps, self.capacity_bps, float("inf"))
+        old_cookie, old_paths = el.cookie, [pl.path for pl in el.placements]
+        el.gen += 1
+        el.placements = placements
+        self.alloc.add(el.eid, placements)
+        ops = self._install(el)
+        for sw in sorted({sw for p in old_paths for sw in p}):
+            ops.append((sw, [DeleteFlows(old_cookie)]))
+        self.counters["elephant-rerouted"] += 1
+        return ops
+
+    # ----- the period ------------------------------------------------------------------
+    def period(self, now: float, active_pairs) -> tuple[StepResult, list[tuple[str, list]]]:
+        """Partition step, then: elephants off links that turned LOL, and mice groups brought up to date."""
+        res = self.partition.step(now, active_pairs, lambda ln: self.link_util.get(ln, 0.0))
+        ops: list[tuple[str, list]] = []
+        moved = set()
+        for ln in sorted(res.became_lol):
+            for eid in self.alloc.crossing(ln):
+                if eid not in moved and eid in self.elephants:
+                    moved.add(eid)
+                    ops += self.reroute(self.elephants[eid], set())
+        for sw, intents in self.mice_updates().items():
+            ops.append((sw, intents))
+        return res, ops
+
+
+def active_pairs(fabric: Fabric, flows) -> set[tuple[str, str]]:
+    """ToR pairs of the given (src IP, dst IP) flows, across ToRs."""
+    out = set()
+    for src, dst in flows:
+        a, b = fabric.host_by_ip(src), fabric.host_by_ip(dst)
+        if a and b and a.switch != b.switch:
+            out.add((a.switch, b.switch))
+    return out
+

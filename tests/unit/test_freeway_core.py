@@ -1,0 +1,135 @@
+"""Freeway mode's pure core: switch programs, handshakes, elephant entries, rerouting, expiry."""
+
+import pytest
+
+from ryu_apps import handshake as hs
+from ryu_apps.freeway_core import (
+    MICE_GROUP_BASE,
+    PRIO_ELEPHANT,
+    PRIO_HANDSHAKE,
+    FreewayConfig,
+    FreewayConfigError,
+    FreewayCore,
+    active_pairs,
+    eid_of,
+)
+from ryu_apps.intents import SEND_FLOW_REM, DeleteFlows, Flow, GroupModify, Meter, Output
+from topology.fabric import fattree
+
+SRC, DST = "10.0.0.2", "10.5.2.3"  # h0_0_0 on e0_0, h5_2_1 on e5_2 (k=6)
+
+
+def _ann(rate_kbps=3000, sports=(40001,), nonce=9, size=10_000_000, src=SRC):
+    return hs.encode(hs.Announce(nonce, size, rate_kbps,
+                                 tuple(hs.Subflow(src, DST, 6, sp, 5201) for sp in sports)))
+
+
+def _core(k=6):
+    return FreewayCore(fattree(k, 10))
+
+
+def test_edge_program_has_mice_groups_punt_meter_and_service_drop():
+    core = _core(4)
+    groups, flows, extra = core.switch_program("e0_0")
+    mice = [g for g in groups if g.group_id >= MICE_GROUP_BASE]
+    assert len(mice) == 7  # one per other ToR
+    assert all([b.actions[0].port for b in g.buckets] == [3] for g in mice)  # only the LOL uplink to a0_0
+    assert extra == [Meter(1, 200, 50, pktps=True)]
+    punt = [f for f in flows if f.priority == PRIO_HANDSHAKE]
+    assert len(punt) == 1 and punt[0].meter_id == 1 and dict(punt[0].match)["udp_dst"] == hs.SERVICE_PORT
+    _, core_flows, core_extra = core.switch_program("c1")
+    assert core_extra == [] and not any(f.priority == PRIO_HANDSHAKE for f in core_flows)
+
+
+def test_announce_is_placed_on_a_hol_path_and_installed_egress_first():
+    core = _core()
+    out = core.handshake(1.0, "e0_0", 1, SRC, _ann())
+    assert out.verdict == "ack"
+    ack = hs.decode(out.reply)
+    assert isinstance(ack, hs.Ack) and ack.nonce == 9 and ack.rate_kbps == 3000
+    (sub, rate, dpids) = ack.allocations[0]
+    path = out.elephant.placements[0].path
+    assert [core.fabric.switch_by_dpid(d).name for d in dpids] == list(path)
+    assert path[1] == "a0_1"  # the first HOL uplink of e0_0 (a0_0 carries the fixed LOL paths)
+    assert all(core.partition.is_hol(ln) for ln in zip(path, path[1:], strict=False))
+    sws = [sw for sw, _ in out.ops]
+    assert sws == ["e5_2", "a5_1", "c4", "a0_1", "e0_0"]  # egress side first
+    flows = [f for _, fs in out.ops for f in fs]
+    assert all(isinstance(f, Flow) and f.priority == PRIO_ELEPHANT for f in flows)
+    assert flows[0].actions == (Output(2),)  # egress: h5_2_1 is on port 2 of e5_2
+    assert [f.flags for f in flows] == [0, 0, 0, 0, SEND_FLOW_REM]
+    m = dict(flows[-1].match)
+    assert (m["ipv4_src"], m["ipv4_dst"], m["tcp_src"], m["tcp_dst"], m["ip_proto"]) == (SRC, DST, 40001, 5201, 6)
+    # the next elephant from the same edge goes to the other HOL uplink (Bin-Pack sees the allocation)
+    out2 = core.handshake(1.1, "e0_0", 2, "10.0.0.3", _ann(nonce=10, src="10.0.0.3"))
+    assert out2.elephant.placements[0].path[1] == "a0_2"
+
+
+def test_subflows_split_over_paths_and_repeat_is_idempotent():
+    core = _core()
+    out = core.handshake(1.0, "e0_0", 1, SRC, _ann(rate_kbps=8000, sports=(40001, 40002)))
+    assert [p.path[1] for p in out.elephant.placements] == ["a0_1", "a0_2"]
+    again = core.handshake(1.2, "e0_0", 1, SRC, _ann(rate_kbps=8000, sports=(40001, 40002)))
+    assert again.verdict == "ack (repeat)" and again.ops == [] and again.reply == out.reply
+
+
+@pytest.mark.parametrize("payload,port,ip,verdict", [
+    (b"\x00" * 10, 1, SRC, "dropped: malformed"),
+    (_ann(), 2, SRC, "dropped: spoofed"),  # SRC lives on port 1
+    (_ann(src="10.0.0.3"), 1, "10.0.0.3", "dropped: spoofed"),
+    (_ann(rate_kbps=20000), 1, SRC, "nack: rate 20.00 Mbit/s is above the host's link rate"),
+    (_ann(size=0), 1, SRC, "nack: size must be positive"),
+])
+def test_bad_handshakes_change_nothing(payload, port, ip, verdict):
+    core = _core()
+    out = core.handshake(1.0, "e0_0", port, ip, payload)
+    assert out.verdict.startswith(verdict) and out.ops == [] and not core.elephants and not core.alloc.link
+    if verdict.startswith("nack"):
+        assert isinstance(hs.decode(out.reply), hs.Nack)
+    else:
+        assert out.reply is None
+
+
+def test_no_room_is_a_nack_with_the_reason():
+    core = _core()
+    for i, port in enumerate((1, 2, 3)):
+        core.handshake(1.0, "e0_0", port, f"10.0.0.{port + 1}",
+                       _ann(rate_kbps=9000, nonce=i, src=f"10.0.0.{port + 1}", sports=(40001 + i,)))
+    out = core.handshake(1.0, "e0_1", 1, "10.0.1.2", _ann(rate_kbps=9000, src="10.0.1.2"))
+    assert out.verdict.startswith("nack: no high-throughput path has 9.00 Mbit/s free")
+
+
+def test_flow_removed_releases_and_clears():
+    core = _core()
+    el = core.handshake(1.0, "e0_0", 1, SRC, _ann()).elephant
+    assert eid_of(el.cookie) == el.eid
+    ops = core.flow_removed("e0_0", el.cookie)
+    assert set(ops) == set(el.placements[0].path) and all(v == [DeleteFlows(el.cookie)] for v in ops.values())
+    assert not core.elephants and not core.alloc.link and core.flow_removed("e0_0", el.cookie) == {}
+
+
+def test_new_lol_links_push_elephants_to_other_hol_paths_make_before_break():
+    core = _core()
+    el = core.handshake(1.0, "e0_0", 1, SRC, _ann()).elephant
+    old = el.placements[0].path
+    assert old[1:3] == ("a0_1", "c4")
+    hot = {ln: 0.5 for p in core.partition.lol_paths(("e0_0", "e5_2")) for ln in zip(p, p[1:], strict=False)}
+    core.link_util = hot
+    res, ops = core.period(2.0, active_pairs(core.fabric, [(SRC, DST)]))
+    assert res.added == [("e0_0", "e5_2")] and ("a0_1", "c4") in res.became_lol
+    new = el.placements[0].path
+    assert new[1] == "a0_2" and el.gen == 1
+    kinds = [(sw, type(i[0]).__name__) for sw, i in ops if isinstance(i[0], (Flow, DeleteFlows))]
+    first_delete = next(i for i, (_, k) in enumerate(kinds) if k == "DeleteFlows")
+    assert all(k == "Flow" for _, k in kinds[:first_delete])  # all new entries before any old one goes
+    assert kinds[first_delete - 1][0] == "e0_0"  # ingress last among the new entries
+    # the mice groups of e0_0 now include the new LOL uplink toward e5_2
+    mods = [i for sw, intents in ops if sw == "e0_0" for i in intents if isinstance(i, GroupModify)]
+    assert any(len(m.group.buckets) == 2 for m in mods)
+
+
+def test_config_errors_name_the_key():
+    with pytest.raises(FreewayConfigError, match="punt_pps"):
+        FreewayConfig(punt_pps=0)
+    with pytest.raises(FreewayConfigError, match="lol_low: must be below lol_high/2"):
+        FreewayConfig(lol_low=0.2)

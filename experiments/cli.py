@@ -33,7 +33,7 @@ def cmd_controller(args) -> int:
         settings.append(("elephant_fraction", args.elephant_fraction))
     cfg = Config(fabric=args.fabric, mode=args.mode, monitor=args.monitor, sflow_listen=args.sflow_listen,
                  sflow_rt_url=args.sflow_rt or "", events_file=args.events or "", ovsdb=args.ovsdb or "",
-                 monitor_settings=tuple(settings))
+                 monitor_settings=tuple(settings), freeway_settings=parse_settings(args.freeway_set))
     return run(cfg, args.listen, args.verbose)
 
 
@@ -94,6 +94,16 @@ def cmd_fabric(args) -> int:
     return 0
 
 
+def cmd_send(args) -> int:
+    from experiments.agent import run
+
+    try:
+        return run(args, args.trailing)
+    except ValueError as e:
+        print(f"freeway send: error: {e}", file=sys.stderr)
+        return 2
+
+
 def cmd_demo(args) -> int:
     from experiments.demo import run
 
@@ -137,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--elephant-fraction", type=float, help="elephant threshold as a fraction of link rate (0.1)")
     c.add_argument("--monitor-set", action="append", default=[], metavar="KEY=VALUE",
                    help="other monitoring settings: window_s, min_span_s, min_samples, hold_s, idle_s, ewma_alpha")
+    c.add_argument("--freeway-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="Freeway settings (mode freeway): lol_high, lol_low, fixed_lol, fixed_hol, drain_load, "
+                        "drain_min_s, drain_max_s, punt_pps, punt_burst, elephant_idle_s, headroom, active_s")
     c.add_argument("--verbose", action="store_true", help="debug logging")
     c.set_defaults(func=cmd_controller)
 
@@ -157,6 +170,19 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--cli", action="store_true", help="open the Mininet CLI")
     g.add_argument("--test", choices=["pingall", "iperf"], help="run a check and exit non-zero on failure")
     f.set_defaults(func=cmd_fabric)
+
+    s = sub.add_parser("send", help="announce an elephant (handshake), then send it")
+    s.add_argument("--to", required=True, help="destination IP")
+    s.add_argument("--port", type=int, required=True, help="destination TCP port")
+    s.add_argument("--size", required=True, help="bytes to send (e.g. 20M)")
+    s.add_argument("--rate", type=float, help="expected rate in Mbit/s (default: as fast as the path allows)")
+    s.add_argument("--subflows", type=int, default=1, help="TCP subflows (1)")
+    s.add_argument("--timeout", type=float, default=1.0, help="seconds to wait for the answer per try (1)")
+    s.add_argument("--retries", type=int, default=2, help="extra tries without an answer (2)")
+    s.add_argument("--service", default="10.255.255.254:7070", help="handshake service address (10.255.255.254:7070)")
+    s.add_argument("--announce-only", action="store_true", help="handshake only, send nothing (exit 1 unless ACK)")
+    s.add_argument("--json", action="store_true", help="print JSON lines")
+    s.set_defaults(func=cmd_send)
 
     d = sub.add_parser("demo", help="k=4 fat-tree under the controller: reachability, TCP rate, ECMP spread")
     d.add_argument("--k", type=int, default=4, help="fat-tree arity (4)")
@@ -182,7 +208,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command: list[str] = []
+    if argv[:1] == ["send"] and "--" in argv:
+        i = argv.index("--")
+        argv, command = argv[:i], argv[i + 1:]
     args = build_parser().parse_args(argv)
+    args.trailing = command
     from ryu_apps.config import ConfigError
     from ryu_apps.launcher import LaunchError
     from topology.builder import BuildError

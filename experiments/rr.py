@@ -51,6 +51,26 @@ def serve(port: int, once: bool = False) -> None:
             break
 
 
+def sink(port: int) -> None:
+    """Read and discard every connection's bytes; print one JSON line per connection."""
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", port))
+    srv.listen(64)
+
+    def handle(conn: socket.socket, addr) -> None:
+        n, t0 = 0, time.time()
+        with conn:
+            while part := conn.recv(CHUNK):
+                n += len(part)
+        print(json.dumps({"from": addr[0], "sport": addr[1], "bytes": n, "seconds": round(time.time() - t0, 3)}),
+              flush=True)
+
+    while True:
+        conn, addr = srv.accept()
+        threading.Thread(target=handle, args=(conn, addr), daemon=True).start()
+
+
 def fetch(host: str, port: int, size: int, timeout: float = 30.0) -> dict:
     t0 = time.time()
     s = socket.create_connection((host, port), timeout=timeout)
@@ -73,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("server")
     s.add_argument("--port", type=int, default=7000)
+    k = sub.add_parser("sink")
+    k.add_argument("--port", type=int, default=5001)
     c = sub.add_parser("client")
     c.add_argument("--to", required=True)
     c.add_argument("--port", type=int, default=7000)
@@ -81,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.cmd == "server":
         serve(a.port)
+        return 0
+    if a.cmd == "sink":
+        sink(a.port)
         return 0
     sizes = [int(x) for x in a.sizes.split(",") if x]
     results: list[dict] = []

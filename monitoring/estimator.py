@@ -231,5 +231,10 @@ class Estimator:
             return min(st.points.items(), key=lambda kv: kv[1].first)[0]
         return "", 0
 
+    def recent_mice(self, now: float, horizon: float) -> list[tuple[str, str]]:
+        """(src IP, dst IP) of flows sampled within ``horizon`` seconds that are not elephants."""
+        return [(f.src, f.dst) for f, s in self.flows.items()
+                if s.elephant_since is None and now - s.last_seen <= horizon]
+
     def elephants(self) -> dict[FiveTuple, float]:
         return {f: s.rate_bps for f, s in self.flows.items() if s.elephant_since is not None}

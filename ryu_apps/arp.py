@@ -23,8 +23,11 @@ class ArpReply:
 
 
 def answer(fabric: Fabric, switch: str, in_port: int, opcode: int, src_mac: str, src_ip: str,
-           dst_ip: str) -> tuple[ArpReply | None, str]:
-    """Decide the reply to an ARP packet seen at (switch, in_port): (reply, reason)."""
+           dst_ip: str, services: dict[str, str] | None = None) -> tuple[ArpReply | None, str]:
+    """Decide the reply to an ARP packet seen at (switch, in_port): (reply, reason).
+
+    ``services`` maps extra addresses the controller answers for (the handshake service) to their MAC.
+    """
     if opcode != ARP_REQUEST:
         return None, "not-a-request"
     peer = fabric.peer(switch, in_port)
@@ -33,6 +36,8 @@ def answer(fabric: Fabric, switch: str, in_port: int, opcode: int, src_mac: str,
         return None, "spoofed-or-unknown-sender"
     if host.mac.lower() != src_mac.lower():
         return None, "sender-mac-mismatch"
+    if services and dst_ip in services:
+        return ArpReply(in_port, host.mac, host.ip, services[dst_ip], dst_ip), "ok"
     target = fabric.host_by_ip(dst_ip)
     if target is None:
         return None, "unknown-target"
@@ -50,3 +55,18 @@ def decode(data: bytes) -> tuple[int, str, str, str] | None:
     if a is None:
         return None
     return a.opcode, a.src_mac, a.src_ip, a.dst_ip
+
+
+def decode_udp(data: bytes) -> tuple[str, int, int, bytes] | None:
+    """(source IP, source port, destination port, payload) of an Ethernet/IPv4/UDP frame, else None."""
+    from .framework import pkt_ipv4, pkt_packet, pkt_udp
+
+    try:
+        pkt = pkt_packet.Packet(data)
+        ip, udp = pkt.get_protocol(pkt_ipv4.ipv4), pkt.get_protocol(pkt_udp.udp)
+    except Exception:  # os-ken's parsers raise assorted errors on truncated frames
+        return None
+    if ip is None or udp is None:
+        return None
+    payload = pkt.protocols[-1] if isinstance(pkt.protocols[-1], (bytes, bytearray)) else b""
+    return ip.src, udp.src_port, udp.dst_port, bytes(payload)

@@ -11,8 +11,11 @@ from dataclasses import dataclass, fields
 
 from monitoring.estimator import MonitorConfig, MonitorConfigError
 
-MODES = ("ecmp",)
+MODES = ("ecmp", "freeway")
 MONITORS = ("sflow", "sflow-rt", "none")
+
+
+INT_KEYS = {"min_samples", "fixed_lol", "fixed_hol", "punt_pps", "punt_burst", "elephant_idle_s"}
 
 
 class ConfigError(ValueError):
@@ -36,6 +39,7 @@ class Config:
     events_file: str = ""  # JSON lines: elephant events and a link-load snapshot per second
     ovsdb: str = ""  # where to read ifIndex -> port from ('' = local Open vSwitch)
     monitor_settings: tuple[tuple[str, float], ...] = ()  # MonitorConfig overrides
+    freeway_settings: tuple[tuple[str, float], ...] = ()  # FreewayConfig overrides (mode freeway)
 
     def __post_init__(self) -> None:
         if not isinstance(self.fabric, str) or not self.fabric:
@@ -48,6 +52,9 @@ class Config:
         if self.monitor == "sflow-rt" and not self.sflow_rt_url.startswith(("http://", "https://")):
             raise ConfigError(f"sflow_rt_url: the sflow-rt monitor needs an http(s) URL, got {self.sflow_rt_url!r}")
         self.monitor_config()
+        self.freeway_config()
+        if self.mode == "freeway" and self.monitor == "none":
+            raise ConfigError("monitor: mode freeway needs link loads: use --monitor sflow or sflow-rt")
 
     @property
     def sflow_address(self) -> tuple[str, int]:
@@ -63,6 +70,20 @@ class Config:
         try:
             return MonitorConfig(**kw)
         except MonitorConfigError as e:
+            raise ConfigError(str(e)) from None
+
+    def freeway_config(self):
+        from .freeway_core import FreewayConfig, FreewayConfigError
+
+        known = {f.name for f in fields(FreewayConfig)}
+        kw = {}
+        for key, value in self.freeway_settings:
+            if key not in known:
+                raise ConfigError(f"{key}: unknown Freeway setting (known: {', '.join(sorted(known))})")
+            kw[key] = int(value) if float(value).is_integer() and key in INT_KEYS else value
+        try:
+            return FreewayConfig(**kw)
+        except FreewayConfigError as e:
             raise ConfigError(str(e)) from None
 
     @classmethod
@@ -85,7 +106,7 @@ def parse_settings(items: list[str]) -> tuple[tuple[str, float], ...]:
             num = float(value)
         except ValueError:
             raise ConfigError(f"{key}: expected a number, got {value!r}") from None
-        out.append((key, int(num) if num.is_integer() and key == "min_samples" else num))
+        out.append((key, int(num) if num.is_integer() and key in INT_KEYS else num))
     return tuple(out)
 
 
@@ -104,10 +125,11 @@ def active() -> Config:
     env = {}
     for f in fields(Config):
         name = f"FREEWAY_{f.name.upper()}"
-        if name in os.environ and f.name != "monitor_settings":
+        if name in os.environ and not f.name.endswith("_settings"):
             env[f.name] = os.environ[name]
-    if "FREEWAY_MONITOR_SETTINGS" in os.environ:
-        env["monitor_settings"] = parse_settings(os.environ["FREEWAY_MONITOR_SETTINGS"].split(","))
+    for key in ("monitor_settings", "freeway_settings"):
+        if f"FREEWAY_{key.upper()}" in os.environ:
+            env[key] = parse_settings(os.environ[f"FREEWAY_{key.upper()}"].split(","))
     if "fabric" not in env:
         raise ConfigError("fabric: set FREEWAY_FABRIC to the fabric description when loading the apps "
                           "with osken-manager, or use 'freeway controller --fabric FILE'")

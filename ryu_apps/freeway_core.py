@@ -189,7 +189,7 @@ class FreewayCore:
         """Group modifications for the mice groups that differ from what the switches hold."""
         out: dict[str, list] = {}
         for sw in self.fabric.switches:
-            for dst, g in self.mice_groups(sw).items():
+            for g in self.mice_groups(sw).values():
                 if self.installed_groups.get((sw, g.group_id)) != g:
                     out.setdefault(sw, []).append(GroupModify(g))
                     self.installed_groups[(sw, g.group_id)] = g

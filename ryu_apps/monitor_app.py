@@ -71,6 +71,7 @@ class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") el
         self.events_out = open(self.cfg.events_file, "a", buffering=1) if self.cfg.events_file else None
         self._portmap_at = -1e9
         self._unmapped_seen = 0
+        self.snapshot_extra = []  # callables returning dicts merged into each snapshot (other apps' state)
 
     def start(self):
         super().start()
@@ -144,8 +145,16 @@ class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") el
         stats = {**self.collector.stats, **self.estimator.stats}
         if self.sflowrt is not None:
             stats.update({f"sflowrt_{k}": v for k, v in self.sflowrt.stats.items()})
-        self._write({"type": "links", "time": now, "wall": time.time(), "utilisation": util, "stats": stats,
-                     "elephants": {str(f): round(r) for f, r in self.estimator.elephants().items()}})
+        snap = {"type": "links", "time": now, "wall": time.time(), "utilisation": util, "stats": stats,
+                "elephants": {str(f): round(r) for f, r in self.estimator.elephants().items()}}
+        for extra in self.snapshot_extra:
+            snap.update(extra())
+        self._write(snap)
+
+    def write_event(self, obj: dict) -> None:
+        """Let other apps put their own events into the events file."""
+        if self.events_out is not None:
+            self._write({**obj, "wall": time.time()})
 
     def _write(self, obj: dict) -> None:
         try:

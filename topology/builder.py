@@ -93,6 +93,15 @@ def remove_qos() -> None:
             subprocess.run(["ovs-vsctl", "--timeout=30", *args[1:]], capture_output=True)
 
 
+def quiet_switch_interfaces(net) -> None:
+    """Turn IPv6 off on the switches' veths (they live in the root namespace): otherwise the kernel's
+    own router solicitations and MLD reports go out on fabric links and show up in port counters."""
+    keys = [f"net.ipv6.conf.{intf.name.replace('.', '/')}.disable_ipv6=1"
+            for sw in net.switches for intf in sw.intfList() if intf.name != "lo"]
+    for i in range(0, len(keys), 200):
+        subprocess.run(["sysctl", "-q", "-w", *keys[i:i + 200]], capture_output=True)
+
+
 def programmed_switches(names) -> int:
     """How many of these bridges hold flows (the controller has programmed them).
 
@@ -139,6 +148,7 @@ class FabricNet:
         self.net = net
         try:
             net.build()
+            quiet_switch_interfaces(net)
             net.start()
             self.timings["build_s"] = time.monotonic() - t0
             if self.shape:

@@ -36,3 +36,27 @@ def leafspine_net(tmp_path_factory):
     fabric.save(d / "fabric.json")
     with ControllerProcess(d / "fabric.json") as ctl, FabricNet(fabric, ctl.address) as fn:
         yield fn, ctl
+
+
+def start_fabric(tmp_path_factory, name, fabric, mode="ecmp", extra=None):
+    """A fabric with sFlow under 'freeway controller --mode MODE' (module fixtures use this)."""
+    d = tmp_path_factory.mktemp(name)
+    fabric.save(d / "fabric.json")
+    ctl = ControllerProcess(d / "fabric.json", mode=mode, extra=extra).start()
+    fn = FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(fabric.link_rate_mbps, target=ctl.sflow_target))
+    try:
+        fn.start()
+    except BaseException:
+        ctl.stop()
+        raise
+    return fn, ctl
+
+
+@pytest.fixture(scope="module")
+def k4_freeway(tmp_path_factory):
+    fn, ctl = start_fabric(tmp_path_factory, "k4fw", fattree(4, 10), mode="freeway")
+    try:
+        yield fn, ctl
+    finally:
+        fn.stop()
+        ctl.stop()

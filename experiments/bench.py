@@ -147,3 +147,128 @@ def detection(trials: int, rate_mbps: float, out: Path, elephant_mbps: float, mi
     }
     (out / "detection.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
+
+
+def handshake_latency(rates: list[int], seconds: float, out: Path, punt_pps: int) -> dict:
+    """Handshake-to-answer latency at several announce rates, from four hosts on four edge switches."""
+    import sys
+
+    from monitoring.agent_config import SFlowAgentConfig
+
+    out.mkdir(parents=True, exist_ok=True)
+    fabric = fattree(4, 10)
+    fabric.save(out / "handshake-fabric.json")
+    senders = [("h0_0_0", "10.3.1.3"), ("h1_0_0", "10.2.1.3"), ("h2_0_0", "10.1.1.3"), ("h3_0_0", "10.0.1.3")]
+    rows = []
+    with ControllerProcess(out / "handshake-fabric.json", mode="freeway", log_file=out / "handshake-controller.log",
+                           extra=["--freeway-set", f"punt_pps={punt_pps}", "--freeway-set", "elephant_idle_s=2"]) as ctl, \
+            FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target)) as fn:
+        fn.wait_reachable(60)
+        for k, rate in enumerate(rates):
+            per = rate / len(senders)
+            print(f"[bench handshake] {rate}/s for {seconds:g} s from {len(senders)} hosts ...", flush=True)
+            for j, (src, dst) in enumerate(senders):
+                fn.host(src).sendCmd(f"{sys.executable} -m experiments.hsload --to {dst} --rate {per} "
+                                     f"--duration {seconds} --first-port {20000 + 5000 * k + 1000 * j}")
+            parts = [json.loads(fn.host(src).waitOutput().strip().splitlines()[-1]) for src, _ in senders]
+            lat = sorted(x for p in parts for x in p["latency_ms"])
+            row = {"rate_per_s": rate, "sent": sum(p["sent"] for p in parts), "acks": sum(p["acks"] for p in parts),
+                   "nacks": sum(p["nacks"] for p in parts), "unanswered": sum(p["unanswered"] for p in parts),
+                   "p50_ms": _percentile(lat, 50), "p99_ms": _percentile(lat, 99), "max_ms": lat[-1] if lat else None}
+            rows.append(row)
+            print(f"[bench handshake] {row}", flush=True)
+            time.sleep(4)  # let the short-lived elephant entries expire between rates
+    result = {"bench": "handshake", "machine": machine(), "fabric": "fattree k=4, 10 Mbit/s", "punt_pps": punt_pps,
+              "seconds_per_rate": seconds, "results": rows}
+    (out / "handshake.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def scale(k: int, pairs: int, placements: int, seed: int, out: Path, exact_k: int, exact_flows: int) -> dict:
+    """The pure modules on a large fat-tree model: placement and partition-period times; Bin-Pack vs optimum."""
+    import random
+    from collections import Counter
+
+    from ryu_apps.binpack import links, place_subflows
+    from ryu_apps.freeway_core import FreewayCore
+    from ryu_apps.optimum import Flow, solve
+
+    out.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    t0 = time.perf_counter()
+    fabric = fattree(k, 10_000)
+    build_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    core = FreewayCore(fabric)
+    init_s = time.perf_counter() - t0
+    print(f"[bench scale] k={k}: {len(fabric.switches)} switches, {len(fabric.hosts)} hosts; model {build_s:.1f} s, "
+          f"partition {init_s:.1f} s", flush=True)
+    tors = fabric.tors()
+    # link loads: every switch link 0..60%
+    core.link_util = {(a, b): rng.uniform(0, 0.6) for ln in fabric.links for a, b in ((ln.a, ln.b), (ln.b, ln.a))}
+    hosts = fabric.hosts
+    times = []
+    placed = refused = 0
+    for _ in range(placements):
+        a, b = rng.sample(hosts, 2)
+        t = time.perf_counter()
+        try:
+            pls = place_subflows(core.partition.hol_paths((a.switch, b.switch)), [rng.uniform(0.1, 2) * 1e9],
+                                 core.load_bps, core.capacity_bps)
+            core.alloc.add(("bench", placed), pls)
+            placed += 1
+        except ValueError:
+            refused += 1
+        times.append(time.perf_counter() - t)
+    active = set()
+    while len(active) < pairs:
+        s, d = rng.sample(tors, 2)
+        if core.partition.is_partitioned((s, d)):
+            active.add((s, d))
+    periods = []
+    changes = []
+    for i in range(5):
+        t = time.perf_counter()
+        res = core.partition.step(float(i), active, lambda ln: core.link_util.get(ln, 0.0))
+        periods.append(time.perf_counter() - t)
+        changes.append({"added": len(res.added), "removed": len(res.removed), "became_lol": len(res.became_lol)})
+    t = time.perf_counter()
+    core.mice_groups(tors[0])
+    mice_switch_s = time.perf_counter() - t
+    # Bin-Pack against the exact solver of Eq. 1 on smaller instances
+    small = fattree(exact_k, 10)
+    sc = FreewayCore(small)
+    cap = {(a, b): 10e6 for ln in small.links for a, b in ((ln.a, ln.b), (ln.b, ln.a))}
+    cmp_rows = []
+    for trial in range(5):
+        flows = []
+        for _ in range(exact_flows):
+            a, b = rng.sample(small.hosts, 2)
+            while a.switch == b.switch or not sc.partition.is_partitioned((a.switch, b.switch)):
+                a, b = rng.sample(small.hosts, 2)
+            flows.append(Flow(tuple(sc.partition.hol_paths((a.switch, b.switch))), rng.uniform(1e6, 4e6)))
+        extra: Counter = Counter()
+        for fl in flows:
+            (pl,) = place_subflows(list(fl.paths), [fl.rate], extra.__getitem__, cap.__getitem__,
+                                   headroom=float("inf"))
+            for ln in links(pl.path):
+                extra[ln] += fl.rate
+        bp = max(v / cap[ln] for ln, v in extra.items())
+        t_whole, _ = solve(flows, cap, split=False)
+        t_split, _ = solve(flows, cap, split=True)
+        cmp_rows.append({"trial": trial, "binpack_max_util": round(bp, 4), "optimum_unsplittable": round(t_whole, 4),
+                         "optimum_splittable_eq1": round(t_split, 4), "binpack_over_optimum": round(bp / t_whole, 4)})
+        print(f"[bench scale] Bin-Pack vs exact, trial {trial}: {cmp_rows[-1]}", flush=True)
+    result = {
+        "bench": "scale", "machine": machine(), "k": k, "switches": len(fabric.switches), "hosts": len(fabric.hosts),
+        "model_build_s": round(build_s, 3), "partition_init_s": round(init_s, 3),
+        "placement": {"n": placements, "placed": placed, "refused": refused,
+                      "median_ms": round(_percentile(times, 50) * 1e3, 3), "p99_ms": round(_percentile(times, 99) * 1e3, 3)},
+        "partition_period": {"active_pairs": pairs, "median_ms": round(_percentile(periods, 50) * 1e3, 2),
+                             "max_ms": round(max(periods) * 1e3, 2), "changes": changes},
+        "mice_groups_one_switch_ms": round(mice_switch_s * 1e3, 2),
+        "binpack_vs_exact": {"k": exact_k, "flows": exact_flows, "trials": cmp_rows,
+                             "mean_ratio": round(sum(r["binpack_over_optimum"] for r in cmp_rows) / len(cmp_rows), 4)},
+    }
+    (out / "scale.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result

@@ -125,6 +125,19 @@ def cmd_bench(args) -> int:
               f"p95 {r['p95_delay_s']} s; mice flagged {r['mice']['wrongly_flagged']}/{r['mice']['flows']}; "
               f"decoder {r['decoder']['decode_datagrams_per_s']} datagrams/s")
         print(f"results in {Path(args.out) / 'detection.json'}")
+    elif args.bench == "handshake":
+        r = bench.handshake_latency([int(x) for x in args.rates.split(",")], args.seconds, Path(args.out),
+                                    args.punt_pps)
+        for row in r["results"]:
+            print(f"{row['rate_per_s']}/s: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, "
+                  f"{row['acks']} ACK, {row['nacks']} NACK, {row['unanswered']} unanswered of {row['sent']}")
+        print(f"results in {Path(args.out) / 'handshake.json'}")
+    elif args.bench == "scale":
+        r = bench.scale(args.k, args.pairs, args.placements, args.seed, Path(args.out), args.exact_k, args.exact_flows)
+        print(f"k={r['k']}: placement median {r['placement']['median_ms']} ms (p99 {r['placement']['p99_ms']} ms); "
+              f"partition period with {r['partition_period']['active_pairs']} active pairs: median "
+              f"{r['partition_period']['median_ms']} ms; Bin-Pack / optimum {r['binpack_vs_exact']['mean_ratio']}")
+        print(f"results in {Path(args.out) / 'scale.json'}")
     return 0
 
 
@@ -203,6 +216,19 @@ def build_parser() -> argparse.ArgumentParser:
     bd.add_argument("--mice", type=int, default=100, help="request/response mice flows (100)")
     bd.add_argument("--seed", type=int, default=1, help="random seed (1)")
     bd.add_argument("--out", default="results/bench", help="output directory (results/bench)")
+    bh = bsub.add_parser("handshake", help="handshake-to-answer latency at several announce rates (k=4)")
+    bh.add_argument("--rates", default="10,100,500", help="announces per second, comma-separated (10,100,500)")
+    bh.add_argument("--seconds", type=float, default=5.0, help="seconds per rate (5)")
+    bh.add_argument("--punt-pps", type=int, default=1000, help="punt meter rate per edge switch for the run (1000)")
+    bh.add_argument("--out", default="results/bench", help="output directory (results/bench)")
+    bk = bsub.add_parser("scale", help="pure modules on a k=48 fat-tree model; Bin-Pack vs the exact solver")
+    bk.add_argument("--k", type=int, default=48, help="fat-tree arity (48: 27,648 hosts)")
+    bk.add_argument("--pairs", type=int, default=2000, help="active ToR pairs per partition period (2000)")
+    bk.add_argument("--placements", type=int, default=2000, help="elephant placements to time (2000)")
+    bk.add_argument("--exact-k", type=int, default=8, help="fat-tree arity for the exact comparison (8)")
+    bk.add_argument("--exact-flows", type=int, default=24, help="flows per exact comparison (24)")
+    bk.add_argument("--seed", type=int, default=1, help="random seed (1)")
+    bk.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     b.set_defaults(func=cmd_bench)
     return p
 

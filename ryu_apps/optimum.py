@@ -28,6 +28,10 @@ def solve(flows: list[Flow], capacity: dict, base: dict | None = None, split: bo
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     base = base or {}
+    unit = max(capacity.values())  # work in units of the largest capacity: HiGHS's tolerances are absolute
+    flows = [Flow(fl.paths, fl.rate / unit) for fl in flows]
+    capacity = {ln: c / unit for ln, c in capacity.items()}
+    base = {ln: v / unit for ln, v in base.items()}
     cols = [(f, p) for f, fl in enumerate(flows) for p in range(len(fl.paths))]
     n = len(cols) + 1  # last variable: t
     all_links = sorted({ln for fl in flows for p in fl.paths for ln in links(p)} | set(base))
@@ -59,5 +63,5 @@ def solve(flows: list[Flow], capacity: dict, base: dict | None = None, split: bo
     for j, (f, p) in enumerate(cols):
         v = res.x[j] * (1.0 if split else flows[f].rate)
         if v > 1e-9:
-            assign[f][p] = v
+            assign[f][p] = v * unit
     return float(res.x[-1]), assign

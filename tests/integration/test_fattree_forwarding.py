@@ -89,3 +89,20 @@ def test_unknown_datapath_is_logged_and_ignored(k4):
         assert fn.ping_matrix([("h0_0_0", "h1_0_0")]) == []
     finally:
         subprocess.run(["ovs-vsctl", "--if-exists", "del-br", "fwx0"])
+
+
+def test_unanswered_handshake_goes_on_as_an_unannounced_flow(k4):
+    """In ecmp mode nobody answers the handshake: the agent times out and sends anyway."""
+    import json
+    import sys
+
+    fn, _ = k4
+    dst = fn.host("h1_1_0")
+    dst.cmd(f"{sys.executable} -m experiments.rr sink --port 5601 >/dev/null 2>&1 &")
+    time.sleep(0.5)
+    out = fn.host("h0_0_0").cmd(f"{sys.executable} -m experiments.cli send --to {dst.IP()} --port 5601 "
+                                "--size 1M --timeout 0.3 --retries 1 --json")
+    dst.cmd("kill %1")
+    rep, sent = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    assert rep["answer"] == "none" and rep["tries"] == 2
+    assert sent["sent"] == 1_000_000

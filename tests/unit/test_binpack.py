@@ -70,3 +70,22 @@ def test_binpack_vs_exact_solver():
         for ln in links(pl.path):
             extra[ln] = extra.get(ln, 0.0) + 6e6
     assert max(extra.values()) / CAP == pytest.approx(t_whole)  # Bin-Pack finds the whole-flow optimum here
+
+
+def test_splittable_optimum_never_exceeds_the_unsplittable_one_at_real_scales():
+    """Regression: in bit/s units HiGHS once returned an LP value above the MILP's (scaling)."""
+    import random
+
+    rng = random.Random(0)
+    part = Partition(fattree(8))
+    hosts = part.fabric.hosts
+    cap = {(a, b): 10e6 for ln in part.fabric.links for a, b in ((ln.a, ln.b), (ln.b, ln.a))}
+    flows = []
+    while len(flows) < 16:
+        a, b = rng.sample(hosts, 2)
+        if part.is_partitioned((a.switch, b.switch)):
+            flows.append(Flow(tuple(part.hol_paths((a.switch, b.switch))), rng.uniform(1e6, 4e6)))
+    t_split, _ = solve(flows, cap, split=True)
+    t_whole, assign = solve(flows, cap, split=False)
+    assert t_split <= t_whole + 1e-6
+    assert all(len(a) == 1 and abs(sum(a.values()) - f.rate) < 1 for a, f in zip(assign, flows, strict=True))

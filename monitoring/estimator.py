@@ -88,7 +88,8 @@ class Estimator:
         self.ifmap: dict[int, tuple[str, int]] = {}  # ifIndex -> (switch, port)
         self.flows: dict[FiveTuple, FlowState] = {}
         self.link_util: dict[tuple[str, str], float] = {}  # directed link -> smoothed occupancy (0..1+)
-        self.link_bps: dict[tuple[str, str], float] = {}
+        self.link_bps: dict[tuple[str, str], float] = {}  # latest raw measurement
+        self.link_time: dict[tuple[str, str], float] = {}  # when it was taken
         self._counters: dict[tuple[tuple[str, str], str], _Counter] = {}
         self.stats = {"flow_samples": 0, "counter_samples": 0, "unmapped_ifindex": 0, "packets_without_ip": 0}
 
@@ -144,6 +145,7 @@ class Estimator:
         old = self.link_util.get(link)
         self.link_util[link] = util if old is None else a * util + (1 - a) * old
         self.link_bps[link] = bps
+        self.link_time[link] = now
         return LinkLoad(now, link, bps, self.link_util[link])
 
     # ----- flow samples -> flow rates -------------------------------------
@@ -235,6 +237,20 @@ class Estimator:
         """(src IP, dst IP) of flows sampled within ``horizon`` seconds that are not elephants."""
         return [(f.src, f.dst) for f, s in self.flows.items()
                 if s.elephant_since is None and now - s.last_seen <= horizon]
+
+    def flow_links(self, st: FlowState) -> set[tuple[str, str]]:
+        """Directed links a flow was sampled entering a switch from (within the window)."""
+        out = set()
+        for sw, port in st.points:
+            peer = self.fabric.peer(sw, port)
+            if peer is not None:
+                out.add((peer[0], sw))
+        return out
+
+    def elephants_on(self, link: tuple[str, str]) -> list[tuple[FiveTuple, float]]:
+        """(flow, rate) of the current elephants sampled on a directed link."""
+        return [(f, s.rate_bps) for f, s in self.flows.items()
+                if s.elephant_since is not None and link in self.flow_links(s)]
 
     def elephants(self) -> dict[FiveTuple, float]:
         return {f: s.rate_bps for f, s in self.flows.items() if s.elephant_since is not None}

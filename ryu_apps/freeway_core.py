@@ -17,9 +17,9 @@ from topology.paths import Path
 
 from . import handshake as hs
 from .binpack import Allocations, NoRoom, Placement, links, place_subflows
+from .elephant_entries import PRIO_ELEPHANT, path_entries
 from .forwarding import ETH_IPV4, _prefix_match, base_program, covering_prefixes
 from .intents import (
-    SEND_FLOW_REM,
     Bucket,
     DeleteFlows,
     Flow,
@@ -34,12 +34,12 @@ from .intents import (
 from .partition import Partition, PartitionConfig, PartitionError, StepResult
 
 PRIO_MICE = 20  # above ECMP (10), below downward prefixes (200)
-PRIO_ELEPHANT = 500
 PRIO_SERVICE_DROP = 1900
 PRIO_HANDSHAKE = 2000
 PUNT_METER = 1
 MICE_GROUP_BASE = 1000
 Link = tuple[str, str]
+__all__ = ["PRIO_ELEPHANT", "FreewayCore", "FreewayConfig", "FreewayConfigError", "HandshakeOutcome", "active_pairs"]
 
 
 class FreewayConfigError(ValueError):
@@ -197,17 +197,7 @@ class FreewayCore:
 
     # ----- elephants ------------------------------------------------------------------
     def _entries(self, el: Elephant, path: Path, sub: hs.Subflow) -> list[tuple[str, Flow]]:
-        """Exact-match entries along ``path``, egress first; the ingress one reports its removal."""
-        l4 = {"tcp_src": sub.sport, "tcp_dst": sub.dport} if sub.proto == 6 else \
-            {"udp_src": sub.sport, "udp_dst": sub.dport}
-        m = match(eth_type=ETH_IPV4, ip_proto=sub.proto, ipv4_src=sub.src, ipv4_dst=sub.dst, **l4)
-        hops = [(a, self.fabric.port_to(a, b)) for a, b in links(path)] + [(el.dst.switch, el.dst.port)]
-        out = []
-        for i, (sw, port) in reversed(list(enumerate(hops))):
-            ingress = i == 0
-            out.append((sw, Flow(PRIO_ELEPHANT, m, (Output(port),), cookie=el.cookie,
-                                 idle_timeout=self.cfg.elephant_idle_s, flags=SEND_FLOW_REM if ingress else 0)))
-        return out
+        return path_entries(self.fabric, path, sub, el.cookie, self.cfg.elephant_idle_s)
 
     def _install(self, el: Elephant) -> list[tuple[str, list]]:
         ops: list[tuple[str, list]] = []

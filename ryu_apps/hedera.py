@@ -1,0 +1,162 @@
+"""Hedera as a baseline (Al-Fares et al., NSDI 2010): demand estimation and Global First Fit.
+
+Edge switches keep one exact-match entry per TCP flow (installed when the
+flow's first packet reaches the controller, forwarding it by ECMP). Every
+``poll_s`` (5 s) the scheduler reads their byte counters; flows above 10% of
+the host link rate are large. Their natural demand (what they would get if
+only the hosts' NICs limited them) comes from Hedera's iterative estimation;
+Global First Fit then gives each large flow the first path, in order, whose
+links all have that much unreserved capacity, reserves it, and pins the flow
+there with exact-match entries. Flows that stop being large give their
+reservation back.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from topology.fabric import Fabric
+from topology.paths import Path, tor_paths
+
+Link = tuple[str, str]
+
+
+def estimate_demands(flows: list[tuple[object, object]], max_iter: int = 100) -> list[float]:
+    """Hedera's demand estimation: natural demand of each (src, dst) flow as a fraction of NIC rate.
+
+    Alternates the sender step (split what is left of each sender's NIC equally among its
+    unconverged flows) and the receiver step (a receiver over capacity limits its flows to an
+    equal share, leaving smaller flows alone) until nothing changes.
+    """
+    n = len(flows)
+    demand = [0.0] * n
+    converged = [False] * n
+    srcs, dsts = {}, {}
+    for i, (s, d) in enumerate(flows):
+        srcs.setdefault(s, []).append(i)
+        dsts.setdefault(d, []).append(i)
+    for _ in range(max_iter):
+        before = list(demand)
+        for idx in srcs.values():
+            fixed = sum(demand[i] for i in idx if converged[i])
+            open_ = [i for i in idx if not converged[i]]
+            if open_:
+                share = (1.0 - fixed) / len(open_)
+                for i in open_:
+                    demand[i] = share
+        for idx in dsts.values():
+            if sum(demand[i] for i in idx) <= 1.0 + 1e-12:
+                continue
+            limited = set(idx)
+            small = 0.0
+            share = 1.0 / len(limited)
+            while True:
+                changed = False
+                for i in list(limited):
+                    if demand[i] < share - 1e-12:
+                        small += demand[i]
+                        limited.discard(i)
+                        changed = True
+                if not changed or not limited:
+                    break
+                share = (1.0 - small) / len(limited)
+            for i in limited:
+                demand[i] = share
+                converged[i] = True
+        if all(abs(a - b) < 1e-12 for a, b in zip(before, demand, strict=True)):
+            break
+    return demand
+
+
+@dataclass
+class Placed:
+    path: Path
+    demand_bps: float
+
+
+@dataclass
+class GlobalFirstFit:
+    """Reservations per directed link; first path (sorted order) with room for the demand wins."""
+
+    fabric: Fabric
+    reserved: Counter = field(default_factory=Counter)
+    placed: dict = field(default_factory=dict)
+
+    def capacity(self, link: Link) -> float:
+        a, b = link
+        if a in self.fabric.switches and b in self.fabric.switches:
+            return self.fabric.capacity(a, b) * 1e6
+        return self.fabric.link_rate_mbps * 1e6
+
+    def release(self, key) -> Placed | None:
+        p = self.placed.pop(key, None)
+        if p is not None:
+            for ln in zip(p.path, p.path[1:], strict=False):
+                self.reserved[ln] -= p.demand_bps
+                if self.reserved[ln] <= 1e-6:
+                    del self.reserved[ln]
+        return p
+
+    def place(self, key, src_tor: str, dst_tor: str, demand_bps: float) -> Path | None:
+        """Reserve the first path that fits; None leaves the flow on ECMP."""
+        for path in tor_paths(self.fabric, src_tor, dst_tor):
+            links = list(zip(path, path[1:], strict=False))
+            if all(self.reserved[ln] + demand_bps <= self.capacity(ln) + 1e-6 for ln in links):
+                for ln in links:
+                    self.reserved[ln] += demand_bps
+                self.placed[key] = Placed(path, demand_bps)
+                return path
+        return None
+
+
+@dataclass
+class FlowCounter:
+    """Byte counters of one flow's edge entries, for rates between polls."""
+
+    bytes: int
+    time: float
+
+
+class HederaScheduler:
+    """One scheduling round from edge flow statistics (pure: counters and ``now`` in, decisions out)."""
+
+    def __init__(self, fabric: Fabric, large_fraction: float = 0.1):
+        self.fabric = fabric
+        self.large_fraction = large_fraction
+        self.gff = GlobalFirstFit(fabric)
+        self.counters: dict[object, FlowCounter] = {}
+
+    def rates(self, now: float, byte_counts: dict[object, int]) -> dict[object, float]:
+        """Rates (bit/s) since the previous poll; flows seen for the first time have none yet."""
+        out = {}
+        for key, b in byte_counts.items():
+            prev = self.counters.get(key)
+            if prev is not None and now > prev.time and b >= prev.bytes:
+                out[key] = (b - prev.bytes) * 8 / (now - prev.time)
+            self.counters[key] = FlowCounter(b, now)
+        for key in list(self.counters):
+            if key not in byte_counts:
+                del self.counters[key]
+        return out
+
+    def schedule(self, now: float, byte_counts: dict[object, int]) -> tuple[dict[object, Path], list[object]]:
+        """(newly placed flows and their paths, flows released). Keys are 5-tuples (src, dst, ...)."""
+        rates = self.rates(now, byte_counts)
+        nic = self.fabric.link_rate_mbps * 1e6
+        large = sorted((k for k, r in rates.items() if r > self.large_fraction * nic), key=str)
+        released = [k for k in list(self.gff.placed) if k not in large]
+        for k in released:
+            self.gff.release(k)
+        demands = estimate_demands([(k.src, k.dst) for k in large])
+        new = {}
+        for k, d in zip(large, demands, strict=True):
+            if k in self.gff.placed:
+                continue
+            s, t = self.fabric.host_by_ip(k.src), self.fabric.host_by_ip(k.dst)
+            if s is None or t is None or s.switch == t.switch:
+                continue
+            path = self.gff.place(k, s.switch, t.switch, d * nic)
+            if path is not None:
+                new[k] = path
+        return new, released

@@ -1,0 +1,84 @@
+"""EFM selection: biggest/smallest, threshold arithmetic, no path, next elephant, hold-down, fresh samples."""
+
+import pytest
+
+from monitoring.sflow import FiveTuple
+from ryu_apps.efm import EFM, EFMConfig, EFMConfigError
+from topology.fabric import fattree
+
+F = fattree(4, 10)
+A = FiveTuple("10.0.0.2", "10.2.0.2", 6, 40001, 5001)  # e0_0 -> a0_0 -> c1 -> a2_0 -> e2_0
+B = FiveTuple("10.0.1.2", "10.3.0.2", 6, 40002, 5001)  # e0_1 -> a0_0 -> c1 -> a3_0 -> e3_0
+PATHS = {A: ["e0_0", "a0_0", "c1", "a2_0", "e2_0"], B: ["e0_1", "a0_0", "c1", "a3_0", "e3_0"]}
+RATES = {A: 6e6, B: 3.5e6}
+HOT = ("a0_0", "c1")
+
+
+def _links(p):
+    return set(zip(p, p[1:], strict=False))
+
+
+def _world(extra_load=None):
+    bps = {}
+    for f, p in PATHS.items():
+        for ln in _links(p):
+            bps[ln] = bps.get(ln, 0.0) + RATES[f]
+    bps.update(extra_load or {})
+    times = dict.fromkeys(bps, 5.0)
+    return bps, times
+
+
+def _decide(efm, now=5.0, extra_load=None, times=None):
+    bps, t = _world(extra_load)
+    return efm.decide(now, bps, times or t,
+                      lambda ln: [(f, RATES[f]) for f, p in PATHS.items() if ln in _links(p)],
+                      lambda f: _links(PATHS[f]))
+
+
+def test_biggest_moves_the_6_mbps_flow_to_the_first_fitting_path():
+    r = _decide(EFM(F, EFMConfig(pick="biggest")))
+    (m,) = r.moves
+    assert m.flow == A and m.link == HOT and m.new_path == ("e0_0", "a0_0", "c2", "a2_0", "e2_0")
+
+
+def test_smallest_moves_the_3_5_mbps_flow():
+    (m,) = _decide(EFM(F, EFMConfig(pick="smallest"))).moves
+    assert m.flow == B and m.new_path[2] == "c2"
+
+
+def test_threshold_arithmetic_is_inclusive_and_counts_the_flow():
+    # c2's uplink already carries 1 Mbit/s: 1 + 6 = 7.0 Mbit/s = exactly 70%: allowed
+    (m,) = _decide(EFM(F), extra_load={("a0_0", "c2"): 1e6}).moves
+    assert m.new_path[2] == "c2"
+    # 1.01 Mbit/s more: 70.1% on c2; the next path (via a0_1, c3) fits
+    (m,) = _decide(EFM(F), extra_load={("a0_0", "c2"): 1.01e6}).moves
+    assert m.new_path[1:3] == ("a0_1", "c3")
+
+
+def test_no_path_for_the_biggest_tries_the_next_elephant_and_records_why():
+    busy = {("a0_0", "c2"): 2e6, ("e0_0", "a0_1"): 5e6}  # A (6 Mbit/s) fits nowhere; B (3.5) fits via c2
+    r = _decide(EFM(F), extra_load=busy)
+    (m,) = r.moves
+    assert m.flow == B
+    everything = {ln: 9e6 for p in ([("a0_0", "c2")], [("e0_0", "a0_1")], [("e0_1", "a0_1")]) for ln in p}
+    r = _decide(EFM(F), extra_load=everything)
+    assert r.moves == [] and "no path stays under 70%" in r.stuck[HOT]
+
+
+def test_hold_down_and_fresh_samples():
+    efm = EFM(F, EFMConfig(hold_down_s=10))
+    assert len(_decide(efm, now=5.0).moves) == 1
+    # the same measurement again: no new trigger on that link
+    assert _decide(efm, now=6.0).moves == []
+    # a fresh measurement still congested: A is held down, so B goes
+    bps, times = _world()
+    (m,) = _decide(efm, now=7.0, times=dict.fromkeys(times, 7.0)).moves
+    assert m.flow == B
+    assert "held down" not in _decide(efm, now=30.0, times=dict.fromkeys(times, 30.0)).stuck.get(HOT, "")
+
+
+def test_config_errors():
+    with pytest.raises(EFMConfigError, match="pick"):
+        EFMConfig(pick="middle")
+    with pytest.raises(EFMConfigError, match="threshold"):
+        EFMConfig(threshold=1.5)

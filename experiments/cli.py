@@ -33,7 +33,8 @@ def cmd_controller(args) -> int:
         settings.append(("elephant_fraction", args.elephant_fraction))
     cfg = Config(fabric=args.fabric, mode=args.mode, monitor=args.monitor, sflow_listen=args.sflow_listen,
                  sflow_rt_url=args.sflow_rt or "", events_file=args.events or "", ovsdb=args.ovsdb or "",
-                 monitor_settings=tuple(settings), freeway_settings=parse_settings(args.freeway_set))
+                 monitor_settings=tuple(settings), freeway_settings=parse_settings(args.freeway_set),
+                 efm_threshold=args.efm_threshold, efm_hold_down_s=args.efm_hold_down, hedera_poll_s=args.hedera_poll)
     return run(cfg, args.listen, args.verbose)
 
 
@@ -138,6 +139,15 @@ def cmd_bench(args) -> int:
               f"partition period with {r['partition_period']['active_pairs']} active pairs: median "
               f"{r['partition_period']['median_ms']} ms; Bin-Pack / optimum {r['binpack_vs_exact']['mean_ratio']}")
         print(f"results in {Path(args.out) / 'scale.json'}")
+    elif args.bench == "reroute":
+        from experiments.agent import parse_size
+
+        r = bench.reroute(args.trials, parse_size(args.size), args.modes.split(","), Path(args.out))
+        print(f"reroute delay median {r['reroute_delay_s']['median']} s over {args.trials} trials")
+        for test_no, row in r["gain_vs_ecmp"].items():
+            print(f"test {test_no}: " + ", ".join(f"{m} FCT {v['fct_gain_pct']}% throughput {v['throughput_gain_pct']}%"
+                                                 for m, v in row.items()))
+        print(f"results in {Path(args.out) / 'reroute.json'}")
     return 0
 
 
@@ -160,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--elephant-fraction", type=float, help="elephant threshold as a fraction of link rate (0.1)")
     c.add_argument("--monitor-set", action="append", default=[], metavar="KEY=VALUE",
                    help="other monitoring settings: window_s, min_span_s, min_samples, hold_s, idle_s, ewma_alpha")
+    c.add_argument("--efm-threshold", type=float, default=0.7, help="EFM: congested above this occupancy (0.7)")
+    c.add_argument("--efm-hold-down", type=float, default=10.0, help="EFM: seconds before a moved flow may move again (10)")
+    c.add_argument("--hedera-poll", type=float, default=5.0, help="hedera: seconds between flow-statistics polls (5)")
     c.add_argument("--freeway-set", action="append", default=[], metavar="KEY=VALUE",
                    help="Freeway settings (mode freeway): lol_high, lol_low, fixed_lol, fixed_hol, drain_load, "
                         "drain_min_s, drain_max_s, punt_pps, punt_burst, elephant_idle_s, headroom, active_s")
@@ -229,6 +242,11 @@ def build_parser() -> argparse.ArgumentParser:
     bk.add_argument("--exact-flows", type=int, default=24, help="flows per exact comparison (24)")
     bk.add_argument("--seed", type=int, default=1, help="random seed (1)")
     bk.add_argument("--out", default="results/bench", help="output directory (results/bench)")
+    br = bsub.add_parser("reroute", help="EFM reroute delay; the EFM paper's four collision tests per mode")
+    br.add_argument("--trials", type=int, default=5, help="reroute-delay trials (5)")
+    br.add_argument("--size", default="6M", help="bytes per flow in the collision tests (6M)")
+    br.add_argument("--modes", default="ecmp,hedera,efm-biggest,efm-smallest", help="modes to compare")
+    br.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     b.set_defaults(func=cmd_bench)
     return p
 

@@ -51,6 +51,7 @@ class ControllerProcess:
         cmd = [*freeway_command(), "controller", "--fabric", self.fabric_file,
                "--listen", f"127.0.0.1:{self.port}", "--mode", self.mode,
                "--sflow-listen", f"127.0.0.1:{self.sflow_port}", "--events", str(self.events_file), *self.extra]
+        self._log_start = len(self.log_text())
         self._log = open(self.log_file, "ab")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
@@ -95,6 +96,14 @@ class ControllerProcess:
             if types is None or ev.get("type") in types:
                 out.append(ev)
         return out
+
+    def wait_programmed(self, switches: int, timeout: float = 30.0) -> None:
+        """Wait until this controller has programmed ``switches`` switches (counted in its log since start)."""
+        deadline = time.monotonic() + timeout
+        while self.log_text()[self._log_start:].count("connected: programmed") < switches:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"controller programmed fewer than {switches} switches in {timeout} s")
+            time.sleep(0.2)
 
     def log_text(self) -> str:
         return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""

@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 
 from monitoring.estimator import MonitorConfig, MonitorConfigError
 
-MODES = ("ecmp", "freeway")
+MODES = ("ecmp", "hedera", "efm-biggest", "efm-smallest", "freeway")
 MONITORS = ("sflow", "sflow-rt", "none")
 
 
@@ -40,6 +40,9 @@ class Config:
     ovsdb: str = ""  # where to read ifIndex -> port from ('' = local Open vSwitch)
     monitor_settings: tuple[tuple[str, float], ...] = ()  # MonitorConfig overrides
     freeway_settings: tuple[tuple[str, float], ...] = ()  # FreewayConfig overrides (mode freeway)
+    efm_threshold: float = 0.7  # EFM: a link above this occupancy is congested
+    efm_hold_down_s: float = 10.0
+    hedera_poll_s: float = 5.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.fabric, str) or not self.fabric:
@@ -53,8 +56,12 @@ class Config:
             raise ConfigError(f"sflow_rt_url: the sflow-rt monitor needs an http(s) URL, got {self.sflow_rt_url!r}")
         self.monitor_config()
         self.freeway_config()
-        if self.mode == "freeway" and self.monitor == "none":
-            raise ConfigError("monitor: mode freeway needs link loads: use --monitor sflow or sflow-rt")
+        if self.mode in ("freeway", "efm-biggest", "efm-smallest") and self.monitor == "none":
+            raise ConfigError(f"monitor: mode {self.mode} needs link loads: use --monitor sflow or sflow-rt")
+        if not 0 < self.efm_threshold <= 1:
+            raise ConfigError(f"efm_threshold: must be in (0, 1], got {self.efm_threshold}")
+        if self.efm_hold_down_s <= 0 or self.hedera_poll_s <= 0:
+            raise ConfigError("efm_hold_down_s and hedera_poll_s: must be positive")
 
     @property
     def sflow_address(self) -> tuple[str, int]:
@@ -126,7 +133,7 @@ def active() -> Config:
     for f in fields(Config):
         name = f"FREEWAY_{f.name.upper()}"
         if name in os.environ and not f.name.endswith("_settings"):
-            env[f.name] = os.environ[name]
+            env[f.name] = float(os.environ[name]) if f.type == "float" else os.environ[name]
     for key in ("monitor_settings", "freeway_settings"):
         if f"FREEWAY_{key.upper()}" in os.environ:
             env[key] = parse_settings(os.environ[f"FREEWAY_{key.upper()}"].split(","))

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from functools import partial
 
 from topology.fabric import Fabric
 from topology.paths import Path, tor_paths
@@ -78,8 +79,8 @@ class EFM:
 
     def decide(self, now: float, link_bps: dict[Link, float], link_time: dict[Link, float],
                elephants_on: Callable[[Link], list[tuple[object, float]]],
-               flow_links: Callable[[object], set[Link]], eligible: Callable[[object], bool] = lambda f: True
-               ) -> Round:
+               flow_links: Callable[[object], set[Link]], eligible: Callable[[object], bool] = lambda f: True,
+               paths: Callable[[str, str], list[Path]] | None = None) -> Round:
         """One round over every congested link, worst first."""
         rnd = Round()
         extra: Counter[Link] = Counter()  # rate moved onto (+) or off (-) links this round
@@ -99,7 +100,7 @@ class EFM:
                 if now - self.moved_at.get(flow, -1e9) < self.cfg.hold_down_s:
                     why.append(f"{flow} held down")
                     continue
-                path = self.fit(flow, rate, util, extra, flow_links(flow))
+                path = self.fit(flow, rate, util, extra, flow_links(flow), paths)
                 if path is None:
                     why.append(f"{flow}: no path stays under {self.cfg.threshold:.0%} with {rate / 1e6:.2f} Mbit/s")
                     continue
@@ -117,12 +118,14 @@ class EFM:
                 rnd.stuck[link] = "; ".join(why)
         return rnd
 
-    def fit(self, flow, rate: float, util: dict[Link, float], extra: Counter, current: set[Link]) -> Path | None:
-        """The first path, in the pair's sorted order, on which every link stays under the threshold."""
+    def fit(self, flow, rate: float, util: dict[Link, float], extra: Counter, current: set[Link],
+            paths: Callable[[str, str], list[Path]] | None = None) -> Path | None:
+        """The first path, in the pair's sorted order (or among ``paths``), on which every link stays
+        under the threshold."""
         src, dst = self.fabric.host_by_ip(flow.src), self.fabric.host_by_ip(flow.dst)
         if src is None or dst is None or src.switch == dst.switch:
             return None
-        for path in tor_paths(self.fabric, src.switch, dst.switch):
+        for path in (paths or partial(tor_paths, self.fabric))(src.switch, dst.switch):
             links = list(zip(path, path[1:], strict=False))
             if set(links) <= current:
                 continue  # where it already is

@@ -2,8 +2,10 @@
 
 Each handler finds the switch in the fabric description, calls a pure function
 and sends the messages it returns. In mode ``ecmp`` switches get the base
-program; in mode ``freeway`` the FreewayCore adds the path partition, mice
-groups and the elephant handshake.
+program; ``hedera`` adds per-flow edge entries polled for Global First Fit;
+``efm-biggest``/``efm-smallest`` reroute elephants off congested links; in
+mode ``freeway`` the FreewayCore adds the path partition, mice groups and the
+elephant handshake (and EFM serves the elephants that did not announce).
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ import logging
 import time
 from collections import Counter
 
+from monitoring.sflow import FiveTuple, parse_ethernet
 from topology.fabric import Fabric
 
-from . import arp, config, forwarding, ofmsg
+from . import arp, baselines, config, forwarding, ofmsg
 from . import handshake as hs
+from .efm import EFM, EFMConfig
 from .framework import (
     CONFIG_DISPATCHER,
     DEAD_DISPATCHER,
@@ -27,19 +31,24 @@ from .framework import (
     set_ev_cls,
 )
 from .freeway_core import FreewayCore, active_pairs
+from .hedera import HederaScheduler
+from .intents import DeleteFlows, ToGroup
+from .monitor_app import EventElephantStart
 
 LOG = logging.getLogger("freeway")
 PERIOD_S = 1.0
 BARRIER_TIMEOUT_S = 3.0
 
 
-class _Pending:
-    """A handshake whose entries are being installed: answer once every switch confirmed."""
+class _Txn:
+    """Entries being installed: when every switch has confirmed (barrier), run ``done``; if a switch
+    reports an error for one of them, send ``rollback`` and run ``failed`` instead."""
 
-    def __init__(self, outcome, dp, port, host, sport, started):
-        self.outcome, self.dp, self.port, self.host, self.sport = outcome, dp, port, host, sport
+    def __init__(self, name, rollback, done, failed, started):
+        self.name, self.rollback, self.done, self.failed, self.started = name, rollback, done, failed, started
         self.waiting: set[tuple[int, int]] = set()  # (dpid, xid) of barriers not yet answered
-        self.started = started
+        self.xids: set[tuple[int, int]] = set()  # (dpid, xid) of every message sent
+        self.broken = False
 
 
 class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else app_manager.RyuApp):
@@ -53,24 +62,34 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.counters: Counter[str] = Counter()
         self.core = FreewayCore(self.fabric, self.cfg.freeway_config()) if self.cfg.mode == "freeway" else None
         self.services = {hs.SERVICE_IP: hs.SERVICE_MAC} if self.core else {}
-        self.pending: dict[tuple[int, int], _Pending] = {}
-        self._lol_reported: dict = {}
+        self.txns: dict[tuple[int, int], _Txn] = {}
+        mode = self.cfg.mode
+        self.efm = None
+        if mode.startswith("efm-") or mode == "freeway":
+            pick = "smallest" if mode == "efm-smallest" else "biggest"
+            self.efm = EFM(self.fabric, EFMConfig(self.cfg.efm_threshold, pick, self.cfg.efm_hold_down_s))
+        self.efm_pins: dict[object, tuple[int, int, int]] = {}  # flow -> (ident, gen, cookie)
+        self.hedera = HederaScheduler(self.fabric) if mode == "hedera" else None
+        self.hedera_ids: dict[object, int] = {}
+        self.hedera_pins: dict[object, int] = {}  # flow -> cookie of its placed entries
+        self.hedera_round: dict = {}
+        self._ids = 1
         LOG.info("freeway: mode %s, fabric %s (%d switches, %d hosts)", self.cfg.mode, self.fabric.topo,
                  len(self.fabric.switches), len(self.fabric.hosts))
 
     def start(self):
         super().start()
-        if self.core is not None:
+        if self.core is not None or self.efm is not None or self.hedera is not None:
             self.threads.append(hub.spawn(self._period_loop))
-            mon = app_manager.lookup_service_brick("FreewayMonitor")
-            if mon is not None:
-                mon.snapshot_extra.append(self._snapshot)
+        mon = app_manager.lookup_service_brick("FreewayMonitor")
+        if mon is not None:
+            mon.snapshot_extra.append(self._snapshot)
 
     def send(self, dp, msgs) -> None:
         for m in ofmsg.bind(msgs, dp):
             dp.send_msg(m)
 
-    def send_ops(self, ops) -> list[str]:
+    def send_ops(self, ops, txn: _Txn | None = None) -> list[str]:
         """Send (switch, intents) in order; return the switches that are not connected."""
         missing = []
         for sw, intents in ops:
@@ -78,8 +97,39 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             if dp is None:
                 missing.append(sw)
                 continue
-            self.send(dp, ofmsg.messages(intents))
+            for m in ofmsg.bind(ofmsg.messages(intents), dp):
+                dp.send_msg(m)
+                if txn is not None:
+                    txn.xids.add((dp.id, m.xid))
+                    self.txns[(dp.id, m.xid)] = txn
         return missing
+
+    def transact(self, name, install, rollback, done, failed) -> None:
+        """Install, then confirm with barriers; ``done()`` on success, rollback + ``failed(reason)`` on error."""
+        t = _Txn(name, rollback, done, failed, time.monotonic())
+        missing = self.send_ops(install, t)
+        if missing:
+            self._fail(t, f"switch {missing[0]} is not connected")
+            return
+        for sw in dict.fromkeys(s for s, _ in install):
+            dp = self.datapaths[self.fabric.switches[sw].dpid]
+            b = ofmsg.bind([ofmsg.barrier()], dp)[0]
+            dp.send_msg(b)
+            t.waiting.add((dp.id, b.xid))
+            self.txns[(dp.id, b.xid)] = t
+        if not t.waiting:
+            done()
+
+    def _fail(self, t: _Txn, reason: str) -> None:
+        if t.broken:
+            return
+        t.broken = True
+        for key in t.waiting | t.xids:
+            self.txns.pop(key, None)
+        self.send_ops(t.rollback)
+        self.counters["rolled-back"] += 1
+        LOG.error("%s rolled back: %s", t.name, reason)
+        t.failed(reason)
 
     # ----- switches --------------------------------------------------------------------
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
@@ -94,6 +144,8 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             groups, flows, extra = self.core.switch_program(sw.name)
         else:
             (groups, flows), extra = forwarding.base_program(self.fabric, sw.name), []
+        if self.hedera is not None:
+            flows += baselines.hedera_edge_flows(self.fabric, sw.name)
         self.send(dp, ofmsg.program(groups, flows, extra))
         self.datapaths[dp.id] = dp
         LOG.info("switch %s (%016x) connected: programmed %d flows, %d groups", sw.name, dp.id, len(flows),
@@ -124,11 +176,29 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                                               reply.target_ip)
                 self.send(msg.datapath, [ofmsg.packet_out(reply.out_port, data)])
             return
+        if self.hedera is not None:
+            self.on_new_flow(msg.datapath, sw.name, in_port, msg.data)
+            return
         udp = arp.decode_udp(msg.data) if self.core is not None else None
         if udp is None or udp[2] != hs.SERVICE_PORT:
             self.counters["packet-in-dropped"] += 1
             return
         self.on_handshake(msg.datapath, sw.name, in_port, *udp)
+
+    def on_new_flow(self, dp, switch, in_port, data):
+        """Hedera: a new TCP flow's first packet: give it its own edge entry (ECMP, counted), send it on."""
+        _, ft, _ = parse_ethernet(data)
+        if ft is None or ft.proto != 6 or self.fabric.peer(switch, in_port) is None:
+            self.counters["packet-in-dropped"] += 1
+            return
+        ident = self.hedera_ids.setdefault(ft, self._next_id())
+        entry = baselines.hedera_edge_entry(ft, ident, 10)
+        self.send(dp, ofmsg.messages([entry]) + [ofmsg.packet_out_actions([ToGroup(forwarding.UPLINK_GROUP)],
+                                                                              data, in_port)])
+
+    def _next_id(self) -> int:
+        self._ids += 1
+        return self._ids
 
     def on_handshake(self, dp, switch, in_port, ip_src, sport, _dport, payload):
         out = self.core.handshake(time.monotonic(), switch, in_port, ip_src, payload)
@@ -137,40 +207,37 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             LOG.info("handshake from %s on %s port %d: %s", ip_src, switch, in_port, out.verdict)
         if out.reply is None:
             return
-        p = _Pending(out, dp, in_port, host, sport, time.monotonic())
-        missing = self.send_ops(out.ops)
-        if missing:
-            LOG.error("handshake from %s: switches %s not connected", ip_src, ", ".join(missing))
-        for sw in dict.fromkeys(s for s, _ in out.ops):
-            sdp = self.datapaths.get(self.fabric.switches[sw].dpid)
-            if sdp is None:
-                continue
-            b = ofmsg.bind([ofmsg.barrier()], sdp)[0]
-            sdp.send_msg(b)
-            p.waiting.add((sdp.id, b.xid))
-            self.pending[(sdp.id, b.xid)] = p
-        if not p.waiting:
-            self._answer(p)
-        elif out.elephant is not None:
-            LOG.info("elephant %s -> %s placed via %s (%.2f Mbit/s); waiting for %d switches",
-                     ip_src, out.elephant.dst.ip, ", ".join(pl.path[len(pl.path) // 2] for pl in out.elephant.placements),
-                     out.elephant.rate_bps / 1e6, len(p.waiting))
 
-    def _answer(self, p: _Pending) -> None:
-        data = ofmsg.udp_packet(hs.SERVICE_MAC, p.host.mac, hs.SERVICE_IP, p.host.ip, hs.SERVICE_PORT, p.sport,
-                                p.outcome.reply)
-        self.send(p.dp, [ofmsg.packet_out(p.port, data)])
-        self.counters["handshake-answered"] += 1
+        def answer(reply=out.reply):
+            data = ofmsg.udp_packet(hs.SERVICE_MAC, host.mac, hs.SERVICE_IP, host.ip, hs.SERVICE_PORT, sport, reply)
+            self.send(dp, [ofmsg.packet_out(in_port, data)])
+            self.counters["handshake-answered"] += 1
+
+        if not out.ops:
+            answer()
+            return
+        el = out.elephant
+
+        def failed(reason):
+            self.core._release(el.eid)
+            answer(hs.encode(hs.Nack(el.nonce, el.size, f"the switches refused the path: {reason}")))
+
+        LOG.info("elephant %s -> %s placed via %s (%.2f Mbit/s)", ip_src, el.dst.ip,
+                 ", ".join(pl.path[len(pl.path) // 2] for pl in el.placements), el.rate_bps / 1e6)
+        rollback = [(sw, [DeleteFlows(el.cookie)]) for sw, _ in out.ops]
+        self.transact(f"elephant {ip_src}:{sport}", out.ops, rollback, answer, failed)
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def on_barrier_reply(self, ev):
         key = (ev.msg.datapath.id, ev.msg.xid)
-        p = self.pending.pop(key, None)
-        if p is None:
+        t = self.txns.pop(key, None)
+        if t is None or t.broken:
             return
-        p.waiting.discard(key)
-        if not p.waiting:
-            self._answer(p)
+        t.waiting.discard(key)
+        if not t.waiting:
+            for k in t.xids:
+                self.txns.pop(k, None)
+            t.done()
 
     @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
     def on_flow_removed(self, ev):
@@ -187,6 +254,47 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         msg = ev.msg
         self.counters["switch-errors"] += 1
         LOG.error("switch %016x reported error type=%d code=%d", msg.datapath.id, msg.type, msg.code)
+        t = self.txns.get((msg.datapath.id, msg.xid))
+        if t is not None:
+            self._fail(t, f"switch {msg.datapath.id:016x} error type={msg.type} code={msg.code}")
+
+    @set_ev_cls(EventElephantStart)
+    def on_elephant(self, ev):
+        """Freeway mode: an elephant monitoring found that never announced itself goes to a HOL path."""
+        if self.core is None or self.core.is_announced(ev.start.flow):
+            return
+        ops = self.core.adopt(time.monotonic(), ev.start.flow, max(ev.start.rate_bps, 1.0))
+        if ops:
+            el = self.core.elephants[self.core.by_subflow[hs.Subflow(*_tuple(ev.start.flow))]]
+            LOG.info("unannounced elephant %s adopted onto %s", ev.start.flow, el.placements[0].path)
+            self.transact(f"adopt {ev.start.flow}", ops, [(sw, [DeleteFlows(el.cookie)]) for sw, _ in ops],
+                          lambda: None, lambda reason: self.core._release(el.eid))
+
+    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
+    def on_flow_stats(self, ev):
+        """Hedera: collect edge byte counters for the current poll; late or malformed replies are skipped."""
+        msg = ev.msg
+        rnd = self.hedera_round
+        key = (msg.datapath.id, msg.xid)
+        if self.hedera is None or key not in rnd.get("waiting", set()):
+            self.counters["stats-late-or-unknown"] += 1
+            return
+        sw = self.fabric.switch_by_dpid(msg.datapath.id)
+        for st in msg.body:
+            try:
+                m = st.match
+                ft = FiveTuple(m["ipv4_src"], m["ipv4_dst"], m["ip_proto"], m["tcp_src"], m["tcp_dst"])
+                count = int(st.byte_count)
+            except (KeyError, TypeError, ValueError):
+                self.counters["stats-malformed"] += 1
+                continue
+            src = self.fabric.host_by_ip(ft.src)
+            if src is not None and src.switch == sw.name:  # count a flow at its ingress ToR only
+                rnd["counts"][ft] = rnd["counts"].get(ft, 0) + count
+        if not (msg.flags & ofproto.OFPMPF_REPLY_MORE):
+            rnd["waiting"].discard(key)
+            if not rnd["waiting"]:
+                self._hedera_schedule(rnd["time"], rnd["counts"])
 
     @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     def on_port_status(self, ev):
@@ -207,6 +315,17 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
     def _period(self):
         now = time.monotonic()
         mon = app_manager.lookup_service_brick("FreewayMonitor")
+        if self.core is not None:
+            self._freeway_period(now, mon)
+        if self.efm is not None and mon is not None:
+            self._efm_round(now, mon)
+        if self.hedera is not None and now - self.hedera_round.get("time", -1e9) >= self.cfg.hedera_poll_s:
+            self._hedera_poll(now)
+        for t in list(self.txns.values()):
+            if now - t.started > BARRIER_TIMEOUT_S:
+                self._fail(t, f"no confirmation within {BARRIER_TIMEOUT_S:.0f} s")
+
+    def _freeway_period(self, now, mon):
         pairs = set()
         if mon is not None:
             self.core.link_util = dict(mon.estimator.link_util)
@@ -220,14 +339,87 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         if res.became_hol:
             LOG.info("partition: %d drained links are HOL again", len(res.became_hol))
         self.send_ops(ops)
-        for (dpid, xid), p in list(self.pending.items()):
-            if now - p.started > BARRIER_TIMEOUT_S:
-                del self.pending[(dpid, xid)]
-                LOG.warning("handshake: switch %016x did not confirm within %.0f s", dpid, BARRIER_TIMEOUT_S)
+
+    def _efm_round(self, now, mon):
+        est = mon.estimator
+
+        def flow_links(f):
+            pinned = self.efm.paths.get(f)
+            if pinned is not None:
+                return set(zip(pinned, pinned[1:], strict=False))
+            if self.core is not None and self.core.is_announced(f):
+                el = self.core.elephants[self.core.by_subflow[hs.Subflow(*_tuple(f))]]
+                return {ln for pl in el.placements for ln in zip(pl.path, pl.path[1:], strict=False)}
+            st = est.flows.get(f)
+            return est.flow_links(st) if st is not None else set()
+
+        eligible = (lambda f: not self.core.is_announced(f)) if self.core is not None else (lambda f: True)
+        paths = (lambda s, d: self.core.partition.hol_paths((s, d))) if self.core is not None else None
+        rnd = self.efm.decide(now, dict(est.link_bps), dict(est.link_time), est.elephants_on, flow_links,
+                              eligible, paths)
+        for link, why in rnd.stuck.items():
+            self.counters["efm-stuck"] += 1
+            LOG.info("efm: %s->%s congested, nothing moved: %s", *link, why)
+        for mv in rnd.moves:
+            self._efm_move(mv)
+
+    def _efm_move(self, mv):
+        ident, gen, old = self.efm_pins.get(mv.flow, (self._next_id(), -1, None))
+        install, after, rollback, new = baselines.pin(self.fabric, mv.new_path, mv.flow, baselines.EFM, ident,
+                                                      gen + 1, self.efm.cfg.idle_s, old)
+        LOG.info("efm: %s->%s over %.0f%%: moving %s (%.2f Mbit/s) to %s", *mv.link, 100 * self.efm.cfg.threshold,
+                 mv.flow, mv.rate_bps / 1e6, "-".join(mv.new_path))
+        self.counters["efm-moves"] += 1
+        mon = app_manager.lookup_service_brick("FreewayMonitor")
+        if mon is not None:
+            mon.write_event({"type": "reroute", "flow": str(mv.flow), "link": "%s>%s" % mv.link,
+                             "path": list(mv.new_path), "rate_bps": mv.rate_bps})
+
+        def done():
+            self.efm_pins[mv.flow] = (ident, gen + 1, new)
+            self.send_ops(after)
+
+        self.transact(f"efm move {mv.flow}", install, rollback, done, lambda reason: self.efm.forget(mv.flow))
+
+    def _hedera_poll(self, now):
+        rnd = {"time": now, "waiting": set(), "counts": {}}
+        self.hedera_round = rnd
+        for sw in self.fabric.tors():
+            dp = self.datapaths.get(self.fabric.switches[sw].dpid)
+            if dp is None:
+                continue
+            req = ofmsg.bind([ofmsg.flow_stats_request(*baselines.ALL_FLOWS)], dp)[0]
+            dp.send_msg(req)
+            rnd["waiting"].add((dp.id, req.xid))
+
+    def _hedera_schedule(self, now, counts):
+        new, released = self.hedera.schedule(now, counts)
+        for flow in released:
+            cookie = self.hedera_pins.pop(flow, None)
+            if cookie is not None:
+                self.send_ops([(sw, [DeleteFlows(cookie)]) for sw in self.fabric.switches])
+        for flow, path in new.items():
+            ident = self.hedera_ids.setdefault(flow, self._next_id())
+            install, _, rollback, cookie = baselines.pin(self.fabric, path, flow, baselines.HEDERA, ident, 0, 10)
+            LOG.info("hedera: %s is large (demand %.2f Mbit/s): placed on %s", flow,
+                     self.hedera.gff.placed[flow].demand_bps / 1e6, "-".join(path))
+            self.counters["hedera-placed"] += 1
+
+            def done(flow=flow, cookie=cookie):
+                self.hedera_pins[flow] = cookie
+
+            self.transact(f"hedera {flow}", install, rollback, done, lambda r, flow=flow: self.hedera.gff.release(flow))
 
     def _snapshot(self) -> dict:
+        snap = {"controller": dict(self.counters)}
+        if self.core is None:
+            return snap
         part = self.core.partition
-        return {"lol_paths": {f"{s}>{d}": n for (s, d), n in sorted(part.n.items())},
+        return snap | {"lol_paths": {f"{s}>{d}": n for (s, d), n in sorted(part.n.items())},
                 "lol_links": len(part.lol_links()), "draining": len(part.draining),
                 "allocated": {str(e.eid): round(e.rate_bps) for e in self.core.elephants.values()},
                 "freeway": dict(self.core.counters)}
+
+
+def _tuple(flow) -> tuple:
+    return (flow.src, flow.dst, flow.proto, flow.sport, flow.dport)

@@ -265,6 +265,29 @@ class FreewayCore:
         self.counters["handshake-ack"] += 1
         return HandshakeOutcome(self._ack(el), self._install(el), "ack", el)
 
+    def adopt(self, now: float, flow, rate_bps: float) -> list[tuple[str, list]]:
+        """An elephant that never announced itself (found by monitoring): Bin-Pack it onto a HOL path
+        like an announced one. Returns the install plan (egress first), or [] when it cannot be placed."""
+        sub = hs.Subflow(flow.src, flow.dst, flow.proto, flow.sport, flow.dport)
+        src, dst = self.fabric.host_by_ip(flow.src), self.fabric.host_by_ip(flow.dst)
+        if sub in self.by_subflow or src is None or dst is None or flow.proto not in (6, 17):
+            return []
+        try:
+            (pl,) = place_subflows(self.partition.hol_paths((src.switch, dst.switch)), [rate_bps], self.load_bps,
+                                   self.capacity_bps, float("inf"))
+        except NoRoom:
+            return []
+        el = Elephant(self._next_eid, 0, src, dst, 0, 0, rate_bps, (sub,), [pl], now)
+        self._next_eid += 1
+        self.elephants[el.eid] = el
+        self.by_subflow[sub] = el.eid
+        self.alloc.add(el.eid, [pl])
+        self.counters["elephant-adopted"] += 1
+        return self._install(el)
+
+    def is_announced(self, flow) -> bool:
+        return hs.Subflow(flow.src, flow.dst, flow.proto, flow.sport, flow.dport) in self.by_subflow
+
     def _free(self, path: Path) -> float:
         """Capacity left on a path's tightest link (a same-ToR path: the destination's access link)."""
         lk = links(path) or [(path[0], "")]

@@ -145,6 +145,18 @@ def packet_out(port: int, data: bytes):
                                actions=[parser.OFPActionOutput(port)], data=data)
 
 
+def packet_out_actions(actions, data: bytes, in_port: int | None = None):
+    """Send a packet through intents' actions (e.g. a group), as if it came in on ``in_port``."""
+    return parser.OFPPacketOut(None, buffer_id=ofp.OFP_NO_BUFFER,
+                               in_port=ofp.OFPP_CONTROLLER if in_port is None else in_port,
+                               actions=[_action(a) for a in actions], data=data)
+
+
+def flow_stats_request(cookie: int, cookie_mask: int):
+    return parser.OFPFlowStatsRequest(None, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY, cookie, cookie_mask,
+                                      parser.OFPMatch())
+
+
 def bind(msgs, datapath) -> list:
     """Attach the datapath to messages built with ``datapath=None``."""
     for m in msgs:

@@ -1,0 +1,59 @@
+"""EFM on a real 10 Mbit/s k=4 fat-tree: the paper's upstream and downstream collisions, against ECMP
+in the same test run (the controller is restarted in the other mode on the same fabric)."""
+
+import time
+
+import pytest
+
+from experiments import collisions
+from experiments.procs import ControllerProcess
+from monitoring.agent_config import SFlowAgentConfig
+from topology.builder import FabricNet
+from topology.fabric import fattree
+
+SIZE = 6_000_000
+
+
+@pytest.fixture(scope="module")
+def fabric_and_ports(tmp_path_factory):
+    d = tmp_path_factory.mktemp("efm")
+    fabric = fattree(4, 10)
+    fabric.save(d / "fabric.json")
+    ctl = ControllerProcess(d / "fabric.json").start()
+    fn = FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target))
+    try:
+        fn.start()
+        ctl.stop()
+        yield fn, d, ctl.port, ctl.sflow_port
+    finally:
+        fn.stop()
+        ctl.stop()
+
+
+def _run(fabric_and_ports, mode, test_no):
+    fn, d, port, sflow_port = fabric_and_ports
+    with ControllerProcess(d / "fabric.json", port=port, sflow_port=sflow_port, mode=mode,
+                           events_file=d / f"{mode}-{test_no}.jsonl", log_file=d / f"{mode}-{test_no}.log") as ctl:
+        ctl.wait_programmed(len(fn.fabric.switches))
+        fn.wait_reachable(30)
+        time.sleep(2)  # the monitor has its ifIndex map and a first counter sample
+        flows = collisions.steer(fn.fabric, collisions.TESTS[test_no][1])
+        res = collisions.run(fn, flows, SIZE)
+        collisions.unsteer(fn.fabric)
+        moves = [e for e in ctl.events(("reroute",))]
+        return res, moves, ctl.log_text()
+
+
+@pytest.mark.parametrize("test_no", [1, 3], ids=["upstream", "downstream"])
+def test_efm_moves_a_colliding_elephant_and_beats_ecmp(fabric_and_ports, test_no):
+    ecmp, moves0, _ = _run(fabric_and_ports, "ecmp", test_no)
+    efm, moves, log = _run(fabric_and_ports, "efm-biggest", test_no)
+    agg = {name: sum(v["goodput_mbps"] for k, v in r.items() if k.startswith("F")) for name, r in
+           (("ecmp", ecmp), ("efm", efm))}
+    assert moves0 == []
+    assert moves, log[-3000:]
+    hot = "a0_0>c1" if test_no == 1 else "c1>a2_0"
+    assert moves[0]["link"] == hot
+    assert moves[0]["wall"] - efm["_start_wall"] < 6.0  # within a few 1 s sampling periods
+    assert agg["ecmp"] < 11.0  # three flows squeezed through one 10 Mbit/s link
+    assert agg["efm"] > 1.3 * agg["ecmp"], (agg, ecmp, efm)

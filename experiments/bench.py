@@ -284,9 +284,9 @@ def _port_tx(switch: str, port: int) -> int:
     return int(m.group(1)) if m else 0
 
 
-def _watch_reroute(fn, link, ingress, stop, out, threshold_bps):
-    """Bench-side clock: when the hot link first carries more than 70% (0.2 s windows of port counters),
-    and when an EFM entry (priority 500) at the ingress switch first carries packets."""
+def _watch_reroute(fn, link, ingresses, stop, out, threshold_bps):
+    """Bench-side clock: when the hot link first carries more than 70% (0.1 s windows of port counters),
+    and when a rerouted entry (priority 500) at any of the flows' ingress switches first carries packets."""
     import re
 
     from topology.builder import ofctl
@@ -301,9 +301,10 @@ def _watch_reroute(fn, link, ingress, stop, out, threshold_bps):
             out["hot"] = t
         prev_t, prev_b = t, by
         if "moved" not in out:
-            for line in ofctl("dump-flows", ingress).splitlines():
-                if "priority=500" in line and int(re.search(r"n_packets=(\d+)", line).group(1)) > 0:
-                    out["moved"] = t
+            for ingress in ingresses:
+                for line in ofctl("dump-flows", ingress).splitlines():
+                    if "priority=500" in line and int(re.search(r"n_packets=(\d+)", line).group(1)) > 0:
+                        out["moved"] = t
 
 
 def reroute(trials: int, size: int, modes: list[str], out: Path) -> dict:
@@ -325,10 +326,13 @@ def reroute(trials: int, size: int, modes: list[str], out: Path) -> dict:
         fn.start()
         boot.stop()
 
+        runs = iter(range(1, 10_000))
+
         def scenario(mode, test_no, watch=None):
+            events = out / f"reroute-{mode}-test{test_no}-run{next(runs)}.jsonl"
+            events.unlink(missing_ok=True)
             with ControllerProcess(out / "reroute-fabric.json", port=port, sflow_port=sflow_port, mode=mode,
-                                   log_file=out / f"reroute-{mode}.log",
-                                   events_file=out / f"reroute-{mode}-{test_no}.jsonl") as ctl:
+                                   log_file=out / f"reroute-{mode}.log", events_file=events) as ctl:
                 ctl.wait_programmed(len(fabric.switches))
                 fn.wait_reachable(30)
                 time.sleep(2)
@@ -347,7 +351,7 @@ def reroute(trials: int, size: int, modes: list[str], out: Path) -> dict:
                 return res, seen
 
         for i in range(trials):
-            res, seen = scenario("efm-biggest", 1, watch=(("a0_0", "c1"), "e0_0"))
+            res, seen = scenario("efm-biggest", 1, watch=(("a0_0", "c1"), ("e0_0", "e0_1")))
             d = seen["moved"] - seen["hot"] if "moved" in seen and "hot" in seen else None
             delays.append(d)
             print(f"[bench reroute] trial {i + 1}/{trials}: link over 70% -> new path carrying the flow: "

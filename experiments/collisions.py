@@ -54,7 +54,9 @@ TESTS = {
 
 
 def steer(fabric: Fabric, flows: list[CFlow], base_port: int = 5300) -> list[CFlow]:
-    """Pin each flow's initial path (priority 450); returns the flows with their server ports set."""
+    """Pin each flow's initial path (priority 450, exact 5-tuple: the client's port is fixed at
+    ``port + 1000``, so the entry at the ingress ToR is also the per-flow counter Hedera polls);
+    returns the flows with their ports set."""
     out = []
     for i, f in enumerate(flows):
         port = base_port + i
@@ -62,8 +64,8 @@ def steer(fabric: Fabric, flows: list[CFlow], base_port: int = 5300) -> list[CFl
         hops = [(a, fabric.port_to(a, b)) for a, b in zip(f.path, f.path[1:], strict=False)]
         hops.append((dst.switch, dst.port))
         for sw, p in hops:
-            ofctl("add-flow", sw, f"priority={PRIO_STEER},tcp,nw_src={src.ip},nw_dst={dst.ip},tp_dst={port},"
-                                  f"actions=output:{p}")
+            ofctl("add-flow", sw, f"priority={PRIO_STEER},tcp,nw_src={src.ip},nw_dst={dst.ip},tp_src={port + 1000},"
+                                  f"tp_dst={port},actions=output:{p}")
         out.append(CFlow(f.name, f.src, f.dst, f.path, f.rate_mbps, port))
     return out
 
@@ -90,7 +92,7 @@ def run(fn, flows: list[CFlow], size_bytes: int, timeout: float = 120) -> dict[s
     for f in flows:
         rate = f" -b {f.rate_mbps}M" if f.rate_mbps else ""
         n = f" -n {size_bytes}" if f.rate_mbps is None else f" -t {max(5, int(size_bytes * 8 / 4e6))}"
-        fn.host(f.src).sendCmd(f"iperf3 -c {_ip(fn.fabric, f.dst)} -p {f.port}{n}{rate} -J")
+        fn.host(f.src).sendCmd(f"iperf3 -c {_ip(fn.fabric, f.dst)} -p {f.port} --cport {f.port + 1000}{n}{rate} -J")
     out = {}
     for f in flows:
         raw = fn.host(f.src).waitOutput()

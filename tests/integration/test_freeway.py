@@ -149,3 +149,19 @@ def test_handshake_flood_is_metered_and_a_legitimate_one_is_answered(k4_freeway)
     assert seen - drops <= 200 * flood_s + 50 + 20, (seen, drops, flood_s)  # at most rate x time + burst passed
     assert 0 < reached_controller <= seen - drops  # the controller saw only what the meter let through
     assert ctl.proc.poll() is None
+
+
+def test_unannounced_elephant_is_found_and_moved_to_a_hol_path(k4_freeway):
+    fn, ctl = k4_freeway
+    dst = fn.host("h3_0_1")
+    dst.cmd("iperf3 -s -1 -p 5701 -D >/dev/null 2>&1")
+    time.sleep(0.3)
+    fn.host("h0_0_1").sendCmd(f"iperf3 -c {dst.IP()} -p 5701 --cport 46001 -b 3M -t 6")
+    deadline = time.monotonic() + 5
+    while not _elephant_entries("e0_0", 46001):
+        assert time.monotonic() < deadline, ctl.log_tail(10)
+        time.sleep(0.2)
+    entry = _elephant_entries("e0_0", 46001)[0]
+    fn.host("h0_0_1").waitOutput()
+    assert "unannounced elephant 10.0.0.3:46001->10.3.0.3:5701/6 adopted" in ctl.log_text()
+    assert "actions=output:4" in entry  # e0_0's HOL uplink (to a0_1); the LOL uplink is port 3

@@ -34,7 +34,8 @@ def cmd_controller(args) -> int:
     cfg = Config(fabric=args.fabric, mode=args.mode, monitor=args.monitor, sflow_listen=args.sflow_listen,
                  sflow_rt_url=args.sflow_rt or "", events_file=args.events or "", ovsdb=args.ovsdb or "",
                  monitor_settings=tuple(settings), freeway_settings=parse_settings(args.freeway_set),
-                 efm_threshold=args.efm_threshold, efm_hold_down_s=args.efm_hold_down, hedera_poll_s=args.hedera_poll)
+                 efm_threshold=args.efm_threshold, efm_hold_down_s=args.efm_hold_down, hedera_poll_s=args.hedera_poll,
+                 isolation=args.isolation == "on", isolation_settings=parse_settings(args.isolation_set))
     return run(cfg, args.listen, args.verbose)
 
 
@@ -60,7 +61,17 @@ def cmd_fabric(args) -> int:
                                               header=args.sflow_header)
         except ValueError as e:
             raise BuildError(str(e)) from None
-    fn = FabricNet(fabric, ctl, shape=not args.no_shape, controller_wait=args.controller_wait, sflow=sflow)
+    iso = None
+    if args.isolation == "on":
+        from ryu_apps.config import Config, ConfigError, parse_settings
+
+        try:
+            iso = Config(fabric="-", isolation=True, isolation_settings=parse_settings(args.isolation_set)
+                         ).isolation_config()
+        except ConfigError as e:
+            raise BuildError(str(e)) from None
+    fn = FabricNet(fabric, ctl, shape=not args.no_shape, controller_wait=args.controller_wait, sflow=sflow,
+                   isolation=iso)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     with fn:
         print(f"{fabric.topo} up: {len(fabric.switches)} switches, {len(fabric.hosts)} hosts, "
@@ -170,6 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--elephant-fraction", type=float, help="elephant threshold as a fraction of link rate (0.1)")
     c.add_argument("--monitor-set", action="append", default=[], metavar="KEY=VALUE",
                    help="other monitoring settings: window_s, min_span_s, min_samples, hold_s, idle_s, ewma_alpha")
+    c.add_argument("--isolation", choices=["on", "off"], default="off",
+                   help="mice and elephants in separate queues: mark, set_queue, meter elephants (off)")
+    c.add_argument("--isolation-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="isolation settings: mice_dscp, elephant_dscp, mice_queue_len, elephant_queue_len, "
+                        "elephant_min_share, meter_burst_ms, meter_headroom, mice_meter_mbps")
     c.add_argument("--efm-threshold", type=float, default=0.7, help="EFM: congested above this occupancy (0.7)")
     c.add_argument("--efm-hold-down", type=float, default=10.0, help="EFM: seconds before a moved flow may move again (10)")
     c.add_argument("--hedera-poll", type=float, default=5.0, help="hedera: seconds between flow-statistics polls (5)")
@@ -187,6 +203,11 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--describe-only", action="store_true", help="write the description and exit")
     f.add_argument("--no-shape", action="store_true", help="do not enforce the link rate with OVS QoS")
     f.add_argument("--no-sflow", action="store_true", help="do not turn on sFlow on the bridges")
+    f.add_argument("--isolation", choices=["on", "off"], default="off",
+                   help="two queues per port (mice first) with DSCP filters, matching the controller's (off)")
+    f.add_argument("--isolation-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="queue settings: mice_dscp, elephant_dscp, mice_queue_len, elephant_queue_len, "
+                        "elephant_min_share (as for the controller)")
     f.add_argument("--sflow-target", default="127.0.0.1:6343", help="sFlow collector HOST:PORT (127.0.0.1:6343)")
     f.add_argument("--sflow-sampling", type=int, help="sample 1 in N packets (N = link rate in Mbit/s)")
     f.add_argument("--sflow-polling", type=int, help="counter polling interval in seconds (1)")

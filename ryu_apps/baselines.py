@@ -35,13 +35,13 @@ def hedera_edge_entry(flow, ident: int, idle_s: int) -> Flow:
 
 
 def pin(fabric: Fabric, path: Path, flow, owner: int, ident: int, gen: int, idle_s: int,
-        old_cookie: int | None = None) -> tuple[list[tuple[str, list]], list[tuple[str, list]], list[tuple[str, list]], int]:
+        old_cookie: int | None = None, iso=None) -> tuple[list[tuple[str, list]], list[tuple[str, list]], list[tuple[str, list]], int]:
     """Make-before-break plan to pin ``flow`` to ``path``: (install, after, rollback, new cookie).
 
     ``install`` puts exact-match entries on every hop, egress side first; ``after`` (sent once every
     switch confirmed) removes the previous pinning; ``rollback`` removes the new entries."""
     new = cookie(owner, KIND_PLACED, (ident << 8) | (gen & 0xFF))
-    install = [(sw, [f]) for sw, f in path_entries(fabric, path, flow, new, idle_s)]
+    install = [(sw, [f]) for sw, f in path_entries(fabric, path, flow, new, idle_s, iso)]
     after = [(sw, [DeleteFlows(old_cookie)]) for sw in fabric.switches] if old_cookie is not None else []
     rollback = [(sw, [DeleteFlows(new)]) for sw, _ in install]
     return install, after, rollback, new

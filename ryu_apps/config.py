@@ -15,7 +15,8 @@ MODES = ("ecmp", "hedera", "efm-biggest", "efm-smallest", "freeway")
 MONITORS = ("sflow", "sflow-rt", "none")
 
 
-INT_KEYS = {"min_samples", "fixed_lol", "fixed_hol", "punt_pps", "punt_burst", "elephant_idle_s"}
+INT_KEYS = {"min_samples", "fixed_lol", "fixed_hol", "punt_pps", "punt_burst", "elephant_idle_s", "mice_dscp",
+            "elephant_dscp", "mice_queue_len", "elephant_queue_len", "meter_burst_ms"}
 
 
 class ConfigError(ValueError):
@@ -40,6 +41,8 @@ class Config:
     ovsdb: str = ""  # where to read ifIndex -> port from ('' = local Open vSwitch)
     monitor_settings: tuple[tuple[str, float], ...] = ()  # MonitorConfig overrides
     freeway_settings: tuple[tuple[str, float], ...] = ()  # FreewayConfig overrides (mode freeway)
+    isolation: bool = False  # mice and elephants in separate queues, elephants marked and metered
+    isolation_settings: tuple[tuple[str, float], ...] = ()  # IsolationConfig overrides
     efm_threshold: float = 0.7  # EFM: a link above this occupancy is congested
     efm_hold_down_s: float = 10.0
     hedera_poll_s: float = 5.0
@@ -56,6 +59,7 @@ class Config:
             raise ConfigError(f"sflow_rt_url: the sflow-rt monitor needs an http(s) URL, got {self.sflow_rt_url!r}")
         self.monitor_config()
         self.freeway_config()
+        self.isolation_config()
         if self.mode in ("freeway", "efm-biggest", "efm-smallest") and self.monitor == "none":
             raise ConfigError(f"monitor: mode {self.mode} needs link loads: use --monitor sflow or sflow-rt")
         if not 0 < self.efm_threshold <= 1:
@@ -92,6 +96,22 @@ class Config:
             return FreewayConfig(**kw)
         except FreewayConfigError as e:
             raise ConfigError(str(e)) from None
+
+    def isolation_config(self):
+        """The IsolationConfig when isolation is on, else None."""
+        from .isolation import IsolationConfig, IsolationConfigError
+
+        known = {f.name for f in fields(IsolationConfig)}
+        kw = {}
+        for key, value in self.isolation_settings:
+            if key not in known:
+                raise ConfigError(f"{key}: unknown isolation setting (known: {', '.join(sorted(known))})")
+            kw[key] = int(value) if float(value).is_integer() and key in INT_KEYS else value
+        try:
+            cfg = IsolationConfig(**kw)
+        except IsolationConfigError as e:
+            raise ConfigError(str(e)) from None
+        return cfg if self.isolation else None
 
     @classmethod
     def from_mapping(cls, values: dict) -> Config:
@@ -133,8 +153,10 @@ def active() -> Config:
     for f in fields(Config):
         name = f"FREEWAY_{f.name.upper()}"
         if name in os.environ and not f.name.endswith("_settings"):
-            env[f.name] = float(os.environ[name]) if f.type == "float" else os.environ[name]
-    for key in ("monitor_settings", "freeway_settings"):
+            raw = os.environ[name]
+            env[f.name] = float(raw) if f.type == "float" else raw.lower() in ("1", "on", "true") \
+                if f.type == "bool" else raw
+    for key in ("monitor_settings", "freeway_settings", "isolation_settings"):
         if f"FREEWAY_{key.upper()}" in os.environ:
             env[key] = parse_settings(os.environ[f"FREEWAY_{key.upper()}"].split(","))
     if "fabric" not in env:

@@ -33,7 +33,8 @@ from .framework import (
 from .freeway_core import FreewayCore, active_pairs
 from .hedera import HederaScheduler
 from .intents import DeleteFlows, ToGroup
-from .monitor_app import EventElephantStart
+from .isolation import mark_detected, tor_program
+from .monitor_app import EventElephantEnd, EventElephantStart
 
 LOG = logging.getLogger("freeway")
 PERIOD_S = 1.0
@@ -60,7 +61,10 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.fabric = Fabric.load(self.cfg.fabric)
         self.datapaths: dict[int, object] = {}
         self.counters: Counter[str] = Counter()
-        self.core = FreewayCore(self.fabric, self.cfg.freeway_config()) if self.cfg.mode == "freeway" else None
+        self.iso = self.cfg.isolation_config()
+        self.core = FreewayCore(self.fabric, self.cfg.freeway_config(), self.iso) if self.cfg.mode == "freeway" \
+            else None
+        self.marks: dict[object, tuple[str, int]] = {}  # detected elephant -> (ingress ToR, cookie of its mark)
         self.services = {hs.SERVICE_IP: hs.SERVICE_MAC} if self.core else {}
         self.txns: dict[tuple[int, int], _Txn] = {}
         mode = self.cfg.mode
@@ -146,6 +150,9 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             (groups, flows), extra = forwarding.base_program(self.fabric, sw.name), []
         if self.hedera is not None:
             flows += baselines.hedera_edge_flows(self.fabric, sw.name)
+        if self.iso is not None and sw.is_tor:
+            flows, meters = tor_program(self.fabric, sw.name, flows, self.iso)
+            extra = list(extra) + meters
         self.send(dp, ofmsg.program(groups, flows, extra))
         self.datapaths[dp.id] = dp
         LOG.info("switch %s (%016x) connected: programmed %d flows, %d groups", sw.name, dp.id, len(flows),
@@ -219,6 +226,13 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         el = out.elephant
 
         def failed(reason):
+            if "type=12" in reason and el.src.switch not in self.core.no_meters:  # OFPET_METER_MOD_FAILED
+                self.core.no_meters.add(el.src.switch)
+                LOG.error("%s refused a meter: forwarding elephants from it without meters", el.src.switch)
+                ops = self.core._install(el)
+                self.transact(f"elephant {ip_src}:{sport} (no meter)", ops,
+                              [(sw, [DeleteFlows(el.cookie)]) for sw, _ in ops], answer, failed)
+                return
             self.core._release(el.eid)
             answer(hs.encode(hs.Nack(el.nonce, el.size, f"the switches refused the path: {reason}")))
 
@@ -260,8 +274,12 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
 
     @set_ev_cls(EventElephantStart)
     def on_elephant(self, ev):
-        """Freeway mode: an elephant monitoring found that never announced itself goes to a HOL path."""
-        if self.core is None or self.core.is_announced(ev.start.flow):
+        """Freeway mode: an elephant monitoring found that never announced itself goes to a HOL path.
+        Other modes with isolation: the detected elephant is marked at its ingress ToR."""
+        if self.core is None:
+            self._mark(ev.start)
+            return
+        if self.core.is_announced(ev.start.flow):
             return
         ops = self.core.adopt(time.monotonic(), ev.start.flow, max(ev.start.rate_bps, 1.0))
         if ops:
@@ -269,6 +287,23 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             LOG.info("unannounced elephant %s adopted onto %s", ev.start.flow, el.placements[0].path)
             self.transact(f"adopt {ev.start.flow}", ops, [(sw, [DeleteFlows(el.cookie)]) for sw, _ in ops],
                           lambda: None, lambda reason: self.core._release(el.eid))
+
+    def _mark(self, start) -> None:
+        f = start.flow
+        if self.iso is None or f in self.marks or f.proto not in (6, 17) or not start.switch:
+            return
+        from .elephant_entries import flow_match
+
+        cookie = baselines.cookie(0xC1, 1, self._next_id())
+        entry = mark_detected(flow_match(f.src, f.dst, f.proto, f.sport, f.dport), start.port, self.iso, cookie)
+        self.marks[f] = (start.switch, cookie)
+        self.send_ops([(start.switch, [entry])])
+
+    @set_ev_cls(EventElephantEnd)
+    def on_elephant_end(self, ev):
+        mark = self.marks.pop(ev.end.flow, None)
+        if mark is not None:
+            self.send_ops([(mark[0], [DeleteFlows(mark[1])])])
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def on_flow_stats(self, ev):
@@ -366,7 +401,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
     def _efm_move(self, mv):
         ident, gen, old = self.efm_pins.get(mv.flow, (self._next_id(), -1, None))
         install, after, rollback, new = baselines.pin(self.fabric, mv.new_path, mv.flow, baselines.EFM, ident,
-                                                      gen + 1, self.efm.cfg.idle_s, old)
+                                                      gen + 1, self.efm.cfg.idle_s, old, self.iso)
         LOG.info("efm: %s->%s over %.0f%%: moving %s (%.2f Mbit/s) to %s", *mv.link, 100 * self.efm.cfg.threshold,
                  mv.flow, mv.rate_bps / 1e6, "-".join(mv.new_path))
         self.counters["efm-moves"] += 1
@@ -400,7 +435,8 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                 self.send_ops([(sw, [DeleteFlows(cookie)]) for sw in self.fabric.switches])
         for flow, path in new.items():
             ident = self.hedera_ids.setdefault(flow, self._next_id())
-            install, _, rollback, cookie = baselines.pin(self.fabric, path, flow, baselines.HEDERA, ident, 0, 10)
+            install, _, rollback, cookie = baselines.pin(self.fabric, path, flow, baselines.HEDERA, ident, 0, 10,
+                                                         iso=self.iso)
             LOG.info("hedera: %s is large (demand %.2f Mbit/s): placed on %s", flow,
                      self.hedera.gff.placed[flow].demand_bps / 1e6, "-".join(path))
             self.counters["hedera-placed"] += 1

@@ -118,9 +118,11 @@ class HandshakeOutcome:
 
 
 class FreewayCore:
-    def __init__(self, fabric: Fabric, cfg: FreewayConfig | None = None):
+    def __init__(self, fabric: Fabric, cfg: FreewayConfig | None = None, iso=None):
         self.fabric = fabric
         self.cfg = cfg or FreewayConfig()
+        self.iso = iso  # IsolationConfig: mark elephant entries, meter each elephant at its ingress
+        self.no_meters: set[str] = set()  # switches that refused a meter: forward without
         self.partition = Partition(fabric, self.cfg.partition_config())
         self.alloc = Allocations()
         self.elephants: dict[int, Elephant] = {}
@@ -179,6 +181,9 @@ class FreewayCore:
                               meter_id=PUNT_METER))
             flows.append(Flow(PRIO_SERVICE_DROP, match(eth_type=ETH_IPV4, ipv4_dst=hs.SERVICE_IP)))
         for el in self.elephants.values():
+            meter = self.meter_of(el)
+            if meter is not None and el.src.switch == switch:
+                extra.append(meter)
             for pl, sub in zip(el.placements, el.subflows, strict=True):
                 for sw, intent in self._entries(el, pl.path, sub):
                     if sw == switch:
@@ -196,14 +201,37 @@ class FreewayCore:
         return out
 
     # ----- elephants ------------------------------------------------------------------
-    def _entries(self, el: Elephant, path: Path, sub: hs.Subflow) -> list[tuple[str, Flow]]:
-        return path_entries(self.fabric, path, sub, el.cookie, self.cfg.elephant_idle_s)
+    def meter_of(self, el: Elephant):
+        """The meter holding an elephant to its allocation at its ingress ToR (None without isolation)."""
+        if self.iso is None or el.src.switch in self.no_meters:
+            return None
+        from .isolation import elephant_meter
 
-    def _install(self, el: Elephant) -> list[tuple[str, list]]:
+        return elephant_meter(el.eid, el.rate_bps, self.iso)
+
+    def _entries(self, el: Elephant, path: Path, sub: hs.Subflow) -> list[tuple[str, Flow]]:
+        meter = self.meter_of(el)
+        return path_entries(self.fabric, path, sub, el.cookie, self.cfg.elephant_idle_s, self.iso,
+                            meter.meter_id if meter else 0)
+
+    def _install(self, el: Elephant, new_meter: bool = True) -> list[tuple[str, list]]:
         ops: list[tuple[str, list]] = []
+        meter = self.meter_of(el)
+        if meter is not None and new_meter:
+            ops.append((el.src.switch, [meter]))
         for pl, sub in zip(el.placements, el.subflows, strict=True):
             for sw, f in self._entries(el, pl.path, sub):
                 ops.append((sw, [f]))
+        return ops
+
+    def release_ops(self, el: Elephant) -> list[tuple[str, list]]:
+        """Remove an elephant's entries and meter."""
+        from .intents import DeleteMeter
+
+        ops = [(sw, [DeleteFlows(el.cookie)]) for sw in sorted({sw for pl in el.placements for sw in pl.path})]
+        meter = self.meter_of(el)
+        if meter is not None:
+            ops.append((el.src.switch, [DeleteMeter(meter.meter_id)]))
         return ops
 
     def handshake(self, now: float, switch: str, in_port: int, ip_src: str, payload: bytes) -> HandshakeOutcome:
@@ -316,8 +344,10 @@ class FreewayCore:
             return {}
         self._release(eid)
         self.counters["elephant-expired"] += 1
-        sws = {sw for pl in el.placements for sw in pl.path}
-        return {sw: [DeleteFlows(cookie)] for sw in sorted(sws)}
+        out: dict[str, list] = {}
+        for sw, intents in self.release_ops(el):
+            out.setdefault(sw, []).extend(intents)
+        return out
 
     def reroute(self, el: Elephant, avoid: set[Link]) -> list[tuple[str, list]]:
         """Move an elephant onto HOL paths (make-before-break: new entries egress first, then the old ones go)."""
@@ -336,7 +366,7 @@ class FreewayCore:
         el.gen += 1
         el.placements = placements
         self.alloc.add(el.eid, placements)
-        ops = self._install(el)
+        ops = self._install(el, new_meter=False)
         for sw in sorted({sw for p in old_paths for sw in p}):
             ops.append((sw, [DeleteFlows(old_cookie)]))
         self.counters["elephant-rerouted"] += 1

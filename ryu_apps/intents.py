@@ -25,7 +25,18 @@ class ToGroup:
     group_id: int
 
 
-Action = Output | ToController | ToGroup
+@dataclass(frozen=True)
+class SetField:
+    field: str  # os-ken OFPActionSetField keyword, e.g. "ip_dscp"
+    value: int
+
+
+@dataclass(frozen=True)
+class SetQueue:
+    queue_id: int
+
+
+Action = Output | ToController | ToGroup | SetField | SetQueue
 
 
 def match(**fields) -> tuple[tuple[str, object], ...]:
@@ -50,6 +61,7 @@ class Flow:
     hard_timeout: int = 0
     flags: int = 0
     meter_id: int = 0  # 0: no meter
+    goto: int | None = None  # continue in this table after the actions
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,11 @@ class DeleteFlows:
 
     cookie: int
     cookie_mask: int = 0xFFFFFFFFFFFFFFFF
+
+
+@dataclass(frozen=True)
+class DeleteMeter:
+    meter_id: int
 
 
 @dataclass(frozen=True)
@@ -86,4 +103,4 @@ class GroupModify:
     group: Group
 
 
-Intent = Flow | DeleteFlows | Meter | Group | GroupModify
+Intent = Flow | DeleteFlows | Meter | DeleteMeter | Group | GroupModify

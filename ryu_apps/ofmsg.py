@@ -8,7 +8,20 @@ from __future__ import annotations
 
 from .framework import ofproto as ofp
 from .framework import parser, pkt_arp, pkt_ethernet, pkt_packet
-from .intents import Action, DeleteFlows, Flow, Group, GroupModify, Meter, Output, ToController, ToGroup
+from .intents import (
+    Action,
+    DeleteFlows,
+    DeleteMeter,
+    Flow,
+    Group,
+    GroupModify,
+    Meter,
+    Output,
+    SetField,
+    SetQueue,
+    ToController,
+    ToGroup,
+)
 
 _GROUP_TYPES = {
     "all": ofp.OFPGT_ALL,
@@ -25,13 +38,19 @@ def _action(a: Action):
         return parser.OFPActionOutput(ofp.OFPP_CONTROLLER, a.max_len)
     if isinstance(a, ToGroup):
         return parser.OFPActionGroup(a.group_id)
+    if isinstance(a, SetField):
+        return parser.OFPActionSetField(**{a.field: a.value})
+    if isinstance(a, SetQueue):
+        return parser.OFPActionSetQueue(a.queue_id)
     raise TypeError(f"unknown action {a!r}")
 
 
-def _instructions(actions, meter_id: int = 0) -> list:
+def _instructions(actions, meter_id: int = 0, goto: int | None = None) -> list:
     out = [parser.OFPInstructionMeter(meter_id, ofp.OFPIT_METER)] if meter_id else []
     if actions:
         out.append(parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [_action(a) for a in actions]))
+    if goto is not None:
+        out.append(parser.OFPInstructionGotoTable(goto))
     return out
 
 
@@ -40,7 +59,7 @@ def flow_add(f: Flow):
         None, cookie=f.cookie, table_id=f.table_id, command=ofp.OFPFC_ADD,
         idle_timeout=f.idle_timeout, hard_timeout=f.hard_timeout, priority=f.priority,
         buffer_id=ofp.OFP_NO_BUFFER, flags=f.flags, match=parser.OFPMatch(**dict(f.match)),
-        instructions=_instructions(f.actions, f.meter_id))
+        instructions=_instructions(f.actions, f.meter_id, f.goto))
 
 
 def flows_delete(d: DeleteFlows):
@@ -70,6 +89,8 @@ def messages(intents) -> list:
             out.append(flows_delete(i))
         elif isinstance(i, Meter):
             out.append(meter_add(i))
+        elif isinstance(i, DeleteMeter):
+            out.append(parser.OFPMeterMod(None, command=ofp.OFPMC_DELETE, flags=0, meter_id=i.meter_id))
         elif isinstance(i, Group):
             out.append(group_add(i))
         elif isinstance(i, GroupModify):

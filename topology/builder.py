@@ -61,14 +61,24 @@ def check_controller(host: str, port: int, wait: float = 10.0) -> None:
         time.sleep(0.2)
 
 
-def shape_ports(fabric: Fabric) -> int:
-    """Put a linux-htb QoS record with max-rate on every switch port; returns the port count."""
-    cmd: list[str] = []
-    n = 0
+def switch_ports(fabric: Fabric) -> list[tuple[str, int, float]]:
+    """(switch, port, Mbit/s) of every switch port."""
     ports = [(ln.a, ln.a_port, ln.capacity_mbps) for ln in fabric.links]
     ports += [(ln.b, ln.b_port, ln.capacity_mbps) for ln in fabric.links]
     ports += [(h.switch, h.port, fabric.link_rate_mbps) for h in fabric.hosts]
-    for sw, port, mbps in ports:
+    return ports
+
+
+def shape_ports(fabric: Fabric, isolation=None) -> int:
+    """Put a linux-htb QoS record with max-rate on every switch port; returns the port count.
+
+    With an IsolationConfig the record has two queues (mice, elephants: see ryu_apps/isolation.py) and
+    tc filters map the DSCP marks to them."""
+    if isolation is not None:
+        return _shape_isolated(fabric, isolation)
+    cmd: list[str] = []
+    n = 0
+    for sw, port, mbps in switch_ports(fabric):
         bps = int(mbps * 1_000_000)
         cmd += ["--", "set", "port", f"{sw}-eth{port}", f"qos=@q{n}",
                 "--", f"--id=@q{n}", "create", "qos", "type=linux-htb", f"other-config:max-rate={bps}",
@@ -78,6 +88,26 @@ def shape_ports(fabric: Fabric) -> int:
     if cmd:
         vsctl(*cmd[1:], timeout=300)
     return n
+
+
+def _shape_isolated(fabric: Fabric, iso) -> int:
+    from ryu_apps.isolation import queue_args, tc_commands
+
+    cmd: list[str] = []
+    ports = switch_ports(fabric)
+    for n, (sw, port, mbps) in enumerate(ports):
+        bps = int(mbps * 1_000_000)
+        cmd += ["--", "set", "port", f"{sw}-eth{port}", f"qos=@q{n}",
+                "--", f"--id=@q{n}", "create", "qos", "type=linux-htb", f"other-config:max-rate={bps}",
+                QOS_TAG, f"queues:0=@m{n}", f"queues:1=@e{n}", *queue_args(n, bps, iso)]
+    if cmd:
+        vsctl(*cmd[1:], timeout=300)
+    for sw, port, _ in ports:
+        for c in tc_commands(f"{sw}-eth{port}", iso):
+            r = subprocess.run(c, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise BuildError(f"{' '.join(c[:6])}...: {r.stderr.strip()}")
+    return len(ports)
 
 
 def remove_qos() -> None:
@@ -121,12 +151,14 @@ class FabricNet:
     """A running fabric: ``with FabricNet(fabric, ("127.0.0.1", 6653)) as fn: fn.net.hosts ...``"""
 
     def __init__(self, fabric: Fabric, controller: tuple[str, int] = ("127.0.0.1", 6653),
-                 shape: bool = True, controller_wait: float = 10.0, sflow: SFlowAgentConfig | None = None):
+                 shape: bool = True, controller_wait: float = 10.0, sflow: SFlowAgentConfig | None = None,
+                 isolation=None):
         self.fabric = fabric
         self.controller = controller
         self.shape = shape
         self.controller_wait = controller_wait
         self.sflow = sflow
+        self.isolation = isolation
         self.net = None
         self.timings: dict[str, float] = {}
 
@@ -152,7 +184,7 @@ class FabricNet:
             net.start()
             self.timings["build_s"] = time.monotonic() - t0
             if self.shape:
-                shape_ports(self.fabric)
+                shape_ports(self.fabric, self.isolation)
             if self.sflow is not None:
                 vsctl(*self.sflow.vsctl_args(list(self.fabric.switches)))
             self.timings["shaped_s"] = time.monotonic() - t0

@@ -1,0 +1,91 @@
+"""Isolation on a real 10 Mbit/s k=4 fat-tree: queues on every port, mice vs a saturating elephant with
+isolation on and off (same test run), tc class counters, a metered elephant."""
+
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+from experiments.procs import ControllerProcess
+from monitoring.agent_config import SFlowAgentConfig
+from ryu_apps.isolation import IsolationConfig
+from topology.builder import FabricNet
+from topology.fabric import fattree
+
+PY = sys.executable
+
+
+def _mice(fn, n=20, size=10_000):
+    srv, cli = fn.host("h3_0_0"), fn.host("h2_0_0")
+    out = cli.cmd(f"{PY} -m experiments.rr client --to {srv.IP()} --port 7010 --sizes {','.join([str(size)] * n)}")
+    fcts = [json.loads(x)["fct_s"] for x in out.splitlines() if x.startswith("{") and '"ok": true' in x]
+    assert len(fcts) == n, out[-500:]
+    return statistics.median(fcts)
+
+
+def _tc_sent(dev):
+    out = subprocess.run(["tc", "-s", "class", "show", "dev", dev], capture_output=True, text=True).stdout
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"class htb (1:\w+) .*?\n Sent (\d+) bytes", out)}
+
+
+def _measure(tmp_path, isolation: bool):
+    name = "on" if isolation else "off"
+    fabric = fattree(4, 10)
+    fabric.save(tmp_path / f"{name}.json")
+    extra = ["--isolation", "on"] if isolation else []
+    with ControllerProcess(tmp_path / f"{name}.json", extra=extra) as ctl, \
+            FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target),
+                      isolation=IsolationConfig() if isolation else None) as fn:
+        fn.wait_reachable(30)
+        queues = subprocess.run(["ovs-vsctl", "--bare", "--columns=_uuid", "find", "queue", "external-ids:freeway=1"],
+                                capture_output=True, text=True).stdout.split()
+        fn.host("h3_0_0").cmd(f"{PY} -m experiments.rr server --port 7010 >/dev/null 2>&1 &")
+        time.sleep(0.5)
+        unloaded = _mice(fn)
+        before = _tc_sent("e2_0-eth1")
+        # an elephant into h2_0_0 from its neighbour on the same ToR: it saturates e2_0's port 1
+        fn.host("h2_0_0").cmd("iperf3 -s -1 -p 5801 -D >/dev/null 2>&1")
+        time.sleep(0.3)
+        fn.host("h2_0_1").sendCmd(f"iperf3 -c {fn.host('h2_0_0').IP()} -p 5801 -t 12 -J")
+        time.sleep(3.0)
+        loaded = _mice(fn)
+        ele = json.loads(fn.host("h2_0_1").waitOutput())["end"]["sum_received"]["bytes"]
+        after = _tc_sent("e2_0-eth1")
+        fn.host("h3_0_0").cmd("kill %1")
+        sent = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+        return {"unloaded": unloaded, "loaded": loaded, "queues": len(queues), "elephant_bytes": ele, "tc": sent}
+
+
+def test_mice_keep_their_latency_next_to_an_elephant_only_with_isolation(tmp_path):
+    on = _measure(tmp_path, True)
+    off = _measure(tmp_path, False)
+    assert on["queues"] == 2 * 80 and off["queues"] == 80  # two queues on every switch port
+    assert on["loaded"] <= 2 * on["unloaded"], on
+    assert off["loaded"] > 3 * off["unloaded"], off
+    assert off["loaded"] > 3 * on["loaded"], (on, off)
+    # tc counters: the elephant went through the elephant class, the mice through the mice class
+    assert on["tc"]["1:2"] >= 0.8 * on["elephant_bytes"], on
+    assert on["tc"]["1:1"] >= 20 * 10_000 and on["tc"]["1:1"] < on["tc"]["1:2"] / 5, on
+
+
+def test_a_metered_elephant_is_held_to_its_allocation(tmp_path):
+    fabric = fattree(4, 10)
+    fabric.save(tmp_path / "m.json")
+    with ControllerProcess(tmp_path / "m.json", mode="freeway", extra=["--isolation", "on"]) as ctl, \
+            FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target),
+                      isolation=IsolationConfig()) as fn:
+        fn.wait_reachable(30)
+        dst = fn.host("h3_1_1")
+        dst.cmd("iperf3 -s -1 -p 5802 -D >/dev/null 2>&1")
+        time.sleep(0.3)
+        out = fn.host("h0_0_0").cmd(f"{PY} -m experiments.cli send --to {dst.IP()} --port 5802 --size 1M --rate 4 "
+                                    "--json -- iperf3 -c {to} -p {port} --cport {cport} -t 8 -J")
+        ack = json.loads(out.splitlines()[0])
+        got = json.loads("\n".join(out.splitlines()[1:]))["end"]["sum_received"]["bits_per_second"]
+        meters = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "meter-stats", "e0_0"], capture_output=True,
+                                text=True).stdout
+    assert ack["answer"] == "ack" and ack["rate_mbps"] == 4.0
+    assert abs(got - 4e6) / 4e6 <= 0.15, got  # sent unthrottled, held by the meter
+    assert re.search(r"meter:1001 .*?0: packet_count:([1-9]\d*)", meters, re.S), meters  # the meter dropped some

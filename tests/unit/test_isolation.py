@@ -1,0 +1,84 @@
+"""Isolation plans: queues, tc filters, the ToR classification table, elephant marking and meters."""
+
+import pytest
+
+from monitoring.sflow import FiveTuple
+from ryu_apps import handshake as hs
+from ryu_apps import isolation as iso
+from ryu_apps.baselines import pin
+from ryu_apps.forwarding import base_program
+from ryu_apps.freeway_core import FreewayCore
+from ryu_apps.intents import DeleteMeter, Meter, SetField, SetQueue
+from topology.fabric import fattree
+
+F = fattree(4, 10)
+CFG = iso.IsolationConfig()
+
+
+def test_queue_plan_gives_mice_priority_and_the_link_to_both():
+    args = iso.queue_args(3, 10_000_000, CFG)
+    m = args[args.index("--id=@m3"):args.index("--id=@e3")]
+    e = args[args.index("--id=@e3"):]
+    assert "other-config:priority=0" in m and "other-config:priority=1" in e
+    assert "other-config:min-rate=10000000" in m and "other-config:min-rate=12000" in e  # strict for mice
+    assert all("other-config:max-rate=10000000" in q for q in (m, e))
+    share = iso.queue_args(0, 10_000_000, iso.IsolationConfig(elephant_min_share=0.2))
+    assert "other-config:min-rate=8000000" in share and "other-config:min-rate=2000000" in share
+
+
+def test_tc_maps_dscp_to_classes_and_sizes_the_fifos():
+    cmds = iso.tc_commands("e0_0-eth1", CFG)
+    flt = [c for c in cmds if c[1] == "filter"]
+    assert [c[c.index("dsfield") + 1] for c in flt] == ["0xb8", "0x20"]  # 46 << 2, 8 << 2
+    assert [c[-1] for c in flt] == ["1:1", "1:2"]
+    fifo = [c for c in cmds if c[1] == "qdisc"]
+    assert [(c[c.index("parent") + 1], c[-1]) for c in fifo] == [("1:1", "60"), ("1:2", "40")]
+
+
+def test_tor_classifies_host_traffic_and_forwards_in_table_1():
+    groups, flows = base_program(F, "e0_0")
+    out, meters = iso.tor_program(F, "e0_0", flows, CFG)
+    assert meters == []
+    cls = [f for f in out if f.table_id == 0 and f.priority == iso.PRIO_CLASSIFY]
+    assert sorted(dict(f.match)["in_port"] for f in cls) == [1, 2]  # host ports only: uplinks keep their marks
+    assert all(f.actions == (SetField("ip_dscp", 46), SetQueue(0)) and f.goto == 1 for f in cls)
+    assert [f.goto for f in out if f.table_id == 0 and f.priority == 0] == [1]
+    assert all(f.table_id == 1 for f in out if f not in cls and f.priority > 0)
+    _, metered = iso.tor_program(F, "e0_0", flows, iso.IsolationConfig(mice_meter_mbps=8))
+    assert metered == [Meter(101, 8000, 412), Meter(102, 8000, 412)]
+
+
+def test_elephant_entries_are_marked_at_ingress_and_queued_everywhere():
+    flow = FiveTuple("10.0.0.2", "10.2.0.2", 6, 40001, 5001)
+    install, _, _, _ = pin(F, ("e0_0", "a0_0", "c2", "a2_0", "e2_0"), flow, 0xE7, 1, 0, 10, iso=CFG)
+    entries = [f for _, fs in install for f in fs]
+    assert entries[-1].actions[:2] == (SetField("ip_dscp", 8), SetQueue(1))  # ingress (installed last)
+    assert all(f.actions[0] == SetQueue(1) for f in entries[:-1])
+    plain, _, _, _ = pin(F, ("e0_0", "a0_0", "c2", "a2_0", "e2_0"), flow, 0xE7, 1, 0, 10)
+    assert not any(isinstance(a, (SetField, SetQueue)) for _, fs in plain for f in fs for a in f.actions)
+    mark = iso.mark_detected((("eth_type", 0x800),), 2, CFG, 5)
+    assert dict(mark.match)["in_port"] == 2 and mark.goto == 1 and mark.priority == iso.PRIO_ELEPHANT_MARK
+
+
+def test_freeway_meters_each_placed_elephant_and_releases_it():
+    core = FreewayCore(fattree(4, 10), iso=CFG)
+    ann = hs.encode(hs.Announce(1, 10_000_000, 4000, (hs.Subflow("10.0.0.2", "10.3.1.3", 6, 40001, 5201),)))
+    out = core.handshake(1.0, "e0_0", 1, "10.0.0.2", ann)
+    first_sw, first = out.ops[0]
+    assert first_sw == "e0_0" and first == [Meter(1001, 4200, 210)]  # before any entry refers to it
+    ingress = out.ops[-1][1][0]
+    assert ingress.meter_id == 1001 and ingress.actions[0] == SetField("ip_dscp", 8)
+    ops = core.flow_removed("e0_0", out.elephant.cookie)
+    assert DeleteMeter(1001) in ops["e0_0"]
+    core.no_meters.add("e0_0")  # a switch that refused meters: forward without
+    out2 = core.handshake(2.0, "e0_0", 1, "10.0.0.2", ann.replace(b"\x9c\x41", b"\x9c\x42"))
+    assert out2.verdict == "ack" and all(not isinstance(i, Meter) for _, fs in out2.ops for i in fs)
+
+
+def test_config_errors():
+    with pytest.raises(iso.IsolationConfigError, match="elephant_dscp: must differ"):
+        iso.IsolationConfig(elephant_dscp=46)
+    with pytest.raises(iso.IsolationConfigError, match="mice_dscp: a DSCP is 0..63"):
+        iso.IsolationConfig(mice_dscp=70)
+    with pytest.raises(iso.IsolationConfigError, match="elephant_min_share"):
+        iso.IsolationConfig(elephant_min_share=1.0)

@@ -392,3 +392,74 @@ def reroute(trials: int, size: int, modes: list[str], out: Path) -> dict:
               "tests": tests, "gain_vs_ecmp": table}
     (out / "reroute.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
+
+
+def isolation_bench(seconds: float, mice_rate: float, elephants: int, out: Path) -> dict:
+    """Many-to-one on a leaf-spine: mice FCT and bottleneck utilisation with isolation on and off,
+    plus mice-only and elephant-only reference runs."""
+    import statistics
+    import sys
+
+    from monitoring.agent_config import SFlowAgentConfig
+    from ryu_apps.isolation import IsolationConfig
+    from topology.fabric import leafspine
+
+    out.mkdir(parents=True, exist_ok=True)
+    fabric = leafspine(2, 4, 2, 10)
+    fabric.save(out / "isolation-fabric.json")
+    receiver = "h0_0"
+    senders = ["h1_0", "h2_0", "h3_0", "h1_1", "h2_1", "h3_1"][:elephants]
+    server = "h3_1" if elephants < 6 else "h1_1"
+    n_mice = int(seconds * mice_rate)
+    runs = {}
+    for name, iso_on, with_mice, with_elephants in (("mice-only", True, True, False),
+                                                    ("elephants-only", True, False, True),
+                                                    ("isolation-off", False, True, True),
+                                                    ("isolation-on", True, True, True)):
+        print(f"[bench isolation] {name} ...", flush=True)
+        extra = ["--isolation", "on"] if iso_on else []
+        with ControllerProcess(out / "isolation-fabric.json", extra=extra,
+                               log_file=out / f"isolation-{name}.log",
+                               events_file=out / f"isolation-{name}.jsonl") as ctl, \
+                FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target),
+                          isolation=IsolationConfig() if iso_on else None) as fn:
+            fn.wait_reachable(30)
+            rx = fn.host(receiver)
+            port = fabric.hosts_on("l0")[0].port
+            fn.host(server).cmd(f"{sys.executable} -m experiments.rr server --port 7020 >/dev/null 2>&1 &")
+            if with_elephants:
+                for i in range(len(senders)):
+                    rx.cmd(f"iperf3 -s -1 -p {5900 + i} -D >/dev/null 2>&1")
+                time.sleep(0.5)
+                for i, s in enumerate(senders):
+                    fn.host(s).sendCmd(f"iperf3 -c {rx.IP()} -p {5900 + i} -t {seconds + 4} -J")
+                time.sleep(2.0)  # elephants established (and detected)
+            tx0, t0 = _port_tx("l0", port), time.time()
+            fcts = []
+            if with_mice:
+                res = rx.cmd(f"{sys.executable} -m experiments.rr client --to {fn.host(server).IP()} --port 7020 "
+                             f"--sizes {','.join(['10000'] * n_mice)} --gap {1 / mice_rate}")
+                fcts = sorted(json.loads(x)["fct_s"] for x in res.splitlines()
+                              if x.startswith("{") and '"ok": true' in x)
+            else:
+                time.sleep(seconds)
+            util = (_port_tx("l0", port) - tx0) * 8 / (time.time() - t0) / 10e6
+            if with_elephants:
+                for s in senders:
+                    fn.host(s).waitOutput()
+            fn.host(server).cmd("kill %1")
+        row = {"mice": len(fcts), "mice_p50_ms": round(statistics.median(fcts) * 1e3, 2) if fcts else None,
+               "mice_p99_ms": round(_percentile(fcts, 99) * 1e3, 2) if fcts else None,
+               "bottleneck_utilisation": round(util, 4)}
+        runs[name] = row
+        print(f"[bench isolation] {name}: {row}", flush=True)
+    on, off = runs["isolation-on"], runs["isolation-off"]
+    result = {"bench": "isolation", "machine": machine(),
+              "fabric": "leafspine 2 spines x 4 leaves x 2 hosts, 10 Mbit/s",
+              "many_to_one": {"receiver": receiver, "elephant_senders": senders, "mice_server": server,
+                              "mice_per_s": mice_rate, "mice_bytes": 10_000, "seconds": seconds},
+              "runs": runs,
+              "mice_p50_reduction_pct": round(100 * (1 - on["mice_p50_ms"] / off["mice_p50_ms"]), 2),
+              "mice_p99_reduction_pct": round(100 * (1 - on["mice_p99_ms"] / off["mice_p99_ms"]), 2)}
+    (out / "isolation.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result

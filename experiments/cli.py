@@ -159,6 +159,13 @@ def cmd_bench(args) -> int:
             print(f"test {test_no}: " + ", ".join(f"{m} FCT {v['fct_gain_pct']}% throughput {v['throughput_gain_pct']}%"
                                                  for m, v in row.items()))
         print(f"results in {Path(args.out) / 'reroute.json'}")
+    elif args.bench == "isolation":
+        r = bench.isolation_bench(args.seconds, args.mice_rate, args.elephants, Path(args.out))
+        for name, row in r["runs"].items():
+            print(f"{name}: mice p50 {row['mice_p50_ms']} ms, p99 {row['mice_p99_ms']} ms, "
+                  f"bottleneck {100 * row['bottleneck_utilisation']:.1f}%")
+        print(f"mice latency with isolation: p50 -{r['mice_p50_reduction_pct']}%, p99 -{r['mice_p99_reduction_pct']}%")
+        print(f"results in {Path(args.out) / 'isolation.json'}")
     return 0
 
 
@@ -268,6 +275,11 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument("--size", default="6M", help="bytes per flow in the collision tests (6M)")
     br.add_argument("--modes", default="ecmp,hedera,efm-biggest,efm-smallest", help="modes to compare")
     br.add_argument("--out", default="results/bench", help="output directory (results/bench)")
+    bi = bsub.add_parser("isolation", help="many-to-one on a leaf-spine: mice FCT and utilisation, isolation on/off")
+    bi.add_argument("--seconds", type=float, default=20.0, help="seconds of mice per run (20)")
+    bi.add_argument("--mice-rate", type=float, default=6.0, help="10 KB mice per second (6: about 5%% of the link)")
+    bi.add_argument("--elephants", type=int, default=3, help="elephant senders (3)")
+    bi.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     b.set_defaults(func=cmd_bench)
     return p
 

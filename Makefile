@@ -32,8 +32,10 @@ $(VENV)/.installed: setup.py requirements.txt
 
 venv: debs $(VENV)/.installed
 
+# The main job: the mixed scenario on a k=4 fat-tree under ECMP and Freeway with isolation (about 5 minutes).
 demo: install
-	$(VENV)/bin/freeway demo
+	-@mn -c >/dev/null 2>&1
+	$(VENV)/bin/freeway experiment mixed --modes ecmp,freeway+isolation --duration 30 --out results/demo
 
 lint: venv
 	$(VENV)/bin/ruff check ryu_apps topology monitoring experiments tests

@@ -169,6 +169,24 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_experiment(args) -> int:
+    from pathlib import Path
+
+    from experiments.runner import ExperimentError, print_table, run_experiment
+    from experiments.workload import WorkloadError
+
+    try:
+        r = run_experiment(args.scenario, args.modes.split(","), args.duration, args.seed, Path(args.out), args.k,
+                           args.mice_load, args.distribution, args.mice_boundary, not args.no_references)
+    except (ExperimentError, WorkloadError) as e:
+        print(f"freeway experiment: error: {e}", file=sys.stderr)
+        return 2
+    print_table(r["table"], r["results"])
+    print(f"results in {args.out}/results.json, flows in {args.out}/flows.csv, plots: "
+          + ", ".join(f"{args.out}/{p}" for p in r["plots"]))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="freeway", description="Freeway: mice/elephant path isolation for Clos fabrics")
     sub = p.add_subparsers(dest="command", required=True)
@@ -243,6 +261,20 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--rate", type=float, default=10.0, help="link rate in Mbit/s (10)")
     d.add_argument("--out", default="results/demo", help="where to write the description and results (results/demo)")
     d.set_defaults(func=cmd_demo)
+
+    x = sub.add_parser("experiment", help="run a scenario under several modes; results, CSV and plots")
+    x.add_argument("scenario", choices=["mixed"], help="workload (mixed: elephants and mice on a fat-tree)")
+    x.add_argument("--modes", default="ecmp,hedera,efm-biggest,freeway,freeway+isolation",
+                   help="comma-separated: ecmp, hedera, efm-biggest, efm-smallest, freeway, with +isolation")
+    x.add_argument("--duration", type=float, default=30.0, help="seconds of traffic per mode (30)")
+    x.add_argument("--seed", type=int, default=1, help="workload seed (1)")
+    x.add_argument("--k", type=int, default=4, help="fat-tree arity (4; 8 when asked)")
+    x.add_argument("--mice-load", type=float, default=0.1, help="mice load per host, fraction of its link (0.1)")
+    x.add_argument("--distribution", default="websearch", help="mice sizes: websearch or datamining")
+    x.add_argument("--mice-boundary", type=float, default=100_000, help="largest mouse in bytes (100000)")
+    x.add_argument("--no-references", action="store_true", help="skip the floor and ceiling reference runs")
+    x.add_argument("--out", default="results/experiment", help="output directory (results/experiment)")
+    x.set_defaults(func=cmd_experiment)
 
     b = sub.add_parser("bench", help="measurements that write JSON")
     bsub = b.add_subparsers(dest="bench", required=True)

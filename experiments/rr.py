@@ -88,6 +88,33 @@ def fetch(host: str, port: int, size: int, timeout: float = 30.0) -> dict:
     return {"size": size, "got": got, "start": t0, "fct_s": time.time() - t0, "sport": lport, "ok": got == size}
 
 
+def run_schedule(schedule: list, port: int) -> int:
+    """Start each flow at its offset (one thread each, so slow flows never delay later ones)."""
+    lock = threading.Lock()
+    t0 = time.monotonic()
+    threads = []
+
+    def one(server: str, size: int) -> None:
+        try:
+            r = fetch(server, port, size)
+        except OSError as e:
+            r = {"size": size, "ok": False, "error": str(e), "start": time.time()}
+        r["server"] = server
+        with lock:
+            print(json.dumps(r), flush=True)
+
+    for offset, server, size in schedule:
+        delay = t0 + offset - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        t = threading.Thread(target=one, args=(server, int(size)))
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="rr")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -100,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--port", type=int, default=7000)
     c.add_argument("--sizes", required=True, help="comma-separated flow sizes in bytes, one flow each")
     c.add_argument("--gap", type=float, default=0.0, help="seconds between flow starts (sequential when 0)")
+    sc = sub.add_parser("schedule", help="run a JSON schedule of [start offset, server, size] flows")
+    sc.add_argument("--file", required=True)
+    sc.add_argument("--port", type=int, default=7000)
     a = p.parse_args(argv)
     if a.cmd == "server":
         serve(a.port)
@@ -107,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.cmd == "sink":
         sink(a.port)
         return 0
+    if a.cmd == "schedule":
+        return run_schedule(json.loads(open(a.file).read()), a.port)
     sizes = [int(x) for x in a.sizes.split(",") if x]
     results: list[dict] = []
     lock = threading.Lock()

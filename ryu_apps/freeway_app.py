@@ -452,6 +452,8 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             return snap
         part = self.core.partition
         return snap | {"lol_paths": {f"{s}>{d}": n for (s, d), n in sorted(part.n.items())},
+                       "lol_link_names": sorted(f"{a}>{b}" for a, b in part.lol_links()),
+                       "lol_min": part.n_min,
                 "lol_links": len(part.lol_links()), "draining": len(part.draining),
                 "allocated": {str(e.eid): round(e.rate_bps) for e in self.core.elephants.values()},
                 "freeway": dict(self.core.counters)}

@@ -207,6 +207,13 @@ class FabricNet:
 
     def stop(self) -> None:
         if self.net is not None:
+            for h in self.net.hosts:  # a host still running a command cannot be torn down
+                if h.waiting:
+                    h.sendInt()
+                    try:
+                        h.waitOutput()
+                    except Exception:  # noqa: BLE001 - best effort on the way out
+                        h.waiting = False
             try:
                 self.net.stop()
             finally:

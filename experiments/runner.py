@@ -1,0 +1,325 @@
+"""``freeway experiment``: run one workload under each mode on a fresh fabric and controller.
+
+Scenario ``mixed`` (Freeway-style): long elephants between two source pods and
+two destination pods, and Poisson request/response mice between every pair of
+pods, sized by the web-search (or data-mining) distribution cut at the mice
+boundary. Every mode sees the same seeded workload. Two reference runs put
+each mode in context: the mice alone on the same fabric (the unloaded FCT
+floor) and the elephants alone on one non-blocking switch (the throughput
+ceiling). Results: results.json, flows.csv and PNG plots in the output folder.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from monitoring.agent_config import SFlowAgentConfig
+from topology.builder import FabricNet
+from topology.fabric import Fabric, fattree, leafspine
+
+from . import stats
+from .procs import ControllerProcess
+from .workload import SizeCDF, poisson_schedule
+
+MODES = ("ecmp", "hedera", "efm-biggest", "efm-smallest", "freeway", "ecmp+isolation", "freeway+isolation")
+SCENARIOS = ("mixed",)
+RR_PORT = 7100
+
+
+class ExperimentError(ValueError):
+    pass
+
+
+@dataclass
+class Workload:
+    elephants: list[tuple[str, str]]  # (src host, dst host)
+    mice: dict[str, list] = field(default_factory=dict)  # client host -> schedule [(offset, server ip, size)]
+    duration: float = 30.0
+
+
+def mixed_workload(fabric: Fabric, duration: float, seed: int, mice_load: float, dist: str,
+                   boundary: float) -> Workload:
+    """Elephants: the first host of every edge in pods 0 and 1 sends to the last host of the same edge
+    position two pods on. Mice: every host fetches from random hosts in other pods."""
+    k = fabric.params["k"]
+    name = {h.name: h for h in fabric.hosts}
+    elephants = []
+    for p in (0, 1):
+        for e in range(k // 2):
+            elephants.append((f"h{p}_{e}_0", f"h{p + 2}_{e}_{k // 2 - 1}"))
+    rng = random.Random(seed)
+    cdf = SizeCDF.load(dist).mice(boundary)
+    mice = {}
+    for h in fabric.hosts:
+        pod = fabric.switches[h.switch].pod
+        servers = [o.ip for o in fabric.hosts if fabric.switches[o.switch].pod != pod]
+        mice[h.name] = poisson_schedule(rng, cdf, mice_load, fabric.link_rate_mbps * 1e6, duration, servers)
+    assert all(s in name and d in name for s, d in elephants)
+    return Workload(elephants, mice, duration)
+
+
+def non_blocking(fabric: Fabric) -> tuple[Fabric, dict[str, str]]:
+    """The same number of hosts on one non-blocking switch (a leaf-spine whose spine links carry all of
+    a leaf's hosts); returns it and the host-name mapping."""
+    half = len(fabric.hosts) // 2
+    ls = leafspine(1, 2, half, fabric.link_rate_mbps)
+    big = Fabric(ls.topo, ls.params, ls.link_rate_mbps, ls.switches,
+                 [type(ln)(ln.a, ln.a_port, ln.b, ln.b_port, ln.capacity_mbps * half) for ln in ls.links], ls.hosts)
+    return big, {h.name: ls.hosts[i].name for i, h in enumerate(fabric.hosts)}
+
+
+def _mode_parts(mode: str) -> tuple[str, bool]:
+    base, _, iso = mode.partition("+")
+    if base not in ("ecmp", "hedera", "efm-biggest", "efm-smallest", "freeway") or iso not in ("", "isolation"):
+        raise ExperimentError(f"--modes: unknown mode {mode!r} (known: {', '.join(MODES)})")
+    return base, iso == "isolation"
+
+
+def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with_mice: bool = True,
+            with_elephants: bool = True, host_map: dict[str, str] | None = None) -> dict:
+    """One run: fresh controller and fabric, the workload, results."""
+    from ryu_apps.isolation import IsolationConfig
+
+    base, iso = _mode_parts(mode)
+    hm = host_map or {}
+    d = out / label
+    d.mkdir(parents=True, exist_ok=True)
+    fabric.save(d / "fabric.json")
+    extra = ["--isolation", "on"] if iso else []
+    t_run = time.time()
+    with ControllerProcess(d / "fabric.json", mode=base, extra=extra, log_file=d / "controller.log",
+                           events_file=d / "events.jsonl") as ctl, \
+            FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(fabric.link_rate_mbps,
+                                                                           target=ctl.sflow_target),
+                      isolation=IsolationConfig() if iso else None) as fn:
+        secs, failed = fn.wait_reachable(60)
+        if failed:
+            raise ExperimentError(f"{label}: {len(failed)} host pairs unreachable before the run")
+        ip = {h.name: h.ip for h in fabric.hosts}
+        core_drops0 = _core_drops(fabric)
+        py = sys.executable
+        if with_mice:
+            for h in fabric.hosts:
+                fn.host(h.name).cmd(f"{py} -m experiments.rr server --port {RR_PORT} >/dev/null 2>&1 &")
+        els = []
+        if with_elephants:
+            for i, (s, t) in enumerate(wl.elephants):
+                s, t = hm.get(s, s), hm.get(t, t)
+                fn.host(t).cmd(f"iperf3 -s -1 -p {6000 + i} -D >/dev/null 2>&1")
+                els.append((i, s, t))
+            time.sleep(0.5)
+            for i, s, t in els:
+                iperf = f"iperf3 -c {ip[t]} -p {6000 + i} -t {wl.duration:.0f} -J"
+                if base == "freeway":
+                    cmd = (f"{py} -m experiments.cli send --to {ip[t]} --port {6000 + i} --size 1G --json -- "
+                           f"iperf3 -c {{to}} -p {{port}} --cport {{cport}} -t {wl.duration:.0f} -J")
+                else:
+                    cmd = iperf
+                fn.host(s).cmd(f"{cmd} > {d / f'elephant-{i}.out'} 2>&1 &")
+        time.sleep(2.0 if with_elephants else 0.5)
+        if with_mice:
+            for h in fabric.hosts:
+                sched = d / f"mice-{h.name}.json"
+                sched.write_text(json.dumps(wl.mice.get(h.name, [])))
+                fn.host(h.name).cmd(f"{py} -m experiments.rr schedule --file {sched} --port {RR_PORT} "
+                                    f"> {d / ('mice-' + h.name + '.out')} 2>&1 &")
+        t0 = time.time()
+        while time.time() - t0 < wl.duration:
+            time.sleep(min(5.0, wl.duration - (time.time() - t0) + 0.01))
+            print(f"[{label}] {time.time() - t0:4.0f}/{wl.duration:.0f} s", flush=True)
+        elephants = []
+        deadline = time.time() + 20
+        for i, s, t in els:
+            p = d / f"elephant-{i}.out"
+            while time.time() < deadline and '"end"' not in (p.read_text() if p.exists() else ""):
+                time.sleep(0.5)
+            time.sleep(0.2)
+            elephants.append(_iperf_result(i, s, t, p.read_text() if p.exists() else ""))
+        mice = []
+        if with_mice:
+            deadline = time.time() + 30  # the last mice may still be running: give them time to finish
+            for h in fabric.hosts:
+                want = len(wl.mice.get(h.name, []))
+                p = d / f"mice-{h.name}.out"
+                while time.time() < deadline and (p.read_text().count("\n") if p.exists() else 0) < want:
+                    time.sleep(0.5)
+            for h in fabric.hosts:
+                fn.host(h.name).cmd("kill %1 %2 >/dev/null 2>&1")
+                p = d / f"mice-{h.name}.out"
+                for line in p.read_text().splitlines() if p.exists() else []:
+                    if line.startswith("{"):
+                        r = json.loads(line)
+                        r["client"] = h.name
+                        mice.append(r)
+        core_drops = {k: v - core_drops0.get(k, 0) for k, v in _core_drops(fabric).items()}
+        events = ctl.events()
+    return {"label": label, "mode": mode, "mice": mice, "elephants": elephants, "core_drops": core_drops,
+            "events": events, "seconds": round(time.time() - t_run, 1)}
+
+
+def _iperf_result(i, s, t, raw: str) -> dict:
+    lines = raw.strip().splitlines()
+    ack = None
+    if lines and lines[0].startswith("{") and '"answer"' in lines[0]:
+        ack = json.loads(lines[0])
+        raw = "\n".join(lines[1:])
+    try:
+        end = json.loads(raw)["end"]
+        return {"id": i, "src": s, "dst": t, "goodput_mbps": end["sum_received"]["bits_per_second"] / 1e6,
+                "announced": (ack or {}).get("answer")}
+    except (ValueError, KeyError):
+        return {"id": i, "src": s, "dst": t, "goodput_mbps": 0.0, "error": raw[-200:],
+                "announced": (ack or {}).get("answer")}
+
+
+def _core_drops(fabric: Fabric) -> dict[str, int]:
+    """Packets dropped by the egress queues of core (top-tier) switch ports (tc qdisc counters)."""
+    import re
+    import subprocess
+
+    out = {}
+    top = max(s.level for s in fabric.switches.values())
+    for ln in fabric.links:
+        for sw, port in ((ln.a, ln.a_port), (ln.b, ln.b_port)):
+            if fabric.switches[sw].level == top:
+                dev = f"{sw}-eth{port}"
+                r = subprocess.run(["tc", "-s", "qdisc", "show", "dev", dev], capture_output=True, text=True).stdout
+                out[dev] = sum(int(x) for x in re.findall(r"dropped (\d+)", r))
+    return out
+
+
+def analyse(run: dict, fabric: Fabric) -> dict:
+    """Per-run metrics: mice FCT (overall, by size), elephants, link utilisation (LOL/HOL), drops."""
+    mice = run["mice"]
+    els = run["elephants"]
+    snaps = [e for e in run["events"] if e.get("type") == "links"]
+    switch_links = {f"{a}>{b}" for a in fabric.switches for b in fabric.neighbors(a)}
+    util = {"all": [], "lol": [], "hol": []}
+    lol_series = []
+    for s in snaps[2:-1]:  # skip start-up and the last partial second
+        lol = set(s.get("lol_link_names", []))
+        for key, u in s["utilisation"].items():
+            if key in switch_links:
+                util["all"].append(u)
+                if "lol_link_names" in s:
+                    util["lol" if key in lol else "hol"].append(u)
+        lol_series.append({"t": s["time"], "lol_paths": s.get("lol_paths", {}), "lol_min": s.get("lol_min"),
+                           "mice_load": sum(v for k, v in s["utilisation"].items() if k in lol) if lol else None})
+    return {
+        "mode": run["mode"], "label": run["label"],
+        "mice": stats.fct_summary(mice),
+        "elephants": {"n": len(els), "aggregate_mbps": sum(e["goodput_mbps"] for e in els),
+                      "per_flow_mbps": [round(e["goodput_mbps"], 3) for e in els]},
+        "link_utilisation": {k: {"n": len(v), "p50": stats.percentile(v, 50), "p90": stats.percentile(v, 90)}
+                             for k, v in util.items()},
+        "core_drops": sum(run["core_drops"].values()),
+        "_util": util, "_lol_series": lol_series,
+    }
+
+
+def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, out: Path, k: int = 4,
+                   mice_load: float = 0.1, dist: str = "websearch", boundary: float = 100_000,
+                   references: bool = True) -> dict:
+    if scenario not in SCENARIOS:
+        raise ExperimentError(f"scenario: unknown {scenario!r} (known: {', '.join(SCENARIOS)})")
+    for m in modes:
+        _mode_parts(m)
+    if duration < 5:
+        raise ExperimentError("--duration: at least 5 seconds")
+    out.mkdir(parents=True, exist_ok=True)
+    fabric = fattree(k, 10)
+    wl = mixed_workload(fabric, duration, seed, mice_load, dist, boundary)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    config = {"scenario": scenario, "k": k, "modes": modes, "duration_s": duration, "seed": seed,
+              "mice_load": mice_load, "distribution": dist, "mice_boundary_bytes": boundary,
+              "elephants": wl.elephants, "mice_flows": sum(len(v) for v in wl.mice.values())}
+    print(f"[experiment] {scenario} on k={k}: {len(wl.elephants)} elephants, {config['mice_flows']} mice "
+          f"over {duration:.0f} s, modes {', '.join(modes)}", flush=True)
+    runs, results = [], {}
+    plan = [(m, m, fabric, True, True, None) for m in modes]
+    if references:
+        nb, hmap = non_blocking(fabric)
+        plan = [("floor (mice alone)", "ecmp", fabric, True, False, None),
+                ("ceiling (non-blocking switch)", "ecmp", nb, False, True, hmap)] + plan
+    for i, (label, mode, fab, mice_on, el_on, hmap) in enumerate(plan, 1):
+        print(f"[experiment] run {i}/{len(plan)}: {label}", flush=True)
+        run = run_one(out, label.split(" ")[0], fab, mode, wl, mice_on, el_on, hmap)
+        runs.append(run)
+        results[label] = analyse(run, fab)
+        r = results[label]
+        print(f"[experiment] {label}: mice p50 {_ms(r['mice']['all']['p50'])} p99 {_ms(r['mice']['all']['p99'])}, "
+              f"elephants {r['elephants']['aggregate_mbps']:.2f} Mbit/s", flush=True)
+    rows = []
+    for run in runs:
+        rows += [{"run": run["label"], "mode": run["mode"], "kind": "mouse", "client": m["client"],
+                  "server": m.get("server"), "size": m["size"], "fct_s": m.get("fct_s"), "ok": m.get("ok")}
+                 for m in run["mice"]]
+        rows += [{"run": run["label"], "mode": run["mode"], "kind": "elephant", "client": e["src"],
+                  "server": e["dst"], "goodput_mbps": e["goodput_mbps"], "announced": e.get("announced")}
+                 for e in run["elephants"]]
+    stats.write_csv(out / "flows.csv", rows)
+    table = comparison(results, modes, references)
+    public = {k: {kk: vv for kk, vv in v.items() if not kk.startswith("_")} for k, v in results.items()}
+    from .plots import plot_all
+
+    plots = plot_all(out, results, runs)
+    stats.write_json(out / "results.json", {"config": config, "results": public, "table": table, "plots": plots})
+    return {"config": config, "results": results, "table": table, "plots": plots}
+
+
+def _ms(x):
+    return "-" if x is None else f"{x * 1e3:.1f} ms"
+
+
+def comparison(results: dict, modes: list[str], references: bool) -> list[dict]:
+    """Each mode's mice p99 and elephant aggregate, as ratios to ECMP and to the limits."""
+    floor = results.get("floor (mice alone)", {}).get("mice", {}).get("all", {}).get("p99")
+    ceiling = results.get("ceiling (non-blocking switch)", {}).get("elephants", {}).get("aggregate_mbps")
+    ecmp = results.get("ecmp")
+    rows = []
+    for m in modes:
+        r = results[m]
+        p99, agg = r["mice"]["all"]["p99"], r["elephants"]["aggregate_mbps"]
+        rows.append({
+            "mode": m, "mice_p50_ms": _r(r["mice"]["all"]["p50"], 1e3), "mice_p99_ms": _r(p99, 1e3),
+            "mice_over_200ms": r["mice"]["over_rto"], "elephant_mbps": round(agg, 2),
+            "p99_vs_floor": _div(p99, floor), "goodput_vs_ceiling": _div(agg, ceiling),
+            "p99_vs_ecmp": _div(p99, ecmp["mice"]["all"]["p99"]) if ecmp else None,
+            "goodput_vs_ecmp": _div(agg, ecmp["elephants"]["aggregate_mbps"]) if ecmp else None,
+            "core_drops": r["core_drops"],
+        })
+    return rows
+
+
+def _r(x, scale=1.0):
+    return None if x is None else round(x * scale, 2)
+
+
+def _div(a, b):
+    return None if a is None or not b else round(a / b, 3)
+
+
+def print_table(table: list[dict], results: dict) -> None:
+    floor = results.get("floor (mice alone)", {}).get("mice", {}).get("all", {})
+    ceil = results.get("ceiling (non-blocking switch)", {}).get("elephants", {})
+    if floor:
+        print(f"floor (mice alone): p50 {_ms(floor.get('p50'))}, p99 {_ms(floor.get('p99'))}")
+    if ceil:
+        print(f"ceiling (non-blocking switch): elephants {ceil.get('aggregate_mbps', 0):.2f} Mbit/s")
+    head = f"{'mode':<18} {'mice p50':>9} {'mice p99':>9} {'>200ms':>7} {'eleph Mb/s':>10} " \
+           f"{'p99/floor':>9} {'gput/ceil':>9} {'p99/ECMP':>9} {'gput/ECMP':>9} {'core drops':>10}"
+    print(head)
+    for r in table:
+        print(f"{r['mode']:<18} {_f(r['mice_p50_ms']):>9} {_f(r['mice_p99_ms']):>9} {r['mice_over_200ms']:>7} "
+              f"{r['elephant_mbps']:>10.2f} {_f(r['p99_vs_floor']):>9} {_f(r['goodput_vs_ceiling']):>9} "
+              f"{_f(r['p99_vs_ecmp']):>9} {_f(r['goodput_vs_ecmp']):>9} {r['core_drops']:>10}")
+
+
+def _f(x):
+    return "-" if x is None else f"{x:.2f}"

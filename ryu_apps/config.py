@@ -72,45 +72,18 @@ class Config:
         return _hostport("sflow_listen", self.sflow_listen)
 
     def monitor_config(self) -> MonitorConfig:
-        known = {f.name for f in fields(MonitorConfig)}
-        kw = {}
-        for key, value in self.monitor_settings:
-            if key not in known:
-                raise ConfigError(f"{key}: unknown monitoring setting (known: {', '.join(sorted(known))})")
-            kw[key] = value
-        try:
-            return MonitorConfig(**kw)
-        except MonitorConfigError as e:
-            raise ConfigError(str(e)) from None
+        return _build(MonitorConfig, self.monitor_settings, MonitorConfigError, "monitoring")
 
     def freeway_config(self):
         from .freeway_core import FreewayConfig, FreewayConfigError
 
-        known = {f.name for f in fields(FreewayConfig)}
-        kw = {}
-        for key, value in self.freeway_settings:
-            if key not in known:
-                raise ConfigError(f"{key}: unknown Freeway setting (known: {', '.join(sorted(known))})")
-            kw[key] = int(value) if float(value).is_integer() and key in INT_KEYS else value
-        try:
-            return FreewayConfig(**kw)
-        except FreewayConfigError as e:
-            raise ConfigError(str(e)) from None
+        return _build(FreewayConfig, self.freeway_settings, FreewayConfigError, "Freeway")
 
     def isolation_config(self):
-        """The IsolationConfig when isolation is on, else None."""
+        """The IsolationConfig when isolation is on, else None (the settings are checked either way)."""
         from .isolation import IsolationConfig, IsolationConfigError
 
-        known = {f.name for f in fields(IsolationConfig)}
-        kw = {}
-        for key, value in self.isolation_settings:
-            if key not in known:
-                raise ConfigError(f"{key}: unknown isolation setting (known: {', '.join(sorted(known))})")
-            kw[key] = int(value) if float(value).is_integer() and key in INT_KEYS else value
-        try:
-            cfg = IsolationConfig(**kw)
-        except IsolationConfigError as e:
-            raise ConfigError(str(e)) from None
+        cfg = _build(IsolationConfig, self.isolation_settings, IsolationConfigError, "isolation")
         return cfg if self.isolation else None
 
     @classmethod
@@ -135,6 +108,20 @@ def parse_settings(items: list[str]) -> tuple[tuple[str, float], ...]:
             raise ConfigError(f"{key}: expected a number, got {value!r}") from None
         out.append((key, int(num) if num.is_integer() and key in INT_KEYS else num))
     return tuple(out)
+
+
+def _build(cls, pairs, error_cls, what: str):
+    """A settings dataclass from KEY=VALUE overrides; unknown keys and bad values name the key."""
+    known = {f.name for f in fields(cls)}
+    kw = {}
+    for key, value in pairs:
+        if key not in known:
+            raise ConfigError(f"{key}: unknown {what} setting (known: {', '.join(sorted(known))})")
+        kw[key] = int(value) if float(value).is_integer() and key in INT_KEYS else value
+    try:
+        return cls(**kw)
+    except error_cls as e:
+        raise ConfigError(str(e)) from None
 
 
 _active: Config | None = None

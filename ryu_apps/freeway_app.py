@@ -14,7 +14,7 @@ import logging
 import time
 from collections import Counter
 
-from monitoring.sflow import FiveTuple, parse_ethernet
+from monitoring.sflow import parse_ethernet
 from topology.fabric import Fabric
 
 from . import arp, baselines, config, forwarding, ofmsg
@@ -31,7 +31,7 @@ from .framework import (
     set_ev_cls,
 )
 from .freeway_core import FreewayCore, active_pairs
-from .hedera import HederaScheduler
+from .hedera import HederaScheduler, ingress_counts
 from .intents import DeleteFlows, ToGroup
 from .isolation import mark_detected, tor_program
 from .monitor_app import EventElephantEnd, EventElephantStart
@@ -315,17 +315,9 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             self.counters["stats-late-or-unknown"] += 1
             return
         sw = self.fabric.switch_by_dpid(msg.datapath.id)
-        for st in msg.body:
-            try:
-                m = st.match
-                ft = FiveTuple(m["ipv4_src"], m["ipv4_dst"], m["ip_proto"], m["tcp_src"], m["tcp_dst"])
-                count = int(st.byte_count)
-            except (KeyError, TypeError, ValueError):
-                self.counters["stats-malformed"] += 1
-                continue
-            src = self.fabric.host_by_ip(ft.src)
-            if src is not None and src.switch == sw.name:  # count a flow at its ingress ToR only
-                rnd["counts"][ft] = rnd["counts"].get(ft, 0) + count
+        self.counters["stats-malformed"] += ingress_counts(self.fabric, sw.name,
+                                                           [(st.match, st.byte_count) for st in msg.body],
+                                                           rnd["counts"])
         if not (msg.flags & ofproto.OFPMPF_REPLY_MORE):
             rnd["waiting"].discard(key)
             if not rnd["waiting"]:

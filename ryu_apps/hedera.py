@@ -118,6 +118,26 @@ class FlowCounter:
     time: float
 
 
+def ingress_counts(fabric: Fabric, switch: str, entries, counts: dict) -> int:
+    """Add a ToR's per-flow byte counters to ``counts`` (5-tuple -> bytes), counting each flow only at
+    its ingress ToR (the source host's). ``entries`` are (match mapping, byte count); returns how many
+    entries were malformed (skipped)."""
+    from monitoring.sflow import FiveTuple
+
+    bad = 0
+    for m, count in entries:
+        try:
+            ft = FiveTuple(m["ipv4_src"], m["ipv4_dst"], m["ip_proto"], m["tcp_src"], m["tcp_dst"])
+            count = int(count)
+        except (KeyError, TypeError, ValueError):
+            bad += 1
+            continue
+        src = fabric.host_by_ip(ft.src)
+        if src is not None and src.switch == switch:
+            counts[ft] = counts.get(ft, 0) + count
+    return bad
+
+
 class HederaScheduler:
     """One scheduling round from edge flow statistics (pure: counters and ``now`` in, decisions out)."""
 

@@ -77,3 +77,13 @@ def test_a_reroute_through_a_missing_switch_is_rolled_back(fabric_and_ports):
     # nothing half-installed is left behind on the egress side of the refused path
     leftovers = [ln for ln in ofctl("dump-flows", "a2_0").splitlines() if "priority=500" in ln and "n_packets=0" in ln]
     assert leftovers == [], leftovers
+
+
+def test_hedera_places_the_colliding_flows_on_different_cores(fabric_and_ports):
+    import re
+
+    res, _, log = _run(fabric_and_ports, "hedera", 1)
+    placed = re.findall(r"hedera: (\S+) is large \(demand [\d.]+ Mbit/s\): placed on (\S+)", log)
+    cores = {path.split("-")[2] for _, path in placed}
+    assert len(placed) >= 3 and len(cores) == 3, log[-2000:]  # Global First Fit: one flow per core
+    assert all(v["goodput_mbps"] > 0 for k, v in res.items() if k.startswith("F"))

@@ -59,3 +59,15 @@ def test_scheduler_rates_large_flows_and_releases():
     assert sch.gff.placed[a].demand_bps == pytest.approx(5e6) == sch.gff.placed[b].demand_bps
     new, rel = sch.schedule(10.0, {a: 5_000_100, b: 9_000_000})  # a went quiet, m ended
     assert rel == [a] and new == {}
+
+
+def test_ingress_counts_only_count_a_flow_at_its_source_tor_and_skip_malformed():
+    from ryu_apps.hedera import ingress_counts
+
+    f = fattree(4, 10)
+    good = {"ipv4_src": "10.0.0.2", "ipv4_dst": "10.2.0.2", "ip_proto": 6, "tcp_src": 1, "tcp_dst": 5001}
+    counts = {}
+    bad = ingress_counts(f, "e0_0", [(good, 100), (good, 50), ({"ipv4_src": "10.0.0.2"}, 7),
+                                     ({**good, "ipv4_src": "10.1.0.2"}, 9)], counts)
+    assert bad == 1 and counts == {FiveTuple("10.0.0.2", "10.2.0.2", 6, 1, 5001): 150}
+    assert ingress_counts(f, "e2_0", [(good, 100)], counts) == 0 and sum(counts.values()) == 150  # not its ingress

@@ -275,13 +275,9 @@ def scale(k: int, pairs: int, placements: int, seed: int, out: Path, exact_k: in
 
 
 def _port_tx(switch: str, port: int) -> int:
-    import re
+    from topology.builder import port_tx_bytes
 
-    from topology.builder import ofctl
-
-    m = re.search(rf"port\s+{port}: rx pkts=\d+, bytes=\d+.*?\n\s+tx pkts=\d+, bytes=(\d+)",
-                  ofctl("dump-ports", switch, str(port)), re.S)
-    return int(m.group(1)) if m else 0
+    return port_tx_bytes(switch, port).get(port, 0)
 
 
 def _watch_reroute(fn, link, ingresses, stop, out, threshold_bps):

@@ -8,22 +8,18 @@ ECMP spreading eight flows over an edge switch's uplinks. Writes demo.json.
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 
-from topology.builder import FabricNet, ofctl
+from topology.builder import FabricNet, port_tx_bytes
 from topology.fabric import fattree
 
 from .procs import ControllerProcess
 
 
 def uplink_tx_bytes(fabric, switch: str) -> dict[int, int]:
-    ports = [fabric.port_to(switch, n) for n in fabric.up_neighbors(switch)]
-    out = ofctl("dump-ports", switch)
-    tx = {int(m.group(1)): int(m.group(2)) for m in
-          re.finditer(r"port\s+(\d+): rx pkts=\d+, bytes=\d+.*?\n\s+tx pkts=\d+, bytes=(\d+)", out, re.S)}
-    return {p: tx.get(p, 0) for p in ports}
+    tx = port_tx_bytes(switch)
+    return {p: tx.get(p, 0) for p in (fabric.port_to(switch, n) for n in fabric.up_neighbors(switch))}
 
 
 def step(msg: str) -> None:

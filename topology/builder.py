@@ -272,6 +272,13 @@ class FabricNet:
             raise BuildError(f"iperf3 {src}->{dst} gave no result: {out.strip()[-200:]}") from e
 
 
+def port_tx_bytes(switch: str, port: int | None = None) -> dict[int, int]:
+    """Bytes each OpenFlow port of ``switch`` has transmitted (``ovs-ofctl dump-ports``)."""
+    out = ofctl("dump-ports", switch, *([str(port)] if port is not None else []))
+    return {int(m.group(1)): int(m.group(2)) for m in
+            re.finditer(r"port\s+(\d+): rx pkts=\d+, bytes=\d+.*?\n\s+tx pkts=\d+, bytes=(\d+)", out, re.S)}
+
+
 def ofctl(*args: str) -> str:
     """``ovs-ofctl -O OpenFlow13 ...`` output (what a switch holds)."""
     return subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", *args], capture_output=True, text=True,

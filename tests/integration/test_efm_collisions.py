@@ -2,13 +2,13 @@
 in the same test run (the controller is restarted in the other mode on the same fabric)."""
 
 import time
+from pathlib import Path
 
 import pytest
 
 from experiments import collisions
 from experiments.procs import ControllerProcess
-from monitoring.agent_config import SFlowAgentConfig
-from topology.builder import FabricNet
+from tests.integration.conftest import start_fabric
 from topology.fabric import fattree
 
 SIZE = 6_000_000
@@ -16,18 +16,13 @@ SIZE = 6_000_000
 
 @pytest.fixture(scope="module")
 def fabric_and_ports(tmp_path_factory):
-    d = tmp_path_factory.mktemp("efm")
-    fabric = fattree(4, 10)
-    fabric.save(d / "fabric.json")
-    ctl = ControllerProcess(d / "fabric.json").start()
-    fn = FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target))
+    """One fabric; each test run restarts the controller on the same ports in the mode it compares."""
+    fn, ctl = start_fabric(tmp_path_factory, "efm", fattree(4, 10))
+    ctl.stop()
     try:
-        fn.start()
-        ctl.stop()
-        yield fn, d, ctl.port, ctl.sflow_port
+        yield fn, Path(ctl.fabric_file).parent, ctl.port, ctl.sflow_port
     finally:
         fn.stop()
-        ctl.stop()
 
 
 def _run(fabric_and_ports, mode, test_no, connected=20):

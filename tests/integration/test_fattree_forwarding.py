@@ -4,7 +4,7 @@ import re
 import subprocess
 import time
 
-from topology.builder import ofctl
+from topology.builder import ofctl, port_tx_bytes
 
 
 def test_all_hosts_reach_all_hosts(k4):
@@ -34,10 +34,7 @@ def test_tcp_across_pods_reaches_80_percent_and_no_more_than_the_link(k4):
 
 
 def _uplink_tx(switch: str, ports=(3, 4)) -> dict[int, int]:
-    out = ofctl("dump-ports", switch)
-    tx = {}
-    for m in re.finditer(r"port\s+(\d+): rx pkts=\d+, bytes=\d+.*?\n\s+tx pkts=\d+, bytes=(\d+)", out, re.S):
-        tx[int(m.group(1))] = int(m.group(2))
+    tx = port_tx_bytes(switch)
     return {p: tx[p] for p in ports}
 
 

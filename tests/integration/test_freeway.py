@@ -7,7 +7,7 @@ import time
 
 from ryu_apps import handshake as hs
 from ryu_apps.partition import Partition
-from topology.builder import ofctl
+from topology.builder import ofctl, port_tx_bytes
 
 PY = sys.executable
 
@@ -58,9 +58,7 @@ def test_elephant_entries_carry_the_transfer_and_expire(k4_freeway):
 
 
 def _tx(switch):
-    out = ofctl("dump-ports", switch)
-    return {int(m.group(1)): int(m.group(2)) for m in
-            re.finditer(r"port\s+(\d+): rx pkts=\d+, bytes=\d+.*?\n\s+tx pkts=\d+, bytes=(\d+)", out, re.S)}
+    return port_tx_bytes(switch)
 
 
 def test_mice_cross_only_lol_links(k4_freeway):

@@ -357,11 +357,11 @@ def reroute(trials: int, size: int, modes: list[str], out: Path) -> dict:
             for mode in modes:
                 res, _ = scenario(mode, test_no)
                 flows = {k: v for k, v in res.items() if k.startswith("F")}
-                tests[test_no][mode] = {"flows": flows, "reroutes": res["_reroutes"]}
-                main = [v for v in flows.values() if not v["background"]]
+                agg = collisions.aggregate_mbps(flows)
+                tests[test_no][mode] = {"flows": flows, "reroutes": res["_reroutes"], "aggregate_mbps": round(agg, 3)}
                 print(f"[bench reroute] test {test_no} ({kind}) {mode}: " + ", ".join(
                     f"{k} {v['goodput_mbps']:.2f} Mbit/s / {v['fct_s'] or 0:.1f} s" for k, v in flows.items())
-                    + f"; aggregate {sum(v['goodput_mbps'] for v in main):.2f} Mbit/s", flush=True)
+                    + f"; together {agg:.2f} Mbit/s (bytes / time to the last finish)", flush=True)
     finally:
         fn.stop()
         boot.stop()

@@ -99,9 +99,22 @@ def run(fn, flows: list[CFlow], size_bytes: int, timeout: float = 120) -> dict[s
         try:
             end = json.loads(raw)["end"]
             out[f.name] = {"goodput_mbps": end["sum_received"]["bits_per_second"] / 1e6,
+                           "bytes": end["sum_received"]["bytes"],
                            "fct_s": end["sum_received"]["seconds"], "background": f.rate_mbps is not None}
         except (ValueError, KeyError):
-            out[f.name] = {"goodput_mbps": 0.0, "fct_s": None, "error": raw.strip()[-200:],
+            out[f.name] = {"goodput_mbps": 0.0, "bytes": 0, "fct_s": None, "error": raw.strip()[-200:],
                            "background": f.rate_mbps is not None}
     out["_start_wall"] = t0
     return out
+
+
+def aggregate_mbps(res: dict[str, dict]) -> float:
+    """What the colliding flows moved together: their bytes over the time until the last one finished.
+
+    Summing per-flow average rates would overstate it: a flow that finishes early hands its share to
+    the others, so three flows through one 10 Mbit/s link can "sum" to more than 10 Mbit/s.
+    """
+    main = [v for k, v in res.items() if k.startswith("F") and not v["background"]]
+    if not main or any(v["fct_s"] is None for v in main):
+        return 0.0
+    return sum(v["bytes"] for v in main) * 8 / max(v["fct_s"] for v in main) / 1e6

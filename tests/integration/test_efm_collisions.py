@@ -43,15 +43,14 @@ def _run(fabric_and_ports, mode, test_no, connected=20):
 def test_efm_moves_a_colliding_elephant_and_beats_ecmp(fabric_and_ports, test_no):
     ecmp, moves0, _ = _run(fabric_and_ports, "ecmp", test_no)
     efm, moves, log = _run(fabric_and_ports, "efm-biggest", test_no)
-    agg = {name: sum(v["goodput_mbps"] for k, v in r.items() if k.startswith("F")) for name, r in
-           (("ecmp", ecmp), ("efm", efm))}
+    agg = {"ecmp": collisions.aggregate_mbps(ecmp), "efm": collisions.aggregate_mbps(efm)}
     assert moves0 == []
     assert moves, log[-3000:]
     hot = "a0_0>c1" if test_no == 1 else "c1>a2_0"
     assert moves[0]["link"] == hot
     assert moves[0]["wall"] - efm["_start_wall"] < 6.0  # within a few 1 s sampling periods
-    assert agg["ecmp"] < 11.0  # three flows squeezed through one 10 Mbit/s link
-    assert agg["efm"] > 1.3 * agg["ecmp"], (agg, ecmp, efm)
+    assert 0 < agg["ecmp"] < 10.5, (agg, ecmp)  # three flows squeezed through one 10 Mbit/s link
+    assert agg["efm"] > 1.25 * agg["ecmp"], (agg, ecmp, efm)  # seen: 13.8-23.1 against 9.5-9.55
 
 
 def test_a_reroute_through_a_missing_switch_is_rolled_back(fabric_and_ports):

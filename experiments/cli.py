@@ -177,7 +177,8 @@ def cmd_experiment(args) -> int:
 
     try:
         r = run_experiment(args.scenario, args.modes.split(","), args.duration, args.seed, Path(args.out), args.k,
-                           args.mice_load, args.distribution, args.mice_boundary, not args.no_references)
+                           args.mice_load, args.distribution, args.mice_boundary, not args.no_references,
+                           link_mbps=args.link_mbps)
     except (ExperimentError, WorkloadError) as e:
         print(f"freeway experiment: error: {e}", file=sys.stderr)
         return 2
@@ -269,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--duration", type=float, default=30.0, help="seconds of traffic per mode (30)")
     x.add_argument("--seed", type=int, default=1, help="workload seed (1)")
     x.add_argument("--k", type=int, default=4, help="fat-tree arity (4; 8 when asked)")
+    x.add_argument("--link-mbps", type=float, default=10.0, help="link rate in Mbit/s (10)")
     x.add_argument("--mice-load", type=float, default=0.1, help="mice load per host, fraction of its link (0.1)")
     x.add_argument("--distribution", default="websearch", help="mice sizes: websearch or datamining")
     x.add_argument("--mice-boundary", type=float, default=100_000, help="largest mouse in bytes (100000)")

@@ -116,3 +116,43 @@ class ControllerProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class SwitchCpu:
+    """How busy Open vSwitch's main thread was between two readings.
+
+    On the userspace datapath, packets from system (veth) ports are forwarded by
+    ovs-vswitchd's main thread alone, for every bridge of the fabric. When that
+    thread is near 100%, packets wait in the emulator itself and every FCT
+    includes that wait, whatever the scheme: the run measures the machine, not
+    the network. Experiments record this and warn about it.
+    """
+
+    def __init__(self, pid: int | None = None):
+        self.pid = pid or self._find()
+        self.t0 = time.monotonic()
+        self.c0 = self._ticks()
+
+    @staticmethod
+    def _find() -> int | None:
+        r = subprocess.run(["pgrep", "-x", "ovs-vswitchd"], capture_output=True, text=True)
+        pids = r.stdout.split()
+        return int(pids[0]) if pids else None
+
+    def _ticks(self) -> float | None:
+        if self.pid is None:
+            return None
+        try:
+            fields = Path(f"/proc/{self.pid}/task/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+    def busy(self) -> float | None:
+        """Fraction of wall time the main thread spent on a CPU since the last call (or creation)."""
+        c, t = self._ticks(), time.monotonic()
+        if c is None or self.c0 is None or t <= self.t0:
+            return None
+        frac = (c - self.c0) / (t - self.t0)
+        self.c0, self.t0 = c, t
+        return round(frac, 3)

@@ -1,9 +1,14 @@
 """Request/response TCP flows for mice: a server and a client that time every flow.
 
-Server: for each connection, read an 8-byte size, send that many bytes, close.
+Server: for each connection, read an 8-byte size, send that many bytes; then
+wait for the client's one-byte "done", and answer with the number of
+retransmission timeouts its side of the connection took (2 bytes).
 Client: open a new connection per flow (a fresh 5-tuple), ask for ``size``
-bytes, read them all, and print one JSON line per flow: size, start (wall
-clock), fct_s, and the local port. Runs on Mininet hosts with the project's
+bytes, read them all (that is the flow's completion time), then collect the
+server's timeout count, and print one JSON line per flow: size, start (wall
+clock), fct_s, the local port, and ``rto``: the timeouts both ends took
+(SYN, request and response), from the kernel's TCP_INFO ``tcpi_total_rto``
+(Linux 6.7 and later; null on older kernels). Runs on Mininet hosts with the project's
 Python: ``python -m experiments.rr server --port 7000``.
 """
 
@@ -18,6 +23,19 @@ import threading
 import time
 
 CHUNK = 65536
+_TOTAL_RTO_AT = 240  # offset of __u16 tcpi_total_rto in struct tcp_info (include/uapi/linux/tcp.h, Linux >= 6.7)
+
+
+def total_rto(sock: socket.socket) -> int | None:
+    """Retransmission timeouts this connection has taken so far (SYN/SYN-ACK included), or None when the
+    kernel does not report them."""
+    try:
+        info = sock.getsockopt(socket.SOL_TCP, socket.TCP_INFO, 256)
+    except OSError:
+        return None
+    if len(info) < _TOTAL_RTO_AT + 2:
+        return None
+    return struct.unpack_from("=H", info, _TOTAL_RTO_AT)[0]
 
 
 def serve(port: int, once: bool = False) -> None:
@@ -41,6 +59,10 @@ def serve(port: int, once: bool = False) -> None:
                 while n > 0:
                     sent = conn.send(zeros[: min(n, CHUNK)])
                     n -= sent
+                conn.settimeout(30)
+                if conn.recv(1):  # the client has everything: our timeouts are final
+                    rto = total_rto(conn)
+                    conn.sendall(struct.pack("!H", 0xFFFF if rto is None else min(rto, 0xFFFE)))
             except OSError:
                 pass
 
@@ -83,9 +105,29 @@ def fetch(host: str, port: int, size: int, timeout: float = 30.0) -> dict:
             if not part:
                 break
             got += len(part)
+        fct = time.time() - t0
+        rto = _both_rto(s) if got == size else total_rto(s)
     finally:
         s.close()
-    return {"size": size, "got": got, "start": t0, "fct_s": time.time() - t0, "sport": lport, "ok": got == size}
+    return {"size": size, "got": got, "start": t0, "fct_s": fct, "sport": lport, "ok": got == size, "rto": rto}
+
+
+def _both_rto(s: socket.socket) -> int | None:
+    """Our timeouts plus the server's (it answers our "done" byte with its count)."""
+    mine = total_rto(s)
+    try:
+        s.settimeout(10)
+        s.sendall(b"\x01")
+        buf = b""
+        while len(buf) < 2:
+            part = s.recv(2 - len(buf))
+            if not part:
+                return None
+            buf += part
+    except OSError:
+        return None
+    (theirs,) = struct.unpack("!H", buf)
+    return None if mine is None or theirs == 0xFFFF else mine + theirs
 
 
 def run_schedule(schedule: list, port: int) -> int:

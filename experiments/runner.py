@@ -24,12 +24,13 @@ from topology.builder import FabricNet
 from topology.fabric import Fabric, fattree, leafspine
 
 from . import stats
-from .procs import ControllerProcess
+from .procs import ControllerProcess, SwitchCpu
 from .workload import SizeCDF, poisson_schedule
 
 MODES = ("ecmp", "hedera", "efm-biggest", "efm-smallest", "freeway", "ecmp+isolation", "freeway+isolation")
 SCENARIOS = ("mixed",)
 RR_PORT = 7100
+SWITCH_CPU_LIMIT = 0.8  # above this, the emulator itself queues packets (see procs.SwitchCpu)
 
 
 class ExperimentError(ValueError):
@@ -130,9 +131,13 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
                 fn.host(h.name).cmd(f"{py} -m experiments.rr schedule --file {sched} --port {RR_PORT} "
                                     f"> {d / ('mice-' + h.name + '.out')} 2>&1 &")
         t0 = time.time()
+        whole, step, cpu = SwitchCpu(), SwitchCpu(), []
         while time.time() - t0 < wl.duration:
             time.sleep(min(5.0, wl.duration - (time.time() - t0) + 0.01))
-            print(f"[{label}] {time.time() - t0:4.0f}/{wl.duration:.0f} s", flush=True)
+            cpu.append(step.busy())
+            busy = "" if cpu[-1] is None else f", switch main thread {cpu[-1]:.0%} busy"
+            print(f"[{label}] {time.time() - t0:4.0f}/{wl.duration:.0f} s{busy}", flush=True)
+        switch_cpu = {"mean": whole.busy(), "max": max((c for c in cpu if c is not None), default=None)}
         elephants = []
         deadline = time.time() + 20
         for i, s, t in els:
@@ -160,7 +165,7 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
         core_drops = {k: v - core_drops0.get(k, 0) for k, v in _core_drops(fabric).items()}
         events = ctl.events()
     return {"label": label, "mode": mode, "mice": mice, "elephants": elephants, "core_drops": core_drops,
-            "events": events, "seconds": round(time.time() - t_run, 1)}
+            "events": events, "switch_cpu": switch_cpu, "seconds": round(time.time() - t_run, 1)}
 
 
 def _iperf_result(i, s, t, raw: str) -> dict:
@@ -219,24 +224,27 @@ def analyse(run: dict, fabric: Fabric) -> dict:
         "link_utilisation": {k: {"n": len(v), "p50": stats.percentile(v, 50), "p90": stats.percentile(v, 90)}
                              for k, v in util.items()},
         "core_drops": sum(run["core_drops"].values()),
+        "switch_cpu": run.get("switch_cpu"),
         "_util": util, "_lol_series": lol_series,
     }
 
 
 def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, out: Path, k: int = 4,
                    mice_load: float = 0.1, dist: str = "websearch", boundary: float = 100_000,
-                   references: bool = True) -> dict:
+                   references: bool = True, link_mbps: float = 10.0) -> dict:
     if scenario not in SCENARIOS:
         raise ExperimentError(f"scenario: unknown {scenario!r} (known: {', '.join(SCENARIOS)})")
     for m in modes:
         _mode_parts(m)
     if duration < 5:
         raise ExperimentError("--duration: at least 5 seconds")
+    if not 0.5 <= link_mbps <= 1000:
+        raise ExperimentError(f"--link-mbps: must be between 0.5 and 1000, got {link_mbps}")
     out.mkdir(parents=True, exist_ok=True)
-    fabric = fattree(k, 10)
+    fabric = fattree(k, link_mbps)
     wl = mixed_workload(fabric, duration, seed, mice_load, dist, boundary)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    config = {"scenario": scenario, "k": k, "modes": modes, "duration_s": duration, "seed": seed,
+    config = {"scenario": scenario, "k": k, "link_mbps": link_mbps, "modes": modes, "duration_s": duration, "seed": seed,
               "mice_load": mice_load, "distribution": dist, "mice_boundary_bytes": boundary,
               "elephants": wl.elephants, "mice_flows": sum(len(v) for v in wl.mice.values())}
     print(f"[experiment] {scenario} on k={k}: {len(wl.elephants)} elephants, {config['mice_flows']} mice "
@@ -269,7 +277,8 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
     from .plots import plot_all
 
     plots = plot_all(out, results, runs)
-    stats.write_json(out / "results.json", {"config": config, "results": public, "table": table, "plots": plots})
+    stats.write_json(out / "results.json", {"config": config, "results": public, "table": table, "plots": plots,
+                                            "warnings": cpu_warnings(results)})
     return {"config": config, "results": results, "table": table, "plots": plots}
 
 
@@ -288,7 +297,8 @@ def comparison(results: dict, modes: list[str], references: bool) -> list[dict]:
         p99, agg = r["mice"]["all"]["p99"], r["elephants"]["aggregate_mbps"]
         rows.append({
             "mode": m, "mice_p50_ms": _r(r["mice"]["all"]["p50"], 1e3), "mice_p99_ms": _r(p99, 1e3),
-            "mice_over_200ms": r["mice"]["over_rto"], "elephant_mbps": round(agg, 2),
+            "mice_with_rto": r["mice"].get("with_rto"), "mice_over_200ms": r["mice"]["over_200ms"],
+            "switch_cpu": (r.get("switch_cpu") or {}).get("mean"), "elephant_mbps": round(agg, 2),
             "p99_vs_floor": _div(p99, floor), "goodput_vs_ceiling": _div(agg, ceiling),
             "p99_vs_ecmp": _div(p99, ecmp["mice"]["all"]["p99"]) if ecmp else None,
             "goodput_vs_ecmp": _div(agg, ecmp["elephants"]["aggregate_mbps"]) if ecmp else None,
@@ -312,13 +322,29 @@ def print_table(table: list[dict], results: dict) -> None:
         print(f"floor (mice alone): p50 {_ms(floor.get('p50'))}, p99 {_ms(floor.get('p99'))}")
     if ceil:
         print(f"ceiling (non-blocking switch): elephants {ceil.get('aggregate_mbps', 0):.2f} Mbit/s")
-    head = f"{'mode':<18} {'mice p50':>9} {'mice p99':>9} {'>200ms':>7} {'eleph Mb/s':>10} " \
-           f"{'p99/floor':>9} {'gput/ceil':>9} {'p99/ECMP':>9} {'gput/ECMP':>9} {'core drops':>10}"
+    head = f"{'mode':<18} {'mice p50':>9} {'mice p99':>9} {'RTO':>5} {'>200ms':>7} {'eleph Mb/s':>10} " \
+           f"{'p99/floor':>9} {'gput/ceil':>9} {'p99/ECMP':>9} {'gput/ECMP':>9} {'core drops':>10} {'OVS busy':>8}"
     print(head)
     for r in table:
-        print(f"{r['mode']:<18} {_f(r['mice_p50_ms']):>9} {_f(r['mice_p99_ms']):>9} {r['mice_over_200ms']:>7} "
+        busy = "-" if r.get("switch_cpu") is None else f"{r['switch_cpu']:.0%}"
+        rto = "-" if r.get("mice_with_rto") is None else str(r["mice_with_rto"])
+        print(f"{r['mode']:<18} {_f(r['mice_p50_ms']):>9} {_f(r['mice_p99_ms']):>9} {rto:>5} {r['mice_over_200ms']:>7} "
               f"{r['elephant_mbps']:>10.2f} {_f(r['p99_vs_floor']):>9} {_f(r['goodput_vs_ceiling']):>9} "
-              f"{_f(r['p99_vs_ecmp']):>9} {_f(r['goodput_vs_ecmp']):>9} {r['core_drops']:>10}")
+              f"{_f(r['p99_vs_ecmp']):>9} {_f(r['goodput_vs_ecmp']):>9} {r['core_drops']:>10} {busy:>8}")
+    for w in cpu_warnings(results):
+        print(w)
+
+
+def cpu_warnings(results: dict, limit: float = SWITCH_CPU_LIMIT) -> list[str]:
+    """Runs during which Open vSwitch's forwarding thread was nearly always busy."""
+    out = []
+    for label, r in results.items():
+        c = (r.get("switch_cpu") or {}).get("mean")
+        if c is not None and c >= limit:
+            out.append(f"warning: {label}: the Open vSwitch main thread, which forwards every packet of the "
+                       f"emulated fabric, was {c:.0%} busy; packets also queued inside the emulator, so this "
+                       f"run's FCTs and goodput include the machine's limit, not only the network's")
+    return out
 
 
 def _f(x):

@@ -27,10 +27,15 @@ def summary(xs: list[float]) -> dict:
 
 
 def fct_summary(flows: list[dict], rto_s: float = 0.2) -> dict:
-    """FCT statistics of mice overall and by size bucket; flows over ``rto_s`` (Linux's minimum RTO)."""
+    """FCT statistics of mice overall and by size bucket; flows that took at least one retransmission
+    timeout (counted by the kernel; None when it does not count them), and flows slower than ``rto_s``
+    (Linux's minimum RTO)."""
     done = [f for f in flows if f.get("ok")]
+    counted = [f for f in done if f.get("rto") is not None]
     out = {"all": summary([f["fct_s"] for f in done]), "failed": len(flows) - len(done),
-           "over_rto": sum(1 for f in done if f["fct_s"] >= rto_s)}
+           "with_rto": sum(1 for f in counted if f["rto"] > 0) if counted else None,
+           "rto_total": sum(f["rto"] for f in counted) if counted else None,
+           "over_200ms": sum(1 for f in done if f["fct_s"] >= rto_s)}
     for lo, hi, name in BUCKETS:
         sel = [f["fct_s"] for f in done if lo <= f["size"] < hi]
         if sel:

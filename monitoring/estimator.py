@@ -14,7 +14,10 @@ sFlow-RT already computed) and ``now``; returns events. No sockets, no clock.
   window), and the flow's rate is the mean over the points that saw it, which
   averages out sampling noise along the path.
 - A flow is an elephant once its rate passes ``elephant_fraction`` of its
-  access link rate (with at least ``min_samples`` samples), and stops being
+  access link rate (with at least ``min_samples`` samples) and it has sent
+  ``elephant_min_bytes`` (Hedera's rate test plus DevoFlow's size test: a
+  100 KB mouse at line rate passes 10% of the link for the tenth of a second
+  it lasts, and must not be taken for an elephant), and stops being
   one after staying under for ``hold_s`` or going unsampled for ``idle_s``.
 """
 
@@ -41,6 +44,7 @@ class MonitorConfig:
     window_s: float = 2.0  # sliding window for flow rates
     min_span_s: float = 0.5  # a young flow's rate is bytes over at least this long
     min_samples: int = 3  # samples needed before a flow can be called an elephant
+    elephant_min_bytes: float = 250_000  # ... and bytes it must have sent (estimated); 0: no such bar
     hold_s: float = 2.0  # an elephant ends after this long under the threshold
     idle_s: float = 3.0  # ... or this long without samples
     ewma_alpha: float = 0.5  # weight of the newest occupancy measurement
@@ -48,7 +52,7 @@ class MonitorConfig:
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or (v == 0 and f.name != "elephant_min_bytes"):
                 raise MonitorConfigError(f"{f.name}: must be a positive number, got {v!r}")
         if self.elephant_fraction >= 1:
             raise MonitorConfigError(f"elephant_fraction: must be below 1, got {self.elephant_fraction}")
@@ -62,6 +66,7 @@ class MonitorConfig:
 class _Point:
     first: float
     samples: deque = field(default_factory=deque)  # (time, bytes)
+    total: float = 0.0  # bytes estimated since the point first saw the flow
 
 
 @dataclass
@@ -166,6 +171,7 @@ class Estimator:
             if pt is None:
                 pt = st.points[where] = _Point(now)
             pt.samples.append((now, pkt.frame_length * sample.sampling_rate))
+            pt.total += pkt.frame_length * sample.sampling_rate
             st.last_seen = now
 
     def observe_flow_rate(self, now: float, flow: FiveTuple, bps: float) -> None:
@@ -205,7 +211,7 @@ class Estimator:
             threshold = self.cfg.elephant_fraction * self.access_rate_bps(flow)
             idle = now - st.last_seen > self.cfg.idle_s
             if st.elephant_since is None:
-                if not idle and rate > threshold and n >= self.cfg.min_samples:
+                if not idle and rate > threshold and n >= self.cfg.min_samples and self._big_enough(st):
                     st.elephant_since, st.below_since = now, None
                     sw, port = self.ingress(st)
                     events.append(ElephantStart(now, flow, rate, sw, port))
@@ -223,6 +229,13 @@ class Estimator:
             else:
                 st.below_since = None
         return events
+
+    def _big_enough(self, st: FlowState) -> bool:
+        """Has the flow sent ``elephant_min_bytes``? Each observation point estimates the flow's bytes
+        on its own; their mean is the estimate. A backend that measures rates itself is trusted."""
+        if st.external_rate is not None or not st.points:
+            return st.external_rate is not None
+        return sum(p.total for p in st.points.values()) / len(st.points) >= self.cfg.elephant_min_bytes
 
     def ingress(self, st: FlowState) -> tuple[str, int]:
         """Where the flow enters the fabric: its source host's ToR port, else the first point that saw it."""

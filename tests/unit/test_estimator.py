@@ -78,7 +78,7 @@ def test_elephant_detected_fast_with_rate_close_to_truth():
     starts = [ev for ev in events if isinstance(ev, ElephantStart)]
     assert len(starts) == 1
     s = starts[0]
-    assert s.time < 0.5 and (s.switch, s.port) == ("e0_0", 1)
+    assert s.time < 0.9 and (s.switch, s.port) == ("e0_0", 1)  # 250 KB at 3 Mbit/s take 0.67 s
     assert e.elephants()[FLOW] == pytest.approx(3e6, rel=0.25)
 
 
@@ -91,6 +91,16 @@ def test_mouse_is_not_an_elephant():
             if rng.random() < 0.1:
                 e.on_flow_sample(0.001 * i, _sample(p))
     assert [ev for t in range(0, 40) for ev in e.tick(t * 0.1)] == []
+
+
+def test_a_fast_100kb_mouse_is_not_an_elephant_unless_the_size_bar_is_off():
+    """A 100 KB response at line rate passes 10% of the link for the 80 ms it lasts; only the size bar
+    (elephant_min_bytes) keeps it a mouse."""
+    for min_bytes, want in ((250_000, 0), (0, 1)):
+        e = _est(elephant_min_bytes=min_bytes)
+        events = _feed(e, 0.0, 0.08, 10.0)
+        events += [ev for t in range(1, 40) for ev in e.tick(0.08 + t * 0.1)]
+        assert sum(isinstance(ev, ElephantStart) for ev in events) == want, (min_bytes, events)
 
 
 def test_below_threshold_flow_is_not_an_elephant():

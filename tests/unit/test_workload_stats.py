@@ -54,7 +54,11 @@ def test_percentiles_and_fct_summary():
     flows = [{"ok": True, "size": 5000, "fct_s": 0.01}, {"ok": True, "size": 50_000, "fct_s": 0.3},
              {"ok": True, "size": 20_000, "fct_s": 0.02}, {"ok": False, "size": 1000}]
     s = stats.fct_summary(flows)
-    assert s["failed"] == 1 and s["over_rto"] == 1 and s["all"]["n"] == 3
+    assert s["failed"] == 1 and s["over_200ms"] == 1 and s["all"]["n"] == 3
+    assert s["with_rto"] is None and s["rto_total"] is None  # no counts from the kernel: unknown, not zero
+    flows[0]["rto"], flows[1]["rto"], flows[2]["rto"] = 0, 2, 0
+    s = stats.fct_summary(flows)
+    assert s["with_rto"] == 1 and s["rto_total"] == 2
     assert s["<10KB"]["n"] == 1 and s["10-100KB"]["p99"] == 0.3
     assert s["all"]["mean"] == pytest.approx(0.11)
 

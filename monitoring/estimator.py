@@ -32,6 +32,7 @@ from .events import ElephantEnd, ElephantStart, LinkLoad
 from .sflow import CounterSample, FiveTuple, FlowSample
 
 UNKNOWN_IF = 0x3FFFFFFF
+UNKNOWN_COUNTER = 2**64 - 1  # sFlow v5: a counter the agent cannot read is sent as all ones
 
 
 class MonitorConfigError(ValueError):
@@ -96,7 +97,8 @@ class Estimator:
         self.link_bps: dict[tuple[str, str], float] = {}  # latest raw measurement
         self.link_time: dict[tuple[str, str], float] = {}  # when it was taken
         self._counters: dict[tuple[tuple[str, str], str], _Counter] = {}
-        self.stats = {"flow_samples": 0, "counter_samples": 0, "unmapped_ifindex": 0, "packets_without_ip": 0}
+        self.stats = {"flow_samples": 0, "counter_samples": 0, "unmapped_ifindex": 0, "packets_without_ip": 0,
+                      "unknown_counter": 0}
 
     # ----- mapping -----------------------------------------------------
     def set_ifmap(self, ifmap: dict[int, tuple[str, int]]) -> None:
@@ -135,6 +137,9 @@ class Estimator:
         return events
 
     def _counter_delta(self, now: float, link: tuple[str, str], side: str, octets: int) -> LinkLoad | None:
+        if octets >= UNKNOWN_COUNTER:
+            self.stats["unknown_counter"] += 1
+            return None  # sFlow's "unknown" (all ones): neither a measurement nor a new baseline
         key = (link, side)
         prev = self._counters.get(key)
         self._counters[key] = _Counter(now, octets)

@@ -55,6 +55,17 @@ def test_counter_reset_and_unmapped_are_ignored():
     assert e.stats["unmapped_ifindex"] == 1
 
 
+def test_an_unknown_counter_is_neither_a_measurement_nor_a_baseline():
+    """Open vSwitch sometimes sends a port's octets as all ones (sFlow's "unknown"); taken at face value
+    the next delta was a link at 7e12 times its capacity (seen in the mixed experiment's plots)."""
+    e = _est()
+    e.on_counters(0.0, _ifc(102, 0, 10_000))
+    assert e.on_counters(1.0, _ifc(102, 0, 2**64 - 1)) == []
+    ev = e.on_counters(2.0, _ifc(102, 0, 10_000 + 250_000))
+    assert [round(x.bps) for x in ev if hasattr(x, "bps")] == [1_000_000]  # over the 2 s since the last real one
+    assert e.stats["unknown_counter"] == 1
+
+
 def _feed(e, t0, t1, mbps, points=(101, 102, 201, 301), seed=1, flow=FLOW, frame=1500, rate=10):
     """Feed samples of a flow at ``mbps`` between t0 and t1 (1-in-``rate`` sampling), ticking every 50 ms."""
     rng = random.Random(seed)

@@ -24,6 +24,17 @@ def test_link_rate_is_ovs_qos_on_every_switch_port(k4):
     qos = subprocess.run(["ovs-vsctl", "--bare", "--columns=type,other_config", "find", "qos",
                           "external-ids:freeway=1"], capture_output=True, text=True, check=True).stdout
     assert qos.count("linux-htb") == 80 and qos.count("max-rate=10000000") == 80
+    limits = {r[0]: subprocess.run(["tc", "qdisc", "show", "dev", r[0]], capture_output=True, text=True).stdout
+              for r in switch_ports}
+    assert all("pfifo 10: parent 1:1 limit 100p" in v for v in limits.values()), limits
+
+
+def test_ovs_can_queue_more_than_the_linux_default_send_buffer():
+    """One packet socket sends for every port; at Linux's default 208 KB it would cap the whole fabric's
+    queues at about 90 packets and drop the rest uncounted (see topology/builder.py)."""
+    from topology.builder import SEND_BUFFER_MIN, send_buffer_bytes
+
+    assert send_buffer_bytes() >= SEND_BUFFER_MIN
 
 
 def test_tcp_across_pods_reaches_80_percent_and_no_more_than_the_link(k4):

@@ -82,3 +82,10 @@ def test_config_errors():
         iso.IsolationConfig(mice_dscp=70)
     with pytest.raises(iso.IsolationConfigError, match="elephant_min_share"):
         iso.IsolationConfig(elephant_min_share=1.0)
+
+
+def test_ports_without_isolation_get_the_same_buffer_as_both_queues():
+    from topology.builder import PORT_QUEUE_PKTS
+
+    cfg = iso.IsolationConfig()
+    assert cfg.mice_queue_len + cfg.elephant_queue_len == PORT_QUEUE_PKTS

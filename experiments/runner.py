@@ -91,6 +91,8 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
     hm = host_map or {}
     d = out / label
     d.mkdir(parents=True, exist_ok=True)
+    for old in ("events.jsonl", "controller.log"):  # the controller appends: a rerun into the same --out
+        (d / old).unlink(missing_ok=True)  # must not analyse an earlier run's events
     fabric.save(d / "fabric.json")
     extra = ["--isolation", "on"] if iso else []
     t_run = time.time()

@@ -172,16 +172,30 @@ def cmd_bench(args) -> int:
 def cmd_experiment(args) -> int:
     from pathlib import Path
 
+    from experiments import scenarios
     from experiments.runner import ExperimentError, print_table, run_experiment
     from experiments.workload import WorkloadError
 
+    modes = [m for m in (args.modes or scenarios.DEFAULT_MODES[args.scenario]).split(",") if m]
     try:
-        r = run_experiment(args.scenario, args.modes.split(","), args.duration, args.seed, Path(args.out), args.k,
-                           args.mice_load, args.distribution, args.mice_boundary, not args.no_references,
-                           link_mbps=args.link_mbps)
-    except (ExperimentError, WorkloadError) as e:
+        if args.scenario == "efm-collisions":
+            r = scenarios.run_efm_collisions(modes, args.flow_bytes, Path(args.out))
+            scenarios.print_collisions(r["table"])
+        elif args.scenario == "many-to-one":
+            if args.duration < 5:
+                raise ExperimentError("--duration: at least 5 seconds")
+            r = scenarios.run_many_to_one(modes, args.duration, Path(args.out))
+            scenarios.print_many_to_one(r["table"])
+        else:
+            r = run_experiment(args.scenario, modes, args.duration, args.seed, Path(args.out), args.k,
+                               args.mice_load, args.distribution, args.mice_boundary, not args.no_references,
+                               link_mbps=args.link_mbps)
+    except (ExperimentError, WorkloadError, scenarios.ScenarioError) as e:
         print(f"freeway experiment: error: {e}", file=sys.stderr)
         return 2
+    if args.scenario != "mixed":
+        print(f"results in {args.out}/results.json, plot: " + ", ".join(f"{args.out}/{p}" for p in r["plots"]))
+        return 0
     print_table(r["table"], r["results"])
     print(f"results in {args.out}/results.json, flows in {args.out}/flows.csv, plots: "
           + ", ".join(f"{args.out}/{p}" for p in r["plots"]))
@@ -264,10 +278,17 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_demo)
 
     x = sub.add_parser("experiment", help="run a scenario under several modes; results, CSV and plots")
-    x.add_argument("scenario", choices=["mixed"], help="workload (mixed: elephants and mice on a fat-tree)")
-    x.add_argument("--modes", default="ecmp,hedera,efm-biggest,freeway,freeway+isolation",
-                   help="comma-separated: ecmp, hedera, efm-biggest, efm-smallest, freeway, with +isolation")
-    x.add_argument("--duration", type=float, default=30.0, help="seconds of traffic per mode (30)")
+    x.add_argument("scenario", choices=["mixed", "efm-collisions", "many-to-one"],
+                   help="mixed: elephants and mice on a fat-tree; efm-collisions: the EFM paper's four tests; "
+                        "many-to-one: the isolation paper's incast on a leaf-spine")
+    x.add_argument("--modes", default=None,
+                   help="comma-separated: ecmp, hedera, efm-biggest, efm-smallest, freeway, with +isolation "
+                        "(mixed: ecmp,hedera,efm-biggest,freeway,freeway+isolation; efm-collisions: "
+                        "ecmp,hedera,efm-biggest,efm-smallest; many-to-one: ecmp,ecmp+isolation)")
+    x.add_argument("--flow-bytes", type=int, default=6_000_000,
+                   help="efm-collisions: bytes per colliding flow (6000000)")
+    x.add_argument("--duration", type=float, default=30.0,
+                   help="seconds of traffic per mode (30; many-to-one: per run)")
     x.add_argument("--seed", type=int, default=1, help="workload seed (1)")
     x.add_argument("--k", type=int, default=4, help="fat-tree arity (4; 8 when asked)")
     x.add_argument("--link-mbps", type=float, default=10.0, help="link rate in Mbit/s (10)")

@@ -28,3 +28,37 @@ def test_mixed_smoke(tmp_path):
     for p in ("fct_cdf.png", "elephants.png", "utilisation_cdf.png", "lol_paths.png"):
         assert (tmp_path / p).stat().st_size > 10_000, p
     assert r["plots"]
+
+
+def _freeway(*args):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = Path(sys.executable).with_name("freeway")
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=600)
+
+
+def test_efm_collisions_scenario_smoke(tmp_path):
+    """The EFM paper's four tests as a scenario, short (ECMP, 1 MB flows): every test ran, every flow
+    finished, the table and the plot were written."""
+    r = _freeway("experiment", "efm-collisions", "--modes", "ecmp", "--flow-bytes", "1000000", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert sorted(int(t) for t in res["tests"]) == [1, 2, 3, 4]
+    assert [row["test"] for row in res["table"]] == [1, 2, 3, 4]
+    for row in res["table"]:
+        assert row["fct_mean_s"] and 0 < row["aggregate_mbps"] <= 10.5, row  # the three flows share one link
+    assert "upstream" in r.stdout and (tmp_path / "collisions.png").stat().st_size > 10_000
+
+
+def test_many_to_one_scenario_smoke(tmp_path):
+    r = _freeway("experiment", "many-to-one", "--duration", "5", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert set(res["runs"]) == {"mice-only", "elephants-only", "isolation-off", "isolation-on"}
+    for name, run in res["runs"].items():
+        if name != "elephants-only":
+            assert run["mice"] >= 25 and 0 < run["mice_p50_ms"] <= run["mice_p99_ms"], (name, run)
+    assert res["runs"]["elephants-only"]["bottleneck_utilisation"] > 0.5
+    assert (tmp_path / "many_to_one.png").stat().st_size > 10_000

@@ -361,7 +361,7 @@ def reroute(trials: int, size: int, modes: list[str], out: Path) -> dict:
                 tests[test_no][mode] = {"flows": flows, "reroutes": res["_reroutes"], "aggregate_mbps": round(agg, 3)}
                 print(f"[bench reroute] test {test_no} ({kind}) {mode}: " + ", ".join(
                     f"{k} {v['goodput_mbps']:.2f} Mbit/s / {v['fct_s'] or 0:.1f} s" for k, v in flows.items())
-                    + f"; together {agg:.2f} Mbit/s (bytes / time to the last finish)", flush=True)
+                    + f"; together {agg:.2f} Mbit/s (bytes / longest FCT)", flush=True)
     finally:
         fn.stop()
         boot.stop()

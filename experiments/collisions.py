@@ -109,7 +109,8 @@ def run(fn, flows: list[CFlow], size_bytes: int, timeout: float = 120) -> dict[s
 
 
 def aggregate_mbps(res: dict[str, dict]) -> float:
-    """What the colliding flows moved together: their bytes over the time until the last one finished.
+    """What the colliding flows moved together: their bytes over the longest of their completion times
+    (each iperf3 receiver's own duration, so start-up is left out: with short flows this reads high).
 
     Summing per-flow average rates would overstate it: a flow that finishes early hands its share to
     the others, so three flows through one 10 Mbit/s link can "sum" to more than 10 Mbit/s.

@@ -3,7 +3,7 @@
 - ``efm-collisions``: the EFM paper's four collision tests on a 10 Mbit/s k=4
   fat-tree (``experiments/collisions.py``), each under every mode, ECMP first:
   per test and mode the colliding flows' mean FCT, their aggregate (bytes over
-  the time until the last one finished), and the gains against ECMP.
+  the longest of their completion times), and the gains against ECMP.
 - ``many-to-one``: the isolation paper's many-to-one case on a leaf-spine:
   elephants from several hosts and a stream of 10 KB mice into one host,
   with isolation off and on, plus mice alone and elephants alone.

@@ -48,7 +48,9 @@ def test_efm_collisions_scenario_smoke(tmp_path):
     assert sorted(int(t) for t in res["tests"]) == [1, 2, 3, 4]
     assert [row["test"] for row in res["table"]] == [1, 2, 3, 4]
     for row in res["table"]:
-        assert row["fct_mean_s"] and 0 < row["aggregate_mbps"] <= 10.5, row  # the three flows share one link
+        # pipeline only: with 1 MB flows, each flow's own duration (iperf3's) leaves out its start-up, so
+        # "together" can read above the shared link; the 6 MB runs in test_efm_collisions check the bound
+        assert row["fct_mean_s"] and 0 < row["aggregate_mbps"] < 30, row
     assert "upstream" in r.stdout and (tmp_path / "collisions.png").stat().st_size > 10_000
 
 

@@ -45,7 +45,7 @@ $(VENV)/.installed: setup.py requirements.txt
 
 venv: debs $(VENV)/.installed
 
-# The main job: the mixed scenario on a k=4 fat-tree under ECMP, Hedera, EFM and Freeway with isolation (about 6 minutes).
+# The main job: the mixed scenario on a k=4 fat-tree under ECMP, Hedera, EFM and Freeway with isolation (about 4 minutes).
 demo: install
 	-@mn -c >/dev/null 2>&1
 	$(VENV)/bin/freeway experiment mixed --modes ecmp,hedera,efm-biggest,freeway+isolation --duration 30 --out results/demo

@@ -238,8 +238,10 @@ class Estimator:
     def _big_enough(self, st: FlowState) -> bool:
         """Has the flow sent ``elephant_min_bytes``? Each observation point estimates the flow's bytes
         on its own; their mean is the estimate. A backend that measures rates itself is trusted."""
-        if st.external_rate is not None or not st.points:
-            return st.external_rate is not None
+        if st.external_rate is not None:
+            return True
+        if not st.points:
+            return False
         return sum(p.total for p in st.points.values()) / len(st.points) >= self.cfg.elephant_min_bytes
 
     def ingress(self, st: FlowState) -> tuple[str, int]:

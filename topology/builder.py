@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 from monitoring.agent_config import SFlowAgentConfig
 
@@ -74,7 +75,7 @@ def send_buffer_bytes() -> int:
             if m:
                 return int(m.group(1))
     try:
-        return int(open("/proc/sys/net/core/wmem_default").read())
+        return int(Path("/proc/sys/net/core/wmem_default").read_text())
     except (OSError, ValueError):
         return 0
 

@@ -23,12 +23,8 @@ def plot_all(out: Path, results: dict, runs: list[dict]) -> list[str]:
             x, y = stats.cdf_points(fcts)
             ax.plot(x, y, label=run["label"] if run["label"] != "floor" else "mice alone (floor)")
     ax.set_xscale("log")
-    ax.set_xlabel("mice flow-completion time (ms, log)")
-    ax.set_ylabel("CDF")
-    ax.set_title("Mice FCT")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    files.append(_save(fig, out / "fct_cdf.png"))
+    _cdf_axes(ax, "mice flow-completion time (ms, log)", "Mice FCT")
+    files.append(save(fig, out / "fct_cdf.png"))
 
     # 2. elephant aggregate goodput per run, with the ceiling
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -47,7 +43,7 @@ def plot_all(out: Path, results: dict, runs: list[dict]) -> list[str]:
     ax.set_ylabel("elephant aggregate goodput (Mbit/s)")
     ax.set_title("Elephant throughput")
     ax.tick_params(axis="x", rotation=20, labelsize=8)
-    files.append(_save(fig, out / "elephants.png"))
+    files.append(save(fig, out / "elephants.png"))
 
     # 3. link utilisation CDFs, LOL and HOL apart where the partition exists (Freeway's Fig. 8)
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -61,12 +57,8 @@ def plot_all(out: Path, results: dict, runs: list[dict]) -> list[str]:
         elif u.get("all") and not name.startswith(("floor", "ceiling")):
             x, y = stats.cdf_points(u["all"])
             ax.plot(x, y, label=name)
-    ax.set_xlabel("link utilisation (per second, per directed switch link)")
-    ax.set_ylabel("CDF")
-    ax.set_title("Link utilisation")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    files.append(_save(fig, out / "utilisation_cdf.png"))
+    _cdf_axes(ax, "link utilisation (per second, per directed switch link)", "Link utilisation")
+    files.append(save(fig, out / "utilisation_cdf.png"))
 
     # 4. low-latency paths of one ToR pair over time against the mice load (Freeway's Fig. 5)
     series = [(name, r["_lol_series"]) for name, r in results.items() if r.get("_lol_series") and
@@ -91,11 +83,20 @@ def plot_all(out: Path, results: dict, runs: list[dict]) -> list[str]:
         ax.set_title(f"Path partition over time ({name})")
         ax.legend(loc="upper left", fontsize=8)
         ax2.legend(loc="upper right", fontsize=8)
-        files.append(_save(fig, out / "lol_paths.png"))
+        files.append(save(fig, out / "lol_paths.png"))
     return files
 
 
-def _save(fig, path: Path) -> str:
+def _cdf_axes(ax, xlabel: str, title: str) -> None:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("CDF")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def save(fig, path: Path) -> str:
+    """Lay out, write as PNG, close; the file name."""
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     import matplotlib.pyplot as plt

@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import stats
+from .plots import save
 
 COLLISION_MODES = ("ecmp", "hedera", "efm-biggest", "efm-smallest", "freeway")
 MANY_TO_ONE_MODES = ("ecmp", "ecmp+isolation")
@@ -154,11 +155,7 @@ def _plot_collisions(out: Path, table: list[dict], modes: list[str]) -> str:
     axes[1].axhline(10, color="tab:red", linestyle="--", linewidth=1, label="one link")
     axes[1].legend(fontsize=8)
     fig.suptitle("EFM collision tests (k=4, 10 Mbit/s)")
-    path = out / "collisions.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path.name
+    return save(fig, out / "collisions.png")
 
 
 def _plot_many_to_one(out: Path, runs: dict) -> str:
@@ -178,8 +175,4 @@ def _plot_many_to_one(out: Path, runs: dict) -> str:
     ax.set_title("Many-to-one on a leaf-spine")
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8)
-    path = out / "many_to_one.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path.name
+    return save(fig, out / "many_to_one.png")

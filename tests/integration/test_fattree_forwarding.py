@@ -53,16 +53,21 @@ def test_ecmp_spreads_eight_flows_over_uplinks(k4):
     fn, _ = k4
     fn.wait_reachable(timeout=30)
     dst = fn.host("h2_0_0")
-    dst.cmd("iperf3 -s -1 -p 5301 -D >/dev/null 2>&1")
-    time.sleep(0.3)
-    before = _uplink_tx("e0_0")
-    # 8 parallel TCP streams from h0_0_0 (distinct source ports) to another pod
-    fn.host("h0_0_0").cmd(f"iperf3 -c {dst.IP()} -p 5301 -P 8 -t 3 >/dev/null 2>&1")
-    after = _uplink_tx("e0_0")
-    sent = {p: after[p] - before[p] for p in after}
-    total = sum(sent.values())
-    assert total > 1_000_000, sent
-    assert sum(1 for b in sent.values() if b > 0.1 * total) >= 2, f"all flows on one uplink: {sent}"
+    # 8 parallel TCP streams from h0_0_0 (distinct source ports) to another pod. A fair hash puts all 8
+    # on one of 2 uplinks with probability 2/2^8 (seen once in about ten runs of the suite), so a second,
+    # fresh set of streams is tried before concluding that the group does not spread.
+    for attempt in range(2):
+        dst.cmd(f"iperf3 -s -1 -p {5301 + attempt} -D >/dev/null 2>&1")
+        time.sleep(0.3)
+        before = _uplink_tx("e0_0")
+        fn.host("h0_0_0").cmd(f"iperf3 -c {dst.IP()} -p {5301 + attempt} -P 8 -t 3 >/dev/null 2>&1")
+        after = _uplink_tx("e0_0")
+        sent = {p: after[p] - before[p] for p in after}
+        total = sum(sent.values())
+        assert total > 1_000_000, sent
+        if sum(1 for b in sent.values() if b > 0.1 * total) >= 2:
+            break
+    assert sum(1 for b in sent.values() if b > 0.1 * total) >= 2, f"all flows on one uplink, twice: {sent}"
     groups = ofctl("dump-groups", "e0_0")
     assert "type=select" in groups and groups.count("bucket=") == 2
 

@@ -189,7 +189,7 @@ def cmd_experiment(args) -> int:
         else:
             r = run_experiment(args.scenario, modes, args.duration, args.seed, Path(args.out), args.k,
                                args.mice_load, args.distribution, args.mice_boundary, not args.no_references,
-                               link_mbps=args.link_mbps)
+                               link_mbps=args.link_mbps, repeats=args.repeat)
     except (ExperimentError, WorkloadError, scenarios.ScenarioError) as e:
         print(f"freeway experiment: error: {e}", file=sys.stderr)
         return 2
@@ -290,6 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--duration", type=float, default=30.0,
                    help="seconds of traffic per mode (30; many-to-one: per run)")
     x.add_argument("--seed", type=int, default=1, help="workload seed (1)")
+    x.add_argument("--repeat", type=int, default=1,
+                   help="mixed: run every mode this many times, in rounds; FCTs pooled, goodput averaged, "
+                        "lowest-highest shown (1)")
     x.add_argument("--k", type=int, default=4, help="fat-tree arity (4; 8 when asked)")
     x.add_argument("--link-mbps", type=float, default=10.0, help="link rate in Mbit/s (10)")
     x.add_argument("--mice-load", type=float, default=0.1, help="mice load per host, fraction of its link (0.1)")

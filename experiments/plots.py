@@ -21,7 +21,8 @@ def plot_all(out: Path, results: dict, runs: list[dict]) -> list[str]:
         fcts = [m["fct_s"] * 1e3 for m in run["mice"] if m.get("ok")]
         if fcts:
             x, y = stats.cdf_points(fcts)
-            ax.plot(x, y, label=run["label"] if run["label"] != "floor" else "mice alone (floor)")
+            ax.plot(x, y, label={"floor": "mice alone (floor)", "ceiling": "non-blocking switch (ceiling run)"}
+                    .get(run["label"], run["label"]))
     ax.set_xscale("log")
     _cdf_axes(ax, "mice flow-completion time (ms, log)", "Mice FCT")
     files.append(save(fig, out / "fct_cdf.png"))

@@ -6,7 +6,7 @@ pods, sized by the web-search (or data-mining) distribution cut at the mice
 boundary. Every mode sees the same seeded workload. Two reference runs put
 each mode in context: the mice alone on the same fabric (the unloaded FCT
 floor) and the elephants alone on one non-blocking switch (the throughput
-ceiling). Results: results.json, flows.csv and PNG plots in the output folder.
+ceiling, measured with the same mice and elephants). Results: results.json, flows.csv and PNG plots in the output folder.
 """
 
 from __future__ import annotations
@@ -75,6 +75,15 @@ def non_blocking(fabric: Fabric) -> tuple[Fabric, dict[str, str]]:
     return big, {h.name: ls.hosts[i].name for i, h in enumerate(fabric.hosts)}
 
 
+def remap_workload(wl: Workload, fabric: Fabric, other: Fabric, host_map: dict[str, str]) -> Workload:
+    """The same workload on another fabric: host names through ``host_map``, mice servers by their IP."""
+    ip = {h.name: h.ip for h in other.hosts}
+    server = {h.ip: ip[host_map[h.name]] for h in fabric.hosts}
+    return Workload([(host_map[s], host_map[t]) for s, t in wl.elephants],
+                    {host_map[c]: [(o, server[srv], size) for o, srv, size in sched] for c, sched in wl.mice.items()},
+                    wl.duration)
+
+
 def _mode_parts(mode: str) -> tuple[str, bool]:
     base, _, iso = mode.partition("+")
     if base not in ("ecmp", "hedera", "efm-biggest", "efm-smallest", "freeway") or iso not in ("", "isolation"):
@@ -83,12 +92,11 @@ def _mode_parts(mode: str) -> tuple[str, bool]:
 
 
 def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with_mice: bool = True,
-            with_elephants: bool = True, host_map: dict[str, str] | None = None) -> dict:
+            with_elephants: bool = True) -> dict:
     """One run: fresh controller and fabric, the workload, results."""
     from ryu_apps.isolation import IsolationConfig
 
     base, iso = _mode_parts(mode)
-    hm = host_map or {}
     d = out / label
     d.mkdir(parents=True, exist_ok=True)
     for old in ("events.jsonl", "controller.log"):  # the controller appends: a rerun into the same --out
@@ -113,7 +121,6 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
         els = []
         if with_elephants:
             for i, (s, t) in enumerate(wl.elephants):
-                s, t = hm.get(s, s), hm.get(t, t)
                 fn.host(t).cmd(f"iperf3 -s -1 -p {6000 + i} -D >/dev/null 2>&1")
                 els.append((i, s, t))
             time.sleep(0.5)
@@ -227,13 +234,53 @@ def analyse(run: dict, fabric: Fabric) -> dict:
                              for k, v in util.items()},
         "core_drops": sum(run["core_drops"].values()),
         "switch_cpu": run.get("switch_cpu"),
-        "_util": util, "_lol_series": lol_series,
+        "_util": util, "_lol_series": lol_series, "_mice": mice,
     }
+
+
+def merge_repeats(analyses: list[dict]) -> dict:
+    """One run's analysis from repeats of it: mice FCTs and link loads pooled, elephant goodput, drops and
+    switch load averaged, and each repeat's own headline numbers kept under ``repeats``."""
+    if len(analyses) == 1:
+        return analyses[0]
+    mice = [m for a in analyses for m in a["_mice"]]
+    util = {k: [u for a in analyses for u in a["_util"][k]] for k in ("all", "lol", "hol")}
+    aggs = [a["elephants"]["aggregate_mbps"] for a in analyses]
+    flows = [a["elephants"]["per_flow_mbps"] for a in analyses]
+    cpus = [a["switch_cpu"] for a in analyses if a.get("switch_cpu") and a["switch_cpu"].get("mean") is not None]
+    return {
+        "mode": analyses[0]["mode"], "label": analyses[0]["label"],
+        "mice": stats.fct_summary(mice),
+        "elephants": {"n": analyses[0]["elephants"]["n"], "aggregate_mbps": sum(aggs) / len(aggs),
+                      "per_flow_mbps": [round(sum(f) / len(f), 3) for f in zip(*flows, strict=True)] if flows else []},
+        "link_utilisation": {k: {"n": len(v), "p50": stats.percentile(v, 50), "p90": stats.percentile(v, 90)}
+                             for k, v in util.items()},
+        "core_drops": round(sum(a["core_drops"] for a in analyses) / len(analyses)),
+        "switch_cpu": {"mean": round(sum(c["mean"] for c in cpus) / len(cpus), 3),
+                       "max": max((c["max"] for c in cpus if c.get("max") is not None), default=None)}
+        if cpus else None,
+        "repeats": [{"mice_p50": a["mice"]["all"]["p50"], "mice_p99": a["mice"]["all"]["p99"],
+                     "with_rto": a["mice"].get("with_rto"), "elephant_mbps": a["elephants"]["aggregate_mbps"]}
+                    for a in analyses],
+        "_util": util, "_lol_series": analyses[0]["_lol_series"], "_mice": mice,
+    }
+
+
+SPREAD_KEYS = ("mice_p99_ms", "elephant_mbps", "p99_vs_floor", "goodput_vs_ceiling", "p99_vs_ecmp", "goodput_vs_ecmp")
+
+
+def add_spread(table: list[dict], per_repeat: list[list[dict]]) -> None:
+    """Each row gets, per headline number, the lowest and highest over the repeats, each repeat's ratios
+    taken against that repeat's own ECMP, floor and ceiling."""
+    for row in table:
+        mine = [r for t in per_repeat for r in t if r["mode"] == row["mode"]]
+        row["spread"] = {k: [min(v), max(v)] if (v := [r[k] for r in mine if r[k] is not None]) else None
+                         for k in SPREAD_KEYS}
 
 
 def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, out: Path, k: int = 4,
                    mice_load: float = 0.1, dist: str = "websearch", boundary: float = 100_000,
-                   references: bool = True, link_mbps: float = 10.0) -> dict:
+                   references: bool = True, link_mbps: float = 10.0, repeats: int = 1) -> dict:
     if scenario not in SCENARIOS:
         raise ExperimentError(f"scenario: unknown {scenario!r} (known: {', '.join(SCENARIOS)})")
     for m in modes:
@@ -242,43 +289,57 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
         raise ExperimentError("--duration: at least 5 seconds")
     if not 0.5 <= link_mbps <= 1000:
         raise ExperimentError(f"--link-mbps: must be between 0.5 and 1000, got {link_mbps}")
+    if not 1 <= repeats <= 20:
+        raise ExperimentError(f"--repeat: must be between 1 and 20, got {repeats}")
     out.mkdir(parents=True, exist_ok=True)
     fabric = fattree(k, link_mbps)
     wl = mixed_workload(fabric, duration, seed, mice_load, dist, boundary)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     config = {"scenario": scenario, "k": k, "link_mbps": link_mbps, "modes": modes, "duration_s": duration, "seed": seed,
               "mice_load": mice_load, "distribution": dist, "mice_boundary_bytes": boundary,
-              "elephants": wl.elephants, "mice_flows": sum(len(v) for v in wl.mice.values())}
+              "elephants": wl.elephants, "mice_flows": sum(len(v) for v in wl.mice.values()),
+              "repeats": repeats}
     print(f"[experiment] {scenario} on k={k}: {len(wl.elephants)} elephants, {config['mice_flows']} mice "
           f"over {duration:.0f} s, modes {', '.join(modes)}", flush=True)
-    runs, results = [], {}
-    plan = [(m, m, fabric, True, True, None) for m in modes]
-    if references:
+    plan = [(m, m, fabric, wl, True) for m in modes]
+    if references:  # the floor: mice alone, same fabric; the ceiling: the whole workload, no fabric in the way
         nb, hmap = non_blocking(fabric)
-        plan = [("floor (mice alone)", "ecmp", fabric, True, False, None),
-                ("ceiling (non-blocking switch)", "ecmp", nb, False, True, hmap)] + plan
-    for i, (label, mode, fab, mice_on, el_on, hmap) in enumerate(plan, 1):
-        print(f"[experiment] run {i}/{len(plan)}: {label}", flush=True)
-        run = run_one(out, label.split(" ")[0], fab, mode, wl, mice_on, el_on, hmap)
-        runs.append(run)
-        results[label] = analyse(run, fab)
-        r = results[label]
-        print(f"[experiment] {label}: mice p50 {_ms(r['mice']['all']['p50'])} p99 {_ms(r['mice']['all']['p99'])}, "
-              f"elephants {r['elephants']['aggregate_mbps']:.2f} Mbit/s", flush=True)
+        plan = [("floor (mice alone)", "ecmp", fabric, wl, False),
+                ("ceiling (non-blocking switch)", "ecmp", nb, remap_workload(wl, fabric, nb, hmap), True)] + plan
+    runs: dict[str, list[dict]] = {label: [] for label, *_ in plan}
+    each: list[dict] = [{} for _ in range(repeats)]  # per repeat: label -> analysis
+    total, i = len(plan) * repeats, 0
+    for rep in range(repeats):  # whole rounds, so that slow drifts of the machine hit every mode alike
+        for label, mode, fab, work, el_on in plan:
+            i += 1
+            tag = f" (repeat {rep + 1}/{repeats})" if repeats > 1 else ""
+            print(f"[experiment] run {i}/{total}: {label}{tag}", flush=True)
+            name = label.split(" ")[0] + (f"-{rep + 1}" if repeats > 1 else "")
+            run = run_one(out, name, fab, mode, work, True, el_on)
+            run["repeat"] = rep + 1
+            runs[label].append(run)
+            each[rep][label] = r = analyse(run, fab)
+            print(f"[experiment] {label}{tag}: mice p50 {_ms(r['mice']['all']['p50'])} "
+                  f"p99 {_ms(r['mice']['all']['p99'])}, elephants {r['elephants']['aggregate_mbps']:.2f} Mbit/s",
+                  flush=True)
     rows = []
-    for run in runs:
-        rows += [{"run": run["label"], "mode": run["mode"], "kind": "mouse", "client": m["client"],
-                  "server": m.get("server"), "size": m["size"], "fct_s": m.get("fct_s"), "ok": m.get("ok")}
-                 for m in run["mice"]]
-        rows += [{"run": run["label"], "mode": run["mode"], "kind": "elephant", "client": e["src"],
-                  "server": e["dst"], "goodput_mbps": e["goodput_mbps"], "announced": e.get("announced")}
-                 for e in run["elephants"]]
+    for label, rl in runs.items():
+        for run in rl:
+            common = {"run": label.split(" ")[0], "repeat": run["repeat"], "mode": run["mode"]}
+            rows += [{**common, "kind": "mouse", "client": m["client"], "server": m.get("server"),
+                      "size": m["size"], "fct_s": m.get("fct_s"), "ok": m.get("ok")} for m in run["mice"]]
+            rows += [{**common, "kind": "elephant", "client": e["src"], "server": e["dst"],
+                      "goodput_mbps": e["goodput_mbps"], "announced": e.get("announced")} for e in run["elephants"]]
     stats.write_csv(out / "flows.csv", rows)
+    results = {label: merge_repeats([e[label] for e in each]) for label in runs}
     table = comparison(results, modes, references)
+    if repeats > 1:
+        add_spread(table, [comparison(e, modes, references) for e in each])
     public = {k: {kk: vv for kk, vv in v.items() if not kk.startswith("_")} for k, v in results.items()}
     from .plots import plot_all
 
-    plots = plot_all(out, results, runs)
+    pooled = [{"label": label.split(" ")[0], "mice": [m for run in rl for m in run["mice"]]} for label, rl in runs.items()]
+    plots = plot_all(out, results, pooled)
     stats.write_json(out / "results.json", {"config": config, "results": public, "table": table, "plots": plots,
                                             "warnings": cpu_warnings(results)})
     return {"config": config, "results": results, "table": table, "plots": plots}
@@ -323,7 +384,9 @@ def print_table(table: list[dict], results: dict) -> None:
     if floor:
         print(f"floor (mice alone): p50 {_ms(floor.get('p50'))}, p99 {_ms(floor.get('p99'))}")
     if ceil:
-        print(f"ceiling (non-blocking switch): elephants {ceil.get('aggregate_mbps', 0):.2f} Mbit/s")
+        cm = results["ceiling (non-blocking switch)"]["mice"]["all"]
+        print(f"ceiling (non-blocking switch, same mice and elephants): elephants "
+              f"{ceil.get('aggregate_mbps', 0):.2f} Mbit/s; its mice p50 {_ms(cm.get('p50'))}, p99 {_ms(cm.get('p99'))}")
     head = f"{'mode':<18} {'mice p50':>9} {'mice p99':>9} {'RTO':>5} {'>200ms':>7} {'eleph Mb/s':>10} " \
            f"{'p99/floor':>9} {'gput/ceil':>9} {'p99/ECMP':>9} {'gput/ECMP':>9} {'core drops':>10} {'OVS busy':>8}"
     print(head)
@@ -333,6 +396,12 @@ def print_table(table: list[dict], results: dict) -> None:
         print(f"{r['mode']:<18} {_f(r['mice_p50_ms']):>9} {_f(r['mice_p99_ms']):>9} {rto:>5} {r['mice_over_200ms']:>7} "
               f"{r['elephant_mbps']:>10.2f} {_f(r['p99_vs_floor']):>9} {_f(r['goodput_vs_ceiling']):>9} "
               f"{_f(r['p99_vs_ecmp']):>9} {_f(r['goodput_vs_ecmp']):>9} {r['core_drops']:>10} {busy:>8}")
+    if any("spread" in r for r in table):
+        print("lowest-highest over the repeats (each repeat against its own ECMP, floor and ceiling):")
+        for r in table:
+            sp = r["spread"]
+            print(f"  {r['mode']:<16} " + ", ".join(f"{k} {_f(sp[k][0])}-{_f(sp[k][1])}" for k in SPREAD_KEYS
+                                                 if sp.get(k)))
     for w in cpu_warnings(results):
         print(w)
 

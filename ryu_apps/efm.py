@@ -90,9 +90,11 @@ class EFM:
             if (link_time.get(link, 0.0) <= self.triggered_at.get(link, -1.0)
                     or (link_bps[link] + extra[link]) / self.capacity(link) <= self.cfg.threshold):
                 continue  # no measurement since our last move here, or this round already relieved it
-            cands = [(f, r) for f, r in elephants_on(link) if eligible(f)]
+            sampled = elephants_on(link)
+            cands = [(f, r) for f, r in sampled if eligible(f)]
             if not cands:
-                rnd.stuck[link] = "no elephant sampled on it"
+                rnd.stuck[link] = ("only elephants EFM leaves alone (placed by the handshake)" if sampled
+                                   else "no elephant sampled on it")
                 continue
             cands.sort(key=lambda fr: (-fr[1] if self.cfg.pick == "biggest" else fr[1], str(fr[0])))
             why = []

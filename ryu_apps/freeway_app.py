@@ -73,6 +73,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             pick = "smallest" if mode == "efm-smallest" else "biggest"
             self.efm = EFM(self.fabric, EFMConfig(self.cfg.efm_threshold, pick, self.cfg.efm_hold_down_s))
         self.efm_pins: dict[object, tuple[int, int, int]] = {}  # flow -> (ident, gen, cookie)
+        self._efm_said: dict[tuple[str, str], tuple[str, float]] = {}  # link -> (reason logged, when)
         self.hedera = HederaScheduler(self.fabric) if mode == "hedera" else None
         self.hedera_ids: dict[object, int] = {}
         self.hedera_pins: dict[object, int] = {}  # flow -> cookie of its placed entries
@@ -386,7 +387,9 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                               eligible, paths)
         for link, why in rnd.stuck.items():
             self.counters["efm-stuck"] += 1
-            LOG.info("efm: %s->%s congested, nothing moved: %s", *link, why)
+            if self._efm_said.get(link, (None, -1e9))[0] != why or now - self._efm_said[link][1] > 60:
+                self._efm_said[link] = (why, now)  # each link's reason once, again when it changes or after 60 s
+                LOG.info("efm: %s->%s congested, nothing moved: %s", *link, why)
         for mv in rnd.moves:
             self._efm_move(mv)
 

@@ -163,6 +163,28 @@ def remove_qos() -> None:
             subprocess.run(["ovs-vsctl", "--timeout=30", *args[1:]], capture_output=True)
 
 
+NEIGH_KEYS = ("net.ipv4.neigh.default.gc_thresh1", "net.ipv4.neigh.default.gc_thresh2",
+              "net.ipv4.neigh.default.gc_thresh3")
+
+
+def neighbour_limits(n_hosts: int) -> tuple[int, int, int]:
+    """ARP-table thresholds for a fabric of ``n_hosts``. The kernel's neighbour table and its limits are
+    shared by every network namespace, so all hosts' ARP caches count together: a full ping sweep of a
+    k=8 fat-tree makes 128 x 127 = 16,256 entries, right at Mininet's own gc_thresh3 of 16,384. Beyond
+    it, new entries fail and packets are dropped ("neighbor table overflow"). Keep every entry (thresh1)
+    with room to spare."""
+    need = max(4096, 2 * n_hosts * n_hosts)
+    return need, 2 * need, 4 * need
+
+
+def raise_neighbour_limits(n_hosts: int) -> None:
+    """Raise (never lower) the kernel's ARP-table thresholds for this many hosts."""
+    for key, want in reversed(list(zip(NEIGH_KEYS, neighbour_limits(n_hosts), strict=True))):  # top first
+        path = Path("/proc/sys") / key.replace(".", "/")
+        if int(path.read_text()) < want:
+            path.write_text(str(want))
+
+
 def quiet_switch_interfaces(net) -> None:
     """Turn IPv6 off on the switches' veths (they live in the root namespace): otherwise the kernel's
     own router solicitations and MLD reports go out on fabric links and show up in port counters."""
@@ -213,6 +235,7 @@ class FabricNet:
         from .topos import FabricTopo, FreewayHost
 
         setLogLevel("warning")
+        raise_neighbour_limits(len(self.fabric.hosts))
         t0 = time.monotonic()
         net = Mininet(topo=FabricTopo(self.fabric), switch=OVSSwitch, host=FreewayHost, link=Link,
                       controller=None, autoSetMacs=False, build=False, waitConnected=False)

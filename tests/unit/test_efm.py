@@ -82,3 +82,12 @@ def test_config_errors():
         EFMConfig(pick="middle")
     with pytest.raises(EFMConfigError, match="threshold"):
         EFMConfig(threshold=1.5)
+
+
+def test_a_link_with_only_ineligible_elephants_says_so():
+    bps, times = _world()
+    sampled = lambda ln: [(f, RATES[f]) for f, p in PATHS.items() if ln in _links(p)]  # noqa: E731
+    r = EFM(F).decide(5.0, bps, times, sampled, lambda f: _links(PATHS[f]), eligible=lambda f: False)
+    assert r.moves == [] and "placed by the handshake" in r.stuck[HOT]
+    r = EFM(F).decide(5.0, bps, times, lambda ln: [], lambda f: set())
+    assert r.moves == [] and r.stuck[HOT] == "no elephant sampled on it"

@@ -121,3 +121,11 @@ def test_bad_k(k):
 def test_bad_leafspine():
     with pytest.raises(FabricError, match="leaves: must be an integer in 2..254"):
         leafspine(2, 1, 2)
+
+
+def test_neighbour_limits_hold_every_hosts_arp_entries():
+    from topology.builder import neighbour_limits
+
+    assert neighbour_limits(16) == (4096, 8192, 16384)  # Mininet's own values suffice for k=4
+    t1, t2, t3 = neighbour_limits(128)  # k=8: 16,256 entries after a full ping sweep
+    assert t1 >= 128 * 127 and t1 < t2 < t3

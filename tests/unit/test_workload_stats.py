@@ -70,3 +70,67 @@ def test_writers(tmp_path):
     assert back == [{"a": "1", "b": "x", "c": ""}, {"a": "2", "b": "", "c": "3.5"}]
     stats.write_json(tmp_path / "r.json", {"x": [1, 2], "p": tmp_path})
     assert json.loads((tmp_path / "r.json").read_text())["x"] == [1, 2]
+
+
+def test_ceiling_workload_is_the_same_traffic_on_the_non_blocking_switch():
+    from experiments.runner import mixed_workload, non_blocking, remap_workload
+    from topology.fabric import fattree
+
+    ft = fattree(4, 10.0)
+    wl = mixed_workload(ft, 10, 2, 0.1, "websearch", 100_000)
+    nb, hmap = non_blocking(ft)
+    moved = remap_workload(wl, ft, nb, hmap)
+    nb_ip = {h.name: h.ip for h in nb.hosts}
+    ft_name = {h.ip: h.name for h in ft.hosts}
+    assert moved.elephants == [(hmap[s], hmap[t]) for s, t in wl.elephants]
+    assert sum(map(len, moved.mice.values())) == sum(map(len, wl.mice.values())) > 0
+    for client, sched in wl.mice.items():
+        got = moved.mice[hmap[client]]
+        assert [(o, size) for o, _, size in got] == [(o, size) for o, _, size in sched]
+        # every mouse goes to the same server, now at its address on the non-blocking switch
+        assert [srv for _, srv, _ in got] == [nb_ip[hmap[ft_name[srv]]] for _, srv, _ in sched]
+    assert set(moved.mice) <= set(nb_ip) and moved.duration == wl.duration
+
+
+def _analysis(fcts, agg, per_flow, util, cpu, drops=0, mode="ecmp"):
+    mice = [{"ok": True, "fct_s": f, "size": 20_000, "rto": 0} for f in fcts]
+    return {"mode": mode, "label": mode, "mice": stats.fct_summary(mice),
+            "elephants": {"n": len(per_flow), "aggregate_mbps": agg, "per_flow_mbps": per_flow},
+            "link_utilisation": {}, "core_drops": drops, "switch_cpu": cpu,
+            "_util": {"all": util, "lol": [], "hol": []}, "_lol_series": [{"t": 0}], "_mice": mice}
+
+
+def test_repeats_pool_the_mice_and_average_the_elephants():
+    from experiments.runner import merge_repeats
+
+    a = _analysis([0.01] * 98 + [0.5] * 2, 20.0, [10.0, 10.0], [0.2, 0.4], {"mean": 0.5, "max": 0.6}, drops=3)
+    b = _analysis([0.02] * 100, 30.0, [12.0, 18.0], [0.6], {"mean": 0.7, "max": 0.9}, drops=4)
+    assert merge_repeats([a]) is a
+    m = merge_repeats([a, b])
+    assert m["mice"]["all"]["n"] == 200
+    # pooled: 98 x 10 ms, 100 x 20 ms, 2 x 500 ms; rank 198 of 200 is 20 ms, where repeat a alone had 500 ms
+    assert m["mice"]["all"]["p50"] == 0.02 and m["mice"]["all"]["p99"] == 0.02
+    assert m["elephants"] == {"n": 2, "aggregate_mbps": 25.0, "per_flow_mbps": [11.0, 14.0]}
+    assert m["link_utilisation"]["all"]["n"] == 3 and m["core_drops"] == 4  # 3.5 rounds to even
+    assert m["switch_cpu"] == {"mean": 0.6, "max": 0.9}
+    assert [r["mice_p99"] for r in m["repeats"]] == [0.5, 0.02]
+    assert [r["elephant_mbps"] for r in m["repeats"]] == [20.0, 30.0]
+
+
+def test_spread_takes_each_repeat_against_its_own_references():
+    from experiments.runner import add_spread, comparison
+
+    def repeat(floor99, ceil, ecmp99, ecmp_agg, fw99, fw_agg):
+        return {"floor (mice alone)": _analysis([floor99] * 100, 0.0, [], [], None),
+                "ceiling (non-blocking switch)": _analysis([0.01] * 100, ceil, [ceil], [], None),
+                "ecmp": _analysis([ecmp99] * 100, ecmp_agg, [ecmp_agg], [], None),
+                "freeway+isolation": _analysis([fw99] * 100, fw_agg, [fw_agg], [], None, mode="freeway+isolation")}
+
+    reps = [repeat(0.1, 40.0, 0.4, 20.0, 0.2, 30.0), repeat(0.2, 40.0, 0.3, 10.0, 0.3, 36.0)]
+    modes = ["ecmp", "freeway+isolation"]
+    table = comparison(reps[0], modes, True)
+    add_spread(table, [comparison(r, modes, True) for r in reps])
+    fw = table[1]["spread"]
+    assert fw["p99_vs_floor"] == [1.5, 2.0] and fw["goodput_vs_ceiling"] == [0.75, 0.9]
+    assert fw["p99_vs_ecmp"] == [0.5, 1.0] and fw["goodput_vs_ecmp"] == [1.5, 3.6]
+    assert fw["mice_p99_ms"] == [200.0, 300.0] and table[0]["spread"]["p99_vs_ecmp"] == [1.0, 1.0]

@@ -400,7 +400,7 @@ def print_table(table: list[dict], results: dict) -> None:
         print("lowest-highest over the repeats (each repeat against its own ECMP, floor and ceiling):")
         for r in table:
             sp = r["spread"]
-            print(f"  {r['mode']:<16} " + ", ".join(f"{k} {_f(sp[k][0])}-{_f(sp[k][1])}" for k in SPREAD_KEYS
+            print(f"  {r['mode']:<18} " + ", ".join(f"{k} {_f(sp[k][0])}-{_f(sp[k][1])}" for k in SPREAD_KEYS
                                                  if sp.get(k)))
     for w in cpu_warnings(results):
         print(w)

@@ -12,6 +12,7 @@ def plot_all(out: Path, results: dict, runs: list[dict]) -> list[str]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     files = []
 
@@ -80,6 +81,7 @@ def plot_all(out: Path, results: dict, runs: list[dict]) -> list[str]:
                  label="summed load of LOL links")
         ax.set_xlabel("time (s)")
         ax.set_ylabel("low-latency paths")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax2.set_ylabel("LOL link load (sum of utilisations)")
         ax.set_title(f"Path partition over time ({name})")
         ax.legend(loc="upper left", fontsize=8)

@@ -30,7 +30,7 @@ def plot_all(out: Path, results: dict, runs: list[dict]) -> list[str]:
 
     # 2. elephant aggregate goodput per run, with the ceiling
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    labels, vals = [], []
+    labels, vals, spread = [], [], [[], []]
     ceiling = None
     for name, r in results.items():
         if name.startswith("ceiling"):
@@ -38,10 +38,16 @@ def plot_all(out: Path, results: dict, runs: list[dict]) -> list[str]:
         elif r["elephants"]["n"]:
             labels.append(name)
             vals.append(r["elephants"]["aggregate_mbps"])
-    ax.bar(labels, vals, color="tab:blue")
+            reps = [x["elephant_mbps"] for x in r.get("repeats", [])] or [vals[-1]]
+            spread[0].append(vals[-1] - min(reps))
+            spread[1].append(max(reps) - vals[-1])
+    repeated = any(lo or hi for lo, hi in zip(*spread, strict=True))
+    ax.bar(labels, vals, color="tab:blue", yerr=spread if repeated else None, capsize=4,
+           label="mean, lowest-highest of the repeats" if repeated else None)
     if ceiling:
         ax.axhline(ceiling, color="tab:red", linestyle="--", label=f"non-blocking ceiling {ceiling:.1f}")
-        ax.legend(fontsize=8)
+    if ceiling or repeated:
+        ax.legend(fontsize=8, loc="lower right")
     ax.set_ylabel("elephant aggregate goodput (Mbit/s)")
     ax.set_title("Elephant throughput")
     ax.tick_params(axis="x", rotation=20, labelsize=8)
@@ -95,7 +101,8 @@ def _cdf_axes(ax, xlabel: str, title: str) -> None:
     ax.set_ylabel("CDF")
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
 
 
 def save(fig, path: Path) -> str:

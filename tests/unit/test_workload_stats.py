@@ -97,7 +97,8 @@ def _analysis(fcts, agg, per_flow, util, cpu, drops=0, mode="ecmp"):
     return {"mode": mode, "label": mode, "mice": stats.fct_summary(mice),
             "elephants": {"n": len(per_flow), "aggregate_mbps": agg, "per_flow_mbps": per_flow},
             "link_utilisation": {}, "core_drops": drops, "switch_cpu": cpu,
-            "_util": {"all": util, "lol": [], "hol": []}, "_lol_series": [{"t": 0}], "_mice": mice}
+            "_util": {"all": util, "lol": [], "hol": []},
+            "_lol_series": [{"t": 0, "lol_paths": {}, "lol_min": None, "mice_load": None}], "_mice": mice}
 
 
 def test_repeats_pool_the_mice_and_average_the_elephants():
@@ -134,3 +135,14 @@ def test_spread_takes_each_repeat_against_its_own_references():
     assert fw["p99_vs_floor"] == [1.5, 2.0] and fw["goodput_vs_ceiling"] == [0.75, 0.9]
     assert fw["p99_vs_ecmp"] == [0.5, 1.0] and fw["goodput_vs_ecmp"] == [1.5, 3.6]
     assert fw["mice_p99_ms"] == [200.0, 300.0] and table[0]["spread"]["p99_vs_ecmp"] == [1.0, 1.0]
+
+
+def test_repeated_runs_are_plotted(tmp_path):
+    from experiments.plots import plot_all
+    from experiments.runner import merge_repeats
+
+    reps = [_analysis([0.01 * (i + 1)] * 50, agg, [agg], [0.3], None) for i, agg in enumerate((20.0, 26.0))]
+    results = {"ecmp": merge_repeats(reps)}
+    files = plot_all(tmp_path, results, [{"label": "ecmp", "mice": results["ecmp"]["_mice"]}])
+    assert {"fct_cdf.png", "elephants.png", "utilisation_cdf.png"} <= set(files)
+    assert (tmp_path / "elephants.png").stat().st_size > 10_000

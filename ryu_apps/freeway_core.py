@@ -98,6 +98,13 @@ class Elephant:
         return cookie_of(self.eid, self.gen)
 
 
+MICE_COOKIE = 0x3C << 56  # mice entries: this | the destination ToR's index
+
+
+def mice_cookie(tor_index: int) -> int:
+    return MICE_COOKIE | tor_index
+
+
 def cookie_of(eid: int, gen: int) -> int:
     return (0xF5 << 56) | (eid << 16) | (gen & 0xFFFF)
 
@@ -128,7 +135,8 @@ class FreewayCore:
         self.elephants: dict[int, Elephant] = {}
         self.by_subflow: dict[hs.Subflow, int] = {}
         self.link_util: dict[Link, float] = {}
-        self.installed_groups: dict[tuple[str, int], Group] = {}
+        self.installed_groups: dict[tuple[str, int], Group] = {}  # what each switch holds
+        self.mice_flows: set[tuple[str, str]] = set()  # (switch, destination ToR) with mice entries
         self.counters: Counter[str] = Counter()
         self._next_eid = 1
         self._tor_index = {t: i for i, t in enumerate(fabric.tors())}
@@ -167,12 +175,14 @@ class FreewayCore:
     def switch_program(self, switch: str) -> tuple[list[Group], list[Flow], list]:
         """Everything a (re)connecting switch should hold in Freeway mode."""
         groups, flows = base_program(self.fabric, switch)
-        mice = self.mice_groups(switch)
-        for dst, g in mice.items():
+        # the switch is wiped and reprogrammed: forget what it held
+        self.installed_groups = {k: v for k, v in self.installed_groups.items() if k[0] != switch}
+        self.mice_flows = {k for k in self.mice_flows if k[0] != switch}
+        for dst, g in self.mice_groups(switch).items():
             groups.append(g)
             self.installed_groups[(switch, g.group_id)] = g
-            for m in self._tor_match[dst]:
-                flows.append(Flow(PRIO_MICE, m, (ToGroup(g.group_id),)))
+            flows += self._mice_flows(switch, dst, g.group_id, program=True)
+            self.mice_flows.add((switch, dst))
         extra: list = []
         if self.fabric.switches[switch].is_tor:
             extra.append(Meter(PUNT_METER, self.cfg.punt_pps, self.cfg.punt_burst, pktps=True))
@@ -190,14 +200,40 @@ class FreewayCore:
                         flows.append(intent)
         return groups, flows, extra
 
+    def _mice_flows(self, switch: str, dst: str, group_id: int, program: bool = False) -> list[Flow]:
+        """The entries sending mice for ``dst`` to its group. At a ToR with isolation, forwarding is in
+        table 1 (``tor_program`` moves a whole program there; later additions go there directly)."""
+        table = 1 if (not program and self.iso is not None and self.fabric.switches[switch].is_tor) else 0
+        return [Flow(PRIO_MICE, m, (ToGroup(group_id),), table_id=table, cookie=mice_cookie(self._tor_index[dst]))
+                for m in self._tor_match[dst]]
+
     def mice_updates(self) -> dict[str, list]:
-        """Group modifications for the mice groups that differ from what the switches hold."""
+        """What the switches need for their mice groups to match the partition: a group (and the
+        entries using it) where a switch gains its first low-latency next hop toward a ToR, a group
+        modification where the next hops or weights changed, and the entries' removal where it lost
+        the last one (the unused group stays, and is modified if it comes back)."""
         out: dict[str, list] = {}
+        held: dict[str, set[str]] = {}
+        for sw, dst in self.mice_flows:
+            held.setdefault(sw, set()).add(dst)
         for sw in self.fabric.switches:
-            for g in self.mice_groups(sw).values():
-                if self.installed_groups.get((sw, g.group_id)) != g:
-                    out.setdefault(sw, []).append(GroupModify(g))
-                    self.installed_groups[(sw, g.group_id)] = g
+            ops: list = []
+            now = self.mice_groups(sw)
+            for dst, g in now.items():
+                before = self.installed_groups.get((sw, g.group_id))
+                if before is None:
+                    ops.append(g)
+                elif before != g:
+                    ops.append(GroupModify(g))
+                self.installed_groups[(sw, g.group_id)] = g
+                if dst not in held.get(sw, ()):
+                    ops += self._mice_flows(sw, dst, g.group_id)
+                    self.mice_flows.add((sw, dst))
+            for dst in sorted(held.get(sw, set()) - set(now)):
+                ops.append(DeleteFlows(mice_cookie(self._tor_index[dst])))
+                self.mice_flows.discard((sw, dst))
+            if ops:
+                out[sw] = ops
         return out
 
     # ----- elephants ------------------------------------------------------------------

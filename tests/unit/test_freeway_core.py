@@ -110,6 +110,8 @@ def test_flow_removed_releases_and_clears():
 
 def test_new_lol_links_push_elephants_to_other_hol_paths_make_before_break():
     core = _core()
+    for sw in core.fabric.switches:  # the switches connected and hold their programs
+        core.switch_program(sw)
     el = core.handshake(1.0, "e0_0", 1, SRC, _ann()).elephant
     old = el.placements[0].path
     assert old[1:3] == ("a0_1", "c4")
@@ -126,6 +128,43 @@ def test_new_lol_links_push_elephants_to_other_hol_paths_make_before_break():
     # the mice groups of e0_0 now include the new LOL uplink toward e5_2
     mods = [i for sw, intents in ops if sw == "e0_0" for i in intents if isinstance(i, GroupModify)]
     assert any(len(m.group.buckets) == 2 for m in mods)
+
+
+def test_a_switch_gaining_or_losing_its_only_low_latency_hop_gets_a_group_or_loses_the_entries():
+    """k=6: the fixed low-latency paths all cross a*_0, so a0_1 holds no mice group at first. When a
+    dynamic path through a0_1 opens, it must get the group (added, not modified: the switch does not
+    have it) and the entries pointing to it; when the path closes, the entries go."""
+    from ryu_apps.freeway_core import mice_cookie
+    from ryu_apps.intents import Group, ToGroup
+
+    core = _core()
+    for sw in core.fabric.switches:
+        core.switch_program(sw)
+    dst_index = core.fabric.tors().index("e5_2")
+    gid = MICE_GROUP_BASE + dst_index
+    assert (("a0_1", gid)) not in core.installed_groups
+    hot = {ln: 0.5 for p in core.partition.lol_paths(("e0_0", "e5_2")) for ln in zip(p, p[1:], strict=False)}
+    core.link_util = hot
+    pairs = active_pairs(core.fabric, [(SRC, DST)])
+    _, ops = core.period(2.0, pairs)
+    a01 = [i for sw, intents in ops if sw == "a0_1" for i in intents]
+    adds = [i for i in a01 if isinstance(i, Group) and i.group_id == gid]
+    entries = [i for i in a01 if isinstance(i, Flow) and i.actions == (ToGroup(gid),)]
+    assert len(adds) == 1 and not any(isinstance(i, GroupModify) and i.group.group_id == gid for i in a01)
+    assert entries and all(f.cookie == mice_cookie(dst_index) and f.table_id == 0 for f in entries)
+    assert a01.index(adds[0]) < a01.index(entries[0])  # the group exists before anything points to it
+    # nothing changed: nothing sent
+    _, again = core.period(3.0, pairs)
+    assert not [i for sw, intents in again if sw == "a0_1" for i in intents if isinstance(i, (Group, Flow))]
+    # the mice load goes away: the dynamic path closes, a0_1's entries toward e5_2 go, the group stays
+    core.link_util = {}
+    t, gone = 4.0, []
+    while not gone and t < 200:
+        _, ops = core.period(t, pairs)
+        gone = [i for sw, intents in ops if sw == "a0_1" for i in intents if isinstance(i, DeleteFlows)]
+        t += 1.0
+    assert gone == [DeleteFlows(mice_cookie(dst_index))]
+    assert ("a0_1", "e5_2") not in core.mice_flows and ("a0_1", gid) in core.installed_groups
 
 
 def test_config_errors_name_the_key():

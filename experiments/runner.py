@@ -5,8 +5,9 @@ two destination pods, and Poisson request/response mice between every pair of
 pods, sized by the web-search (or data-mining) distribution cut at the mice
 boundary. Every mode sees the same seeded workload. Two reference runs put
 each mode in context: the mice alone on the same fabric (the unloaded FCT
-floor) and the elephants alone on one non-blocking switch (the throughput
-ceiling, measured with the same mice and elephants). Results: results.json, flows.csv and PNG plots in the output folder.
+floor) and the same mice and elephants on one non-blocking switch (the
+throughput ceiling). ``--repeat`` runs whole rounds of all of it. Results:
+results.json, flows.csv and PNG plots in the output folder.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ MONITORS = ("sflow", "sflow-rt", "none")
 
 
 INT_KEYS = {"min_samples", "fixed_lol", "fixed_hol", "punt_pps", "punt_burst", "elephant_idle_s", "mice_dscp",
-            "elephant_dscp", "mice_queue_len", "elephant_queue_len", "meter_burst_ms"}
+            "elephant_dscp", "mice_queue_len", "elephant_queue_len", "meter_burst_ms", "mice_weight_step"}
 
 
 class ConfigError(ValueError):

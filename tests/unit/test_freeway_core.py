@@ -172,3 +172,26 @@ def test_config_errors_name_the_key():
         FreewayConfig(punt_pps=0)
     with pytest.raises(FreewayConfigError, match="lol_low: must be below lol_high/2"):
         FreewayConfig(lol_low=0.2)
+
+
+def test_mice_groups_follow_big_load_changes_not_jitter():
+    """Weights track the link load, which jitters every second: a group is rewritten only when a
+    bucket's weight moves by mice_weight_step (3) or its next hops change."""
+    core = _core(4)
+    for sw in core.fabric.switches:
+        core.switch_program(sw)
+    up = ("a0_0", "c1")  # an LOL uplink: a0_0's mice groups toward other pods have buckets c1 and c2
+
+    def mods(load):
+        core.link_util = {up: load}
+        return [i for i in core.mice_updates().get("a0_0", []) if isinstance(i, GroupModify)]
+
+    def weights(ms):
+        return {tuple(b.weight for b in m.group.buckets) for m in ms}
+
+    assert weights(mods(0.44)) == {(6, 10)}  # from 10 to 6: rewritten (six groups toward pods 1-3)
+    assert mods(0.46) == [] and mods(0.40) == [] and mods(0.55) == []  # 5, 6, 4 against the held 6: jitter
+    assert weights(mods(0.75)) == {(2, 10)}  # 2 against 6: rewritten
+    assert mods(0.72) == []  # 3 against 2
+    with pytest.raises(FreewayConfigError, match="mice_weight_step"):
+        FreewayConfig(mice_weight_step=0)

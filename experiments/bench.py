@@ -85,7 +85,7 @@ def detection(trials: int, rate_mbps: float, out: Path, elephant_mbps: float, mi
     import random
     import sys
 
-    from monitoring.agent_config import SFlowAgentConfig
+    from topology.sflow_agent import SFlowAgentConfig
 
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
@@ -153,7 +153,7 @@ def handshake_latency(rates: list[int], seconds: float, out: Path, punt_pps: int
     """Handshake-to-answer latency at several announce rates, from four hosts on four edge switches."""
     import sys
 
-    from monitoring.agent_config import SFlowAgentConfig
+    from topology.sflow_agent import SFlowAgentConfig
 
     out.mkdir(parents=True, exist_ok=True)
     fabric = fattree(4, 10)
@@ -307,7 +307,7 @@ def reroute(trials: int, size: int, modes: list[str], out: Path) -> dict:
     """EFM reroute delay, and the EFM paper's four collision tests under each mode (Table I style)."""
     import threading
 
-    from monitoring.agent_config import SFlowAgentConfig
+    from topology.sflow_agent import SFlowAgentConfig
 
     from . import collisions
 
@@ -396,7 +396,7 @@ def isolation_bench(seconds: float, mice_rate: float, elephants: int, out: Path)
     import statistics
     import sys
 
-    from monitoring.agent_config import SFlowAgentConfig
+    from topology.sflow_agent import SFlowAgentConfig
     from ryu_apps.isolation import IsolationConfig
     from topology.fabric import leafspine
 

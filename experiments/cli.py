@@ -53,7 +53,7 @@ def cmd_fabric(args) -> int:
     ctl = parse_listen(args.controller)
     sflow = None
     if not args.no_sflow:
-        from monitoring.agent_config import SFlowAgentConfig
+        from topology.sflow_agent import SFlowAgentConfig
 
         try:
             sflow = SFlowAgentConfig.for_rate(fabric.link_rate_mbps, target=args.sflow_target,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from topology.builder import ofctl
 from topology.fabric import Fabric
+from topology.paths import path_ports
 
 PRIO_STEER = 450
 
@@ -61,7 +62,7 @@ def steer(fabric: Fabric, flows: list[CFlow], base_port: int = 5300) -> list[CFl
     for i, f in enumerate(flows):
         port = base_port + i
         src, dst = fabric.host_by_ip(_ip(fabric, f.src)), fabric.host_by_ip(_ip(fabric, f.dst))
-        hops = [(a, fabric.port_to(a, b)) for a, b in zip(f.path, f.path[1:], strict=False)]
+        hops = path_ports(fabric, f.path)
         hops.append((dst.switch, dst.port))
         for sw, p in hops:
             ofctl("add-flow", sw, f"priority={PRIO_STEER},tcp,nw_src={src.ip},nw_dst={dst.ip},tp_src={port + 1000},"

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from monitoring.agent_config import SFlowAgentConfig
+from topology.sflow_agent import SFlowAgentConfig
 from topology.builder import FabricNet
 from topology.fabric import Fabric, fattree, leafspine
 

@@ -24,9 +24,10 @@ sFlow-RT already computed) and ``now``; returns events. No sockets, no clock.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from topology.fabric import Fabric
+from topology.settings import SettingError, setting, validate
 
 from .events import ElephantEnd, ElephantStart, LinkLoad
 from .sflow import CounterSample, FiveTuple, FlowSample
@@ -35,32 +36,28 @@ UNKNOWN_IF = 0x3FFFFFFF
 UNKNOWN_COUNTER = 2**64 - 1  # sFlow v5: a counter the agent cannot read is sent as all ones
 
 
-class MonitorConfigError(ValueError):
-    """An invalid monitoring setting; the message names the key."""
+MonitorConfigError = SettingError  # an invalid monitoring setting; the message names the key
 
 
 @dataclass(frozen=True)
 class MonitorConfig:
-    elephant_fraction: float = 0.10  # of the access link rate (EFM: 10%)
-    window_s: float = 2.0  # sliding window for flow rates
-    min_span_s: float = 0.5  # a young flow's rate is bytes over at least this long
-    min_samples: int = 3  # samples needed before a flow can be called an elephant
-    elephant_min_bytes: float = 250_000  # ... and bytes it must have sent (estimated); 0: no such bar
-    hold_s: float = 2.0  # an elephant ends after this long under the threshold
-    idle_s: float = 3.0  # ... or this long without samples
-    ewma_alpha: float = 0.5  # weight of the newest occupancy measurement
+    elephant_fraction: float = setting(0.10, "a flow above this fraction of its access link rate is an elephant "
+                                       "(EFM: 10%)", positive=True)
+    window_s: float = setting(2.0, "sliding window for flow rates", "s", positive=True)
+    min_span_s: float = setting(0.5, "a young flow's rate is its bytes over at least this long", "s", positive=True)
+    min_samples: int = setting(3, "flow samples needed before a flow can be called an elephant", min=1)
+    elephant_min_bytes: float = setting(250_000, "bytes an elephant must also have sent (estimated; 0: no such "
+                                        "bar)", "bytes")
+    hold_s: float = setting(2.0, "an elephant ends after this long under the threshold", "s", positive=True)
+    idle_s: float = setting(3.0, "... or this long without samples", "s", positive=True)
+    ewma_alpha: float = setting(0.5, "weight of the newest link occupancy measurement", positive=True, max=1)
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or (v == 0 and f.name != "elephant_min_bytes"):
-                raise MonitorConfigError(f"{f.name}: must be a positive number, got {v!r}")
+        validate(self)
         if self.elephant_fraction >= 1:
-            raise MonitorConfigError(f"elephant_fraction: must be below 1, got {self.elephant_fraction}")
-        if self.ewma_alpha > 1:
-            raise MonitorConfigError(f"ewma_alpha: must be in (0, 1], got {self.ewma_alpha}")
+            raise SettingError(f"elephant_fraction: must be below 1, got {self.elephant_fraction}")
         if self.min_span_s > self.window_s:
-            raise MonitorConfigError("min_span_s: must not exceed window_s")
+            raise SettingError("min_span_s: must not exceed window_s")
 
 
 @dataclass
@@ -104,14 +101,9 @@ class Estimator:
     def set_ifmap(self, ifmap: dict[int, tuple[str, int]]) -> None:
         self.ifmap = dict(ifmap)
 
-    def _capacity_bps(self, a: str, b: str) -> float:
-        if a in self.fabric.switches and b in self.fabric.switches:
-            return self.fabric.capacity(a, b) * 1e6
-        return self.fabric.link_rate_mbps * 1e6
-
     def access_rate_bps(self, flow: FiveTuple) -> float:
         h = self.fabric.host_by_ip(flow.src)
-        return self._capacity_bps(h.name, h.switch) if h else self.fabric.link_rate_mbps * 1e6
+        return self.fabric.capacity_bps((h.name, h.switch)) if h else self.fabric.link_rate_mbps * 1e6
 
     # ----- counters -> link occupancy ------------------------------------
     def on_counters(self, now: float, sample: CounterSample) -> list[LinkLoad]:
@@ -150,7 +142,7 @@ class Estimator:
 
     def observe_link(self, now: float, link: tuple[str, str], bps: float) -> LinkLoad:
         """Fold a measured rate into the link's smoothed occupancy."""
-        util = bps / self._capacity_bps(*link)
+        util = bps / self.fabric.capacity_bps(link)
         a = self.cfg.ewma_alpha
         old = self.link_util.get(link)
         self.link_util[link] = util if old is None else a * util + (1 - a) * old

@@ -112,5 +112,5 @@ class SFlowRT:
             if peer is None:
                 continue
             link = (where[0], peer[0])
-            events.append(self.estimator.observe_link(now, link, pct / 100 * self.estimator._capacity_bps(*link)))
+            events.append(self.estimator.observe_link(now, link, pct / 100 * self.estimator.fabric.capacity_bps(link)))
         return events

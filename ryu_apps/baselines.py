@@ -5,20 +5,21 @@ from __future__ import annotations
 from topology.fabric import Fabric
 from topology.paths import Path
 
+from . import pipeline
 from .elephant_entries import flow_match, path_entries
 from .forwarding import ETH_IPV4, UPLINK_GROUP
 from .intents import DeleteFlows, Flow, ToController, ToGroup, match
 
-PRIO_HEDERA_PUNT = 15  # new TCP flows leaving a ToR: first packet to the controller
-PRIO_HEDERA_EDGE = 400  # one entry per flow at its ingress ToR, forwarding by ECMP, counting bytes
-HEDERA = 0xD5
-EFM = 0xE7
+PRIO_HEDERA_PUNT = pipeline.prio("hedera-punt")  # new TCP flows leaving a ToR: first packet to the controller
+PRIO_HEDERA_EDGE = pipeline.prio("hedera-edge")  # one entry per flow at its ingress ToR, by ECMP, counting bytes
+HEDERA = pipeline.HEDERA
+EFM = pipeline.EFM
 KIND_EDGE, KIND_PLACED = 1, 2
 ALL_FLOWS = (0, 0)  # Hedera reads every per-flow entry at the edge, whoever installed it
 
 
-def cookie(owner: int, kind: int, ident: int) -> int:
-    return (owner << 56) | (kind << 48) | (ident & 0xFFFFFFFFFFFF)
+def cookie(space: pipeline.CookieSpace, kind: int, ident: int) -> int:
+    return pipeline.cookie(space, (kind << 48) | (ident & 0xFFFFFFFFFFFF))
 
 
 def hedera_edge_flows(fabric: Fabric, switch: str) -> list[Flow]:
@@ -28,13 +29,15 @@ def hedera_edge_flows(fabric: Fabric, switch: str) -> list[Flow]:
     return [Flow(PRIO_HEDERA_PUNT, match(eth_type=ETH_IPV4, ip_proto=6), (ToController(128),))]
 
 
-def hedera_edge_entry(flow, ident: int, idle_s: int) -> Flow:
-    """Per-flow entry at the ingress ToR: ECMP as before, but with its own byte counter."""
+def hedera_edge_entry(flow, ident: int, idle_s: int, two_tables: bool = False) -> Flow:
+    """Per-flow entry at the ingress ToR: ECMP as before, but with its own byte counter (with isolation,
+    in the forward table, after the packet was classified)."""
     return Flow(PRIO_HEDERA_EDGE, flow_match(flow.src, flow.dst, flow.proto, flow.sport, flow.dport),
-                (ToGroup(UPLINK_GROUP),), cookie=cookie(HEDERA, KIND_EDGE, ident), idle_timeout=idle_s)
+                (ToGroup(UPLINK_GROUP),), table_id=pipeline.table_for(PRIO_HEDERA_EDGE, two_tables),
+                cookie=cookie(HEDERA, KIND_EDGE, ident), idle_timeout=idle_s)
 
 
-def pin(fabric: Fabric, path: Path, flow, owner: int, ident: int, gen: int, idle_s: int,
+def pin(fabric: Fabric, path: Path, flow, owner: pipeline.CookieSpace, ident: int, gen: int, idle_s: int,
         old_cookie: int | None = None, iso=None) -> tuple[list[tuple[str, list]], list[tuple[str, list]], list[tuple[str, list]], int]:
     """Make-before-break plan to pin ``flow`` to ``path``: (install, after, rollback, new cookie).
 

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from topology.paths import Path
+from topology.paths import Path, path_links
 
 Link = tuple[str, str]
 
@@ -28,8 +28,7 @@ class Placement:
     max_util: float  # the path's maximum link utilisation with the flow added
 
 
-def links(path: Path) -> list[Link]:
-    return list(zip(path, path[1:], strict=False))
+links = path_links  # one path-to-links function (topology.paths)
 
 
 def bin_pack(paths: list[Path], rate_bps: float, load_bps: Callable[[Link], float],

@@ -1,7 +1,10 @@
-"""Controller configuration: declared with defaults and types, validated by key.
+"""Controller configuration: every setting declared once, with its type, default, range and help.
 
-The launcher sets it explicitly; under ``osken-manager``/``ryu-manager`` the
-apps read it from FREEWAY_* environment variables instead.
+The controller's own settings are ``Config``'s fields; each module's settings
+are their own dataclass (``SECTIONS``), given as ``KEY=VALUE`` overrides
+(``--freeway-set lol_high=0.4``) and converted by the declared type. The
+launcher sets the configuration explicitly; under ``osken-manager`` the apps
+read it from FREEWAY_* environment variables instead.
 """
 
 from __future__ import annotations
@@ -9,18 +12,24 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields
 
-from monitoring.estimator import MonitorConfig, MonitorConfigError
+from monitoring.estimator import MonitorConfig
+from topology.queues import IsolationConfig
+from topology.settings import SettingError, build, convert, describe, setting, validate
+
+from .efm import EFMConfig
+from .freeway_core import FreewayConfig
 
 MODES = ("ecmp", "hedera", "efm-biggest", "efm-smallest", "freeway")
 MONITORS = ("sflow", "sflow-rt", "none")
+# module settings: Config field -> (settings class, section name, what the section is for)
+SECTIONS = {
+    "monitor_settings": (MonitorConfig, "monitor", "monitoring (elephant detection, link occupancy)"),
+    "freeway_settings": (FreewayConfig, "freeway", "Freeway mode (partition, handshake, Bin-Pack)"),
+    "isolation_settings": (IsolationConfig, "isolation", "queues, marks and meters (with --isolation on)"),
+    "efm_settings": (EFMConfig, "efm", "EFM rerouting (modes efm-* and freeway)"),
+}
 
-
-INT_KEYS = {"min_samples", "fixed_lol", "fixed_hol", "punt_pps", "punt_burst", "elephant_idle_s", "mice_dscp",
-            "elephant_dscp", "mice_queue_len", "elephant_queue_len", "meter_burst_ms", "mice_weight_step"}
-
-
-class ConfigError(ValueError):
-    """An invalid setting; the message names the key and the problem."""
+ConfigError = SettingError  # an invalid setting; the message names the key and the problem
 
 
 def _hostport(key: str, value: str) -> tuple[str, int]:
@@ -30,98 +39,99 @@ def _hostport(key: str, value: str) -> tuple[str, int]:
     return host, int(port)
 
 
+Pairs = tuple[tuple[str, object], ...]
+
+
 @dataclass(frozen=True)
 class Config:
-    fabric: str
-    mode: str = "ecmp"
-    monitor: str = "sflow"  # built-in sFlow collector | sFlow-RT REST | none
-    sflow_listen: str = "127.0.0.1:6343"
-    sflow_rt_url: str = ""
-    events_file: str = ""  # JSON lines: elephant events and a link-load snapshot per second
-    ovsdb: str = ""  # where to read ifIndex -> port from ('' = local Open vSwitch)
-    monitor_settings: tuple[tuple[str, float], ...] = ()  # MonitorConfig overrides
-    freeway_settings: tuple[tuple[str, float], ...] = ()  # FreewayConfig overrides (mode freeway)
-    isolation: bool = False  # mice and elephants in separate queues, elephants marked and metered
-    isolation_settings: tuple[tuple[str, float], ...] = ()  # IsolationConfig overrides
-    efm_threshold: float = 0.7  # EFM: a link above this occupancy is congested
-    efm_hold_down_s: float = 10.0
-    hedera_poll_s: float = 5.0
+    fabric: str = setting("", "the fabric description (JSON) written by 'freeway fabric --describe'")
+    mode: str = setting("ecmp", "scheduling mode", choices=MODES)
+    monitor: str = setting("sflow", "monitoring backend: built-in sFlow collector, sFlow-RT REST, or none",
+                           choices=MONITORS)
+    sflow_listen: str = setting("127.0.0.1:6343", "UDP address of the built-in sFlow collector (HOST:PORT)")
+    sflow_rt_url: str = setting("", "sFlow-RT base URL for monitor sflow-rt, e.g. http://127.0.0.1:8008")
+    events_file: str = setting("", "append JSON lines here: elephant events and a link snapshot per second")
+    ovsdb: str = setting("", "OVSDB to read ifIndex -> port from ('' = the local Open vSwitch)")
+    isolation: bool = setting(False, "mice and elephants in separate queues: mark, set_queue, meter elephants")
+    hedera_poll_s: float = setting(5.0, "Hedera: time between flow-statistics polls of the edge switches", "s",
+                                   positive=True)
+    monitor_settings: Pairs = ()
+    freeway_settings: Pairs = ()
+    isolation_settings: Pairs = ()
+    efm_settings: Pairs = ()
 
     def __post_init__(self) -> None:
-        if not isinstance(self.fabric, str) or not self.fabric:
+        validate(self)
+        if not self.fabric:
             raise ConfigError("fabric: a path to the fabric description is required")
-        if self.mode not in MODES:
-            raise ConfigError(f"mode: unknown mode {self.mode!r} (expected one of {', '.join(MODES)})")
-        if self.monitor not in MONITORS:
-            raise ConfigError(f"monitor: unknown backend {self.monitor!r} (expected one of {', '.join(MONITORS)})")
         _hostport("sflow_listen", self.sflow_listen)
         if self.monitor == "sflow-rt" and not self.sflow_rt_url.startswith(("http://", "https://")):
             raise ConfigError(f"sflow_rt_url: the sflow-rt monitor needs an http(s) URL, got {self.sflow_rt_url!r}")
-        self.monitor_config()
-        self.freeway_config()
-        self.isolation_config()
+        for key in SECTIONS:
+            self.section(key)
         if self.mode in ("freeway", "efm-biggest", "efm-smallest") and self.monitor == "none":
             raise ConfigError(f"monitor: mode {self.mode} needs link loads: use --monitor sflow or sflow-rt")
-        if not 0 < self.efm_threshold <= 1:
-            raise ConfigError(f"efm_threshold: must be in (0, 1], got {self.efm_threshold}")
-        if self.efm_hold_down_s <= 0 or self.hedera_poll_s <= 0:
-            raise ConfigError("efm_hold_down_s and hedera_poll_s: must be positive")
+
+    def section(self, key: str):
+        cls, name, _ = SECTIONS[key]
+        return build(cls, getattr(self, key), name)
 
     @property
     def sflow_address(self) -> tuple[str, int]:
         return _hostport("sflow_listen", self.sflow_listen)
 
     def monitor_config(self) -> MonitorConfig:
-        return _build(MonitorConfig, self.monitor_settings, MonitorConfigError, "monitoring")
+        return self.section("monitor_settings")
 
-    def freeway_config(self):
-        from .freeway_core import FreewayConfig, FreewayConfigError
+    def freeway_config(self) -> FreewayConfig:
+        return self.section("freeway_settings")
 
-        return _build(FreewayConfig, self.freeway_settings, FreewayConfigError, "Freeway")
-
-    def isolation_config(self):
+    def isolation_config(self) -> IsolationConfig | None:
         """The IsolationConfig when isolation is on, else None (the settings are checked either way)."""
-        from .isolation import IsolationConfig, IsolationConfigError
-
-        cfg = _build(IsolationConfig, self.isolation_settings, IsolationConfigError, "isolation")
+        cfg = self.section("isolation_settings")
         return cfg if self.isolation else None
+
+    def efm_config(self) -> EFMConfig:
+        pick = "smallest" if self.mode == "efm-smallest" else "biggest"
+        return build(EFMConfig, (*self.efm_settings, ("pick", pick)), "efm")
 
     @classmethod
     def from_mapping(cls, values: dict) -> Config:
         known = {f.name for f in fields(cls)}
-        for key in values:
+        kw = {}
+        for key, value in values.items():
             if key not in known:
                 raise ConfigError(f"{key}: unknown setting (known: {', '.join(sorted(known))})")
-        return cls(**values)
+            kw[key] = value if key in SECTIONS else convert(cls, key, value)
+        return cls(**kw)
 
 
-def parse_settings(items: list[str]) -> tuple[tuple[str, float], ...]:
-    """``KEY=NUMBER`` strings (``--monitor-set``) as typed pairs; errors name the item."""
+def parse_settings(items: list[str]) -> Pairs:
+    """``KEY=VALUE`` strings (``--freeway-set``) as (key, text) pairs; the section converts them by type."""
     out = []
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not key:
+        if not sep or not key.strip():
             raise ConfigError(f"{item!r}: expected KEY=VALUE")
-        try:
-            num = float(value)
-        except ValueError:
-            raise ConfigError(f"{key}: expected a number, got {value!r}") from None
-        out.append((key, int(num) if num.is_integer() and key in INT_KEYS else num))
+        out.append((key.strip(), value))
     return tuple(out)
 
 
-def _build(cls, pairs, error_cls, what: str):
-    """A settings dataclass from KEY=VALUE overrides; unknown keys and bad values name the key."""
-    known = {f.name for f in fields(cls)}
-    kw = {}
-    for key, value in pairs:
-        if key not in known:
-            raise ConfigError(f"{key}: unknown {what} setting (known: {', '.join(sorted(known))})")
-        kw[key] = int(value) if float(value).is_integer() and key in INT_KEYS else value
-    try:
-        return cls(**kw)
-    except error_cls as e:
-        raise ConfigError(str(e)) from None
+def settings_help(key: str) -> str:
+    """Help text for one ``--*-set`` option, generated from the settings class."""
+    cls, _, what = SECTIONS[key]
+    names = ", ".join(f.name for f in fields(cls) if f.name != "pick")
+    return f"{what}: {names} (see 'freeway controller --help' for each)"
+
+
+def settings_epilog() -> str:
+    """Every module setting with its type, default, unit, range and meaning."""
+    parts = []
+    for key, (cls, _, what) in SECTIONS.items():
+        flag = "--" + key.replace("_settings", "-set")
+        lines = [f"  {line}" for line in describe(cls) if not line.startswith("pick ")]
+        parts.append(f"{flag} KEY=VALUE, {what}:\n" + "\n".join(lines))
+    return "\n\n".join(parts)
 
 
 _active: Config | None = None
@@ -136,16 +146,12 @@ def active() -> Config:
     """The configuration set by the launcher, else the FREEWAY_* environment."""
     if _active is not None:
         return _active
-    env = {}
+    env: dict[str, object] = {}
     for f in fields(Config):
         name = f"FREEWAY_{f.name.upper()}"
-        if name in os.environ and not f.name.endswith("_settings"):
+        if name in os.environ:
             raw = os.environ[name]
-            env[f.name] = float(raw) if f.type == "float" else raw.lower() in ("1", "on", "true") \
-                if f.type == "bool" else raw
-    for key in ("monitor_settings", "freeway_settings", "isolation_settings"):
-        if f"FREEWAY_{key.upper()}" in os.environ:
-            env[key] = parse_settings(os.environ[f"FREEWAY_{key.upper()}"].split(","))
+            env[f.name] = parse_settings([x for x in raw.split(",") if x]) if f.name in SECTIONS else raw
     if "fabric" not in env:
         raise ConfigError("fabric: set FREEWAY_FABRIC to the fabric description when loading the apps "
                           "with osken-manager, or use 'freeway controller --fabric FILE'")

@@ -17,35 +17,30 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import partial
 
 from topology.fabric import Fabric
-from topology.paths import Path, tor_paths
+from topology.paths import Path, path_links, tor_paths
+from topology.settings import SettingError, setting, validate
 
 Link = tuple[str, str]
 
 
-class EFMConfigError(ValueError):
-    pass
+EFMConfigError = SettingError
 
 
 @dataclass(frozen=True)
 class EFMConfig:
-    threshold: float = 0.7
-    pick: str = "biggest"  # biggest | smallest
-    hold_down_s: float = 10.0
-    idle_s: int = 10  # the rerouted flow's entries expire after this long without packets
+    threshold: float = setting(0.7, "a link above this occupancy is congested; a move must keep every link of "
+                               "the new path under it", positive=True, max=1)
+    pick: str = setting("biggest", "which elephant on a congested link moves first (set by the mode)",
+                        choices=("biggest", "smallest"))
+    hold_down_s: float = setting(10.0, "a moved flow is not moved again for this long", "s", positive=True)
+    idle_s: int = setting(10, "a rerouted flow's entries expire after this long without packets", "s", min=1)
 
     def __post_init__(self) -> None:
-        if self.pick not in ("biggest", "smallest"):
-            raise EFMConfigError(f"pick: must be biggest or smallest, got {self.pick!r}")
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if f.name != "pick" and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
-                raise EFMConfigError(f"{f.name}: must be a positive number, got {v!r}")
-        if self.threshold > 1:
-            raise EFMConfigError(f"threshold: must be at most 1, got {self.threshold}")
+        validate(self)
 
 
 @dataclass(frozen=True)
@@ -72,10 +67,7 @@ class EFM:
         self.triggered_at: dict[Link, float] = {}
 
     def capacity(self, link: Link) -> float:
-        a, b = link
-        if a in self.fabric.switches and b in self.fabric.switches:
-            return self.fabric.capacity(a, b) * 1e6
-        return self.fabric.link_rate_mbps * 1e6
+        return self.fabric.capacity_bps(link)
 
     def decide(self, now: float, link_bps: dict[Link, float], link_time: dict[Link, float],
                elephants_on: Callable[[Link], list[tuple[object, float]]],
@@ -107,7 +99,7 @@ class EFM:
                     why.append(f"{flow}: no path stays under {self.cfg.threshold:.0%} with {rate / 1e6:.2f} Mbit/s")
                     continue
                 old = frozenset(flow_links(flow))
-                for ln in zip(path, path[1:], strict=False):
+                for ln in path_links(path):
                     extra[ln] += rate
                 for ln in old:
                     extra[ln] -= rate
@@ -128,7 +120,7 @@ class EFM:
         if src is None or dst is None or src.switch == dst.switch:
             return None
         for path in (paths or partial(tor_paths, self.fabric))(src.switch, dst.switch):
-            links = list(zip(path, path[1:], strict=False))
+            links = path_links(path)
             if set(links) <= current:
                 continue  # where it already is
             ok = all(util.get(ln, 0.0) + (extra[ln] + (0.0 if ln in current else rate)) / self.capacity(ln)

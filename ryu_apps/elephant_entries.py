@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from topology.fabric import Fabric
-from topology.paths import Path
+from topology.paths import Path, path_ports
 
+from . import pipeline
 from .forwarding import ETH_IPV4
 from .intents import SEND_FLOW_REM, Flow, Output, match
 
-PRIO_ELEPHANT = 500
+PRIO_ELEPHANT = pipeline.prio("elephant")
 
 
 def flow_match(src: str, dst: str, proto: int, sport: int, dport: int):
@@ -25,7 +26,7 @@ def path_entries(fabric: Fabric, path: Path, flow, cookie: int, idle_timeout: in
 
     dst = fabric.host_by_ip(flow.dst)
     m = flow_match(flow.src, flow.dst, flow.proto, flow.sport, flow.dport)
-    hops = [(a, fabric.port_to(a, b)) for a, b in zip(path, path[1:], strict=False)] + [(dst.switch, dst.port)]
+    hops = path_ports(fabric, path) + [(dst.switch, dst.port)]
     out = []
     for i, (sw, port) in reversed(list(enumerate(hops))):
         actions = (Output(port),)

@@ -14,15 +14,16 @@ import ipaddress
 
 from topology.fabric import Fabric
 
+from . import pipeline
 from .intents import Bucket, Flow, Group, Output, ToController, ToGroup, match
 
-UPLINK_GROUP = 1
+UPLINK_GROUP = pipeline.UPLINK_GROUP.first
 
-PRIO_MISS = 0
-PRIO_UP = 10
-PRIO_DOWN = 200
-PRIO_HOST = 300
-PRIO_ARP = 1000
+PRIO_MISS = pipeline.prio("miss")
+PRIO_UP = pipeline.prio("ecmp-up")
+PRIO_DOWN = pipeline.prio("down")
+PRIO_HOST = pipeline.prio("host")
+PRIO_ARP = pipeline.prio("arp")
 
 ETH_ARP = 0x0806
 ETH_IPV4 = 0x0800

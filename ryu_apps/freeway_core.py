@@ -14,8 +14,10 @@ from dataclasses import dataclass, field, fields
 
 from topology.fabric import Fabric, Host
 from topology.paths import Path
+from topology.settings import SettingError, setting
 
 from . import handshake as hs
+from . import pipeline
 from .binpack import Allocations, NoRoom, Placement, links, place_subflows
 from .elephant_entries import PRIO_ELEPHANT, path_entries
 from .forwarding import ETH_IPV4, _prefix_match, base_program, covering_prefixes
@@ -31,56 +33,35 @@ from .intents import (
     ToGroup,
     match,
 )
-from .partition import Partition, PartitionConfig, PartitionError, StepResult
+from .partition import Partition, PartitionConfig, StepResult
 
-PRIO_MICE = 20  # above ECMP (10), below downward prefixes (200)
-PRIO_SERVICE_DROP = 1900
-PRIO_HANDSHAKE = 2000
-PUNT_METER = 1
-MICE_GROUP_BASE = 1000
+PRIO_MICE = pipeline.prio("mice")  # above ECMP, below downward prefixes
+PRIO_SERVICE_DROP = pipeline.prio("service-drop")
+PRIO_HANDSHAKE = pipeline.prio("handshake")
+PUNT_METER = pipeline.PUNT_METER.first
 Link = tuple[str, str]
 __all__ = ["PRIO_ELEPHANT", "FreewayCore", "FreewayConfig", "FreewayConfigError", "HandshakeOutcome", "active_pairs"]
 
 
-class FreewayConfigError(ValueError):
-    """An invalid Freeway setting; the message names the key."""
+FreewayConfigError = SettingError  # an invalid Freeway setting; the message names the key
 
 
 @dataclass(frozen=True)
-class FreewayConfig:
-    lol_high: float = 0.3
-    lol_low: float = 0.1
-    fixed_lol: int = 0
-    fixed_hol: int = 0
-    drain_load: float = 0.02
-    drain_min_s: float = 1.0
-    drain_max_s: float = 5.0
-    punt_pps: int = 200  # handshakes per second an edge switch may send to the controller
-    punt_burst: int = 50
-    elephant_idle_s: int = 10  # elephant entries expire after this long without packets
-    headroom: float = 1.0  # a path has room while max utilisation with the flow stays at or below this
-    active_s: float = 3.0  # a ToR pair is active (evaluated each period) this long after its last mice sample
-    mice_weight_step: int = 3  # rewrite a mice group when a bucket's weight (1..10) moved by this much (1: always)
+class FreewayConfig(PartitionConfig):
+    """The partition's settings and Freeway's own."""
 
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-                raise FreewayConfigError(f"{f.name}: must be a non-negative number, got {v!r}")
-        if self.punt_pps < 1 or self.punt_burst < 1 or self.elephant_idle_s < 1:
-            raise FreewayConfigError("punt_pps, punt_burst and elephant_idle_s must be at least 1")
-        if not isinstance(self.mice_weight_step, int) or not 1 <= self.mice_weight_step <= 10:
-            raise FreewayConfigError(f"mice_weight_step: must be a whole number from 1 to 10, got {self.mice_weight_step!r}")
-        if self.headroom <= 0:
-            raise FreewayConfigError("headroom: must be positive")
-        try:
-            self.partition_config()
-        except PartitionError as e:
-            raise FreewayConfigError(str(e)) from None
+    punt_pps: int = setting(200, "handshakes per second a ToR may send to the controller", "packets/s", min=1)
+    punt_burst: int = setting(50, "burst of the handshake punt meter", "packets", min=1)
+    elephant_idle_s: int = setting(10, "an elephant's entries expire after this long without packets", "s", min=1)
+    headroom: float = setting(1.0, "a path has room while its maximum utilisation with the flow stays at or "
+                              "below this", positive=True)
+    active_s: float = setting(3.0, "a ToR pair is active (evaluated each period) this long after its last mice "
+                              "sample", "s")
+    mice_weight_step: int = setting(3, "rewrite a mice group when a bucket's weight (1..10) moved by this much "
+                                    "(1: always)", min=1, max=10)
 
     def partition_config(self) -> PartitionConfig:
-        names = {f.name for f in fields(PartitionConfig)}
-        return PartitionConfig(**{k: getattr(self, k) for k in names})
+        return PartitionConfig(**{f.name: getattr(self, f.name) for f in fields(PartitionConfig)})
 
 
 @dataclass
@@ -101,7 +82,6 @@ class Elephant:
         return cookie_of(self.eid, self.gen)
 
 
-MICE_COOKIE = 0x3C << 56  # mice entries: this | the destination ToR's index
 
 
 def _reweighted(held: Group, want: Group, step: int) -> bool:
@@ -115,15 +95,16 @@ def _reweighted(held: Group, want: Group, step: int) -> bool:
 
 
 def mice_cookie(tor_index: int) -> int:
-    return MICE_COOKIE | tor_index
+    """Mice entries toward one destination ToR."""
+    return pipeline.cookie(pipeline.FREEWAY_MICE, tor_index)
 
 
 def cookie_of(eid: int, gen: int) -> int:
-    return (0xF5 << 56) | (eid << 16) | (gen & 0xFFFF)
+    return pipeline.cookie(pipeline.FREEWAY_ELEPHANT, (eid << 16) | (gen & 0xFFFF))
 
 
 def eid_of(cookie: int) -> int | None:
-    return (cookie >> 16) & 0xFFFFFFFFFF if cookie >> 56 == 0xF5 else None
+    return (cookie >> 16) & 0xFFFFFFFFFF if pipeline.owner_of(cookie) is pipeline.FREEWAY_ELEPHANT else None
 
 
 @dataclass
@@ -164,10 +145,7 @@ class FreewayCore:
         return max(measured, self.alloc.link.get(link, 0.0))
 
     def capacity_bps(self, link: Link) -> float:
-        a, b = link
-        if a in self.fabric.switches and b in self.fabric.switches:
-            return self.fabric.capacity(a, b) * 1e6
-        return self.fabric.link_rate_mbps * 1e6
+        return self.fabric.capacity_bps(link)
 
     # ----- switch programs ----------------------------------------------------------
     def mice_groups(self, switch: str) -> dict[str, Group]:
@@ -182,7 +160,7 @@ class FreewayCore:
             for n in hops:
                 u = min(0.9, self.link_util.get((switch, n), 0.0))
                 buckets.append(Bucket((Output(self.fabric.port_to(switch, n)),), max(1, round(10 * (1 - u)))))
-            out[dst] = Group(MICE_GROUP_BASE + self._tor_index[dst], tuple(buckets))
+            out[dst] = Group(pipeline.MICE_GROUPS.id(self._tor_index[dst]), tuple(buckets))
         return out
 
     def switch_program(self, switch: str) -> tuple[list[Group], list[Flow], list]:
@@ -194,7 +172,7 @@ class FreewayCore:
         for dst, g in self.mice_groups(switch).items():
             groups.append(g)
             self.installed_groups[(switch, g.group_id)] = g
-            flows += self._mice_flows(switch, dst, g.group_id, program=True)
+            flows += self._mice_flows(switch, dst, g.group_id)
             self.mice_flows.add((switch, dst))
         extra: list = []
         if self.fabric.switches[switch].is_tor:
@@ -213,10 +191,9 @@ class FreewayCore:
                         flows.append(intent)
         return groups, flows, extra
 
-    def _mice_flows(self, switch: str, dst: str, group_id: int, program: bool = False) -> list[Flow]:
-        """The entries sending mice for ``dst`` to its group. At a ToR with isolation, forwarding is in
-        table 1 (``tor_program`` moves a whole program there; later additions go there directly)."""
-        table = 1 if (not program and self.iso is not None and self.fabric.switches[switch].is_tor) else 0
+    def _mice_flows(self, switch: str, dst: str, group_id: int) -> list[Flow]:
+        """The entries sending mice for ``dst`` to its group, in the mice band's table."""
+        table = pipeline.table_for(PRIO_MICE, self.iso is not None and self.fabric.switches[switch].is_tor)
         return [Flow(PRIO_MICE, m, (ToGroup(group_id),), table_id=table, cookie=mice_cookie(self._tor_index[dst]))
                 for m in self._tor_match[dst]]
 

@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from topology.fabric import Fabric
-from topology.paths import Path, tor_paths
+from topology.paths import Path, path_links, tor_paths
 
 Link = tuple[str, str]
 
@@ -84,15 +84,12 @@ class GlobalFirstFit:
     placed: dict = field(default_factory=dict)
 
     def capacity(self, link: Link) -> float:
-        a, b = link
-        if a in self.fabric.switches and b in self.fabric.switches:
-            return self.fabric.capacity(a, b) * 1e6
-        return self.fabric.link_rate_mbps * 1e6
+        return self.fabric.capacity_bps(link)
 
     def release(self, key) -> Placed | None:
         p = self.placed.pop(key, None)
         if p is not None:
-            for ln in zip(p.path, p.path[1:], strict=False):
+            for ln in path_links(p.path):
                 self.reserved[ln] -= p.demand_bps
                 if self.reserved[ln] <= 1e-6:
                     del self.reserved[ln]
@@ -101,7 +98,7 @@ class GlobalFirstFit:
     def place(self, key, src_tor: str, dst_tor: str, demand_bps: float) -> Path | None:
         """Reserve the first path that fits; None leaves the flow on ECMP."""
         for path in tor_paths(self.fabric, src_tor, dst_tor):
-            links = list(zip(path, path[1:], strict=False))
+            links = path_links(path)
             if all(self.reserved[ln] + demand_bps <= self.capacity(ln) + 1e-6 for ln in links):
                 for ln in links:
                     self.reserved[ln] += demand_bps

@@ -35,10 +35,11 @@ flap between adding and removing. ``lol_low`` must be below ``lol_high / 2``.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from topology.fabric import Fabric
-from topology.paths import Path, tor_paths
+from topology.paths import Path, path_links, tor_paths
+from topology.settings import SettingError, setting, validate
 
 Link = tuple[str, str]
 Pair = tuple[str, str]
@@ -48,32 +49,28 @@ DRAIN = ("a link whose counter falls to 0 is 'draining': mice are no longer forw
          "or after drain_max_s whatever the load")
 
 
-class PartitionError(ValueError):
-    """The fabric or the settings do not allow Freeway's partition; the message says why."""
+PartitionError = SettingError  # the fabric or the settings do not allow the partition; the message says why
 
 
 @dataclass(frozen=True)
 class PartitionConfig:
-    lol_high: float = 0.3
-    lol_low: float = 0.1
-    fixed_lol: int = 0  # 0: k/2 on a fat-tree, 1 on a leaf-spine
-    fixed_hol: int = 0  # 0: k/2 on a fat-tree, 1 on a leaf-spine
-    drain_load: float = 0.02
-    drain_min_s: float = 1.0
-    drain_max_s: float = 5.0
+    lol_high: float = setting(0.3, "a low-latency path whose average link load is above this is congested; more "
+                              "than half congested adds a path", positive=True, max=1)
+    lol_low: float = setting(0.1, "... below this is idle; more than half idle removes a path (below lol_high/2)")
+    fixed_lol: int = setting(0, "fixed low-latency paths per ToR pair (0: k/2 on a fat-tree, 1 on a leaf-spine)")
+    fixed_hol: int = setting(0, "fixed high-throughput paths per ToR pair (0: k/2 on a fat-tree, 1 on a "
+                             "leaf-spine)")
+    drain_load: float = setting(0.02, "a draining link turns HOL once its load is below this ...")
+    drain_min_s: float = setting(1.0, "... and it has drained at least this long", "s")
+    drain_max_s: float = setting(5.0, "... or after this long whatever its load", "s")
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-                raise PartitionError(f"{f.name}: must be a non-negative number, got {v!r}")
-        if not 0 < self.lol_high <= 1:
-            raise PartitionError(f"lol_high: must be in (0, 1], got {self.lol_high}")
+        validate(self)
         if not self.lol_low < self.lol_high / 2:
-            raise PartitionError(f"lol_low: must be below lol_high/2 ({self.lol_high / 2}) so that removing a "
-                                 f"path cannot make the pair congested again, got {self.lol_low}")
+            raise SettingError(f"lol_low: must be below lol_high/2 ({self.lol_high / 2}) so that removing a "
+                               f"path cannot make the pair congested again, got {self.lol_low}")
         if self.drain_min_s > self.drain_max_s:
-            raise PartitionError("drain_min_s: must not exceed drain_max_s")
+            raise SettingError("drain_min_s: must not exceed drain_max_s")
 
 
 @dataclass
@@ -131,10 +128,7 @@ class Partition:
             others = len(tors) - sizes[self._group[t]]
             for top in self.tops[: self.n_min]:
                 up = self._up[(t, top)]
-                for ln in zip(up, up[1:], strict=False):
-                    self.counter[ln] += others
-                down = tuple(reversed(up))
-                for ln in zip(down, down[1:], strict=False):
+                for ln in path_links(up) + path_links(tuple(reversed(up))):
                     self.counter[ln] += others
 
     # ----- structure ---------------------------------------------------------
@@ -159,11 +153,11 @@ class Partition:
     def lol_paths(self, pair: Pair) -> list[Path]:
         if self.is_partitioned(pair):
             return [self.path(pair, i) for i in range(self.n_lol(pair))]
-        return [p for p in tor_paths(self.fabric, *pair) if all(self.mice_usable(ln) for ln in _links(p))]
+        return [p for p in tor_paths(self.fabric, *pair) if all(self.mice_usable(ln) for ln in path_links(p))]
 
     def hol_paths(self, pair: Pair) -> list[Path]:
         """The pair's paths made only of HOL links (open to elephants)."""
-        return [p for p in self.paths(pair) if all(self.is_hol(ln) for ln in _links(p))]
+        return [p for p in self.paths(pair) if all(self.is_hol(ln) for ln in path_links(p))]
 
     def is_lol(self, link: Link) -> bool:
         return self.counter[link] > 0 or link in self.draining
@@ -179,7 +173,7 @@ class Partition:
         n = self.n_lol(pair)
         if not self.is_partitioned(pair) or n >= self.n_max:
             return False
-        for ln in _links(self.path(pair, n)):
+        for ln in path_links(self.path(pair, n)):
             self.counter[ln] += 1
             if self.counter[ln] == 1:
                 if self.draining.pop(ln, None) is None and res is not None:
@@ -195,7 +189,7 @@ class Partition:
         n = self.n_lol(pair)
         if not self.is_partitioned(pair) or n <= self.n_min:
             return False
-        for ln in _links(self.path(pair, n - 1)):
+        for ln in path_links(self.path(pair, n - 1)):
             self.counter[ln] -= 1
             if self.counter[ln] == 0:
                 self.draining[ln] = now
@@ -214,7 +208,7 @@ class Partition:
 
     # ----- the periodic decision ---------------------------------------------------
     def path_load(self, path: Path, load) -> float:
-        links = _links(path)
+        links = path_links(path)
         return sum(load(ln) for ln in links) / len(links)
 
     def decide(self, pair: Pair, load) -> int:
@@ -289,12 +283,8 @@ class Partition:
         memo[node] = ok
         return ok
 
-    def lol_links(self) -> set[Link]:
+    def lolpath_links(self) -> set[Link]:
         return {ln for ln, c in self.counter.items() if c > 0} | set(self.draining)
-
-
-def _links(path: Path) -> list[Link]:
-    return list(zip(path, path[1:], strict=False))
 
 
 def _chains_up(fabric: Fabric, tor: str) -> list[Path]:

@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from monitoring.agent_config import SFlowAgentConfig
+from .sflow_agent import SFlowAgentConfig
 
 from .fabric import Fabric
 
@@ -131,7 +131,7 @@ def shape_ports(fabric: Fabric, isolation=None) -> int:
 
 
 def _shape_isolated(fabric: Fabric, iso) -> int:
-    from ryu_apps.isolation import queue_args, tc_commands
+    from .queues import queue_args, tc_commands
 
     cmd: list[str] = []
     ports = switch_ports(fabric)

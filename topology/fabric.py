@@ -214,6 +214,12 @@ class Fabric:
         """Capacity in Mbit/s of the link between two switches."""
         return self._cap[(a, b)]
 
+    def capacity_bps(self, link: tuple[str, str]) -> float:
+        """Capacity in bit/s of a directed link: between switches from the description, a host's
+        access link at the fabric's link rate."""
+        cap = self._cap.get(link)
+        return (cap if cap is not None else self.link_rate_mbps) * 1e6
+
     def _order(self, name: str) -> tuple[int, int, int]:
         sw = self.switches[name]
         return (sw.level, sw.pod, sw.index)

@@ -3,7 +3,7 @@
 import pytest
 
 from experiments.procs import ControllerProcess
-from monitoring.agent_config import SFlowAgentConfig
+from topology.sflow_agent import SFlowAgentConfig
 from topology.builder import FabricNet
 from topology.fabric import fattree, leafspine
 

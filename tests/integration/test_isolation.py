@@ -9,7 +9,7 @@ import sys
 import time
 
 from experiments.procs import ControllerProcess
-from monitoring.agent_config import SFlowAgentConfig
+from topology.sflow_agent import SFlowAgentConfig
 from ryu_apps.isolation import IsolationConfig
 from topology.builder import FabricNet
 from topology.fabric import fattree

@@ -16,7 +16,7 @@ def test_pin_is_make_before_break():
     flows = [f for _, fs in install for f in fs]
     assert all(isinstance(f, Flow) and f.cookie == cookie and f.priority == 500 for f in flows)
     assert flows[-1].flags == SEND_FLOW_REM and all(f.flags == 0 for f in flows[:-1])
-    assert cookie >> 56 == baselines.EFM
+    assert cookie >> 56 == baselines.EFM.owner
     assert {sw for sw, _ in after} == set(F.switches) and after[0][1] == [DeleteFlows(123)]
     assert rollback == [(sw, [DeleteFlows(cookie)]) for sw in ["e2_0", "a2_0", "c2", "a0_0", "e0_0"]]
     _, after2, _, cookie2 = baselines.pin(F, PATH, FLOW, baselines.EFM, 7, 2, 10, old_cookie=cookie)
@@ -31,6 +31,6 @@ def test_hedera_punt_only_at_tors_and_edge_entry_uses_ecmp():
     assert baselines.hedera_edge_flows(F, "a1_1") == [] and baselines.hedera_edge_flows(F, "c1") == []
     e = baselines.hedera_edge_entry(FLOW, 9, 10)
     assert e.priority == baselines.PRIO_HEDERA_EDGE and e.actions == (ToGroup(1),) and e.idle_timeout == 10
-    assert dict(e.match)["tcp_src"] == 40001 and e.cookie >> 56 == baselines.HEDERA
+    assert dict(e.match)["tcp_src"] == 40001 and e.cookie >> 56 == baselines.HEDERA.owner
     # below the host routes (300) and the schemes' pinned entries (500), above ECMP (10)
     assert 10 < baselines.PRIO_HEDERA_PUNT < 300 < baselines.PRIO_HEDERA_EDGE < 500

@@ -3,8 +3,8 @@
 import pytest
 
 from ryu_apps import handshake as hs
+from ryu_apps.pipeline import MICE_GROUPS
 from ryu_apps.freeway_core import (
-    MICE_GROUP_BASE,
     PRIO_ELEPHANT,
     PRIO_HANDSHAKE,
     FreewayConfig,
@@ -31,7 +31,7 @@ def _core(k=6):
 def test_edge_program_has_mice_groups_punt_meter_and_service_drop():
     core = _core(4)
     groups, flows, extra = core.switch_program("e0_0")
-    mice = [g for g in groups if g.group_id >= MICE_GROUP_BASE]
+    mice = [g for g in groups if g.group_id >= MICE_GROUPS.first]
     assert len(mice) == 7  # one per other ToR
     assert all([b.actions[0].port for b in g.buckets] == [3] for g in mice)  # only the LOL uplink to a0_0
     assert extra == [Meter(1, 200, 50, pktps=True)]
@@ -141,7 +141,7 @@ def test_a_switch_gaining_or_losing_its_only_low_latency_hop_gets_a_group_or_los
     for sw in core.fabric.switches:
         core.switch_program(sw)
     dst_index = core.fabric.tors().index("e5_2")
-    gid = MICE_GROUP_BASE + dst_index
+    gid = MICE_GROUPS.id(dst_index)
     assert (("a0_1", gid)) not in core.installed_groups
     hot = {ln: 0.5 for p in core.partition.lol_paths(("e0_0", "e5_2")) for ln in zip(p, p[1:], strict=False)}
     core.link_util = hot

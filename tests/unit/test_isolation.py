@@ -3,6 +3,7 @@
 import pytest
 
 from monitoring.sflow import FiveTuple
+from ryu_apps.pipeline import EFM
 from ryu_apps import handshake as hs
 from ryu_apps import isolation as iso
 from ryu_apps.baselines import pin
@@ -50,11 +51,11 @@ def test_tor_classifies_host_traffic_and_forwards_in_table_1():
 
 def test_elephant_entries_are_marked_at_ingress_and_queued_everywhere():
     flow = FiveTuple("10.0.0.2", "10.2.0.2", 6, 40001, 5001)
-    install, _, _, _ = pin(F, ("e0_0", "a0_0", "c2", "a2_0", "e2_0"), flow, 0xE7, 1, 0, 10, iso=CFG)
+    install, _, _, _ = pin(F, ("e0_0", "a0_0", "c2", "a2_0", "e2_0"), flow, EFM, 1, 0, 10, iso=CFG)
     entries = [f for _, fs in install for f in fs]
     assert entries[-1].actions[:2] == (SetField("ip_dscp", 8), SetQueue(1))  # ingress (installed last)
     assert all(f.actions[0] == SetQueue(1) for f in entries[:-1])
-    plain, _, _, _ = pin(F, ("e0_0", "a0_0", "c2", "a2_0", "e2_0"), flow, 0xE7, 1, 0, 10)
+    plain, _, _, _ = pin(F, ("e0_0", "a0_0", "c2", "a2_0", "e2_0"), flow, EFM, 1, 0, 10)
     assert not any(isinstance(a, (SetField, SetQueue)) for _, fs in plain for f in fs for a in f.actions)
     mark = iso.mark_detected((("eth_type", 0x800),), 2, CFG, 5)
     assert dict(mark.match)["in_port"] == 2 and mark.goto == 1 and mark.priority == iso.PRIO_ELEPHANT_MARK

@@ -8,5 +8,5 @@ setup(
     packages=["ryu_apps", "topology", "monitoring", "experiments"],
     install_requires=open("requirements.txt").read().split(),
     extras_require={"test": ["pytest>=7", "hypothesis>=6", "ruff>=0.4"]},
-    entry_points={"console_scripts": ["freeway = experiments.cli:main"]},
+    entry_points={"console_scripts": ["freeway = ryu_apps.cli:main"]},
 )

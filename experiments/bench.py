@@ -396,9 +396,9 @@ def isolation_bench(seconds: float, mice_rate: float, elephants: int, out: Path)
     import statistics
     import sys
 
-    from topology.sflow_agent import SFlowAgentConfig
     from ryu_apps.isolation import IsolationConfig
     from topology.fabric import leafspine
+    from topology.sflow_agent import SFlowAgentConfig
 
     out.mkdir(parents=True, exist_ok=True)
     fabric = leafspine(2, 4, 2, 10)

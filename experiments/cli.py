@@ -1,119 +1,8 @@
-"""The ``freeway`` command: controller, fabric and demo subcommands."""
+"""``freeway demo``, ``freeway experiment`` and ``freeway bench``: experiments that write JSON."""
 
 from __future__ import annotations
 
-import argparse
-import signal
 import sys
-
-
-def _fabric_from_args(args):
-    from topology.fabric import build
-
-    if args.topo == "fattree":
-        return build("fattree", args.rate, k=args.k)
-    return build("leafspine", args.rate, spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf)
-
-
-def _add_fabric_shape(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--topo", choices=["fattree", "leafspine"], default="fattree", help="fabric type (fattree)")
-    p.add_argument("--k", type=int, default=4, help="fat-tree arity, even >= 4 (4)")
-    p.add_argument("--spines", type=int, default=2, help="leaf-spine: number of spines (2)")
-    p.add_argument("--leaves", type=int, default=4, help="leaf-spine: number of leaves (4)")
-    p.add_argument("--hosts-per-leaf", type=int, default=2, help="leaf-spine: hosts per leaf (2)")
-    p.add_argument("--rate", type=float, default=10.0, help="link rate in Mbit/s (10)")
-
-
-def cmd_controller(args) -> int:
-    from ryu_apps.config import Config, parse_settings
-    from ryu_apps.launcher import run
-
-    settings = list(parse_settings(args.monitor_set))
-    if args.elephant_fraction is not None:
-        settings.append(("elephant_fraction", args.elephant_fraction))
-    cfg = Config(fabric=args.fabric, mode=args.mode, monitor=args.monitor, sflow_listen=args.sflow_listen,
-                 sflow_rt_url=args.sflow_rt or "", events_file=args.events or "", ovsdb=args.ovsdb or "",
-                 monitor_settings=tuple(settings), freeway_settings=parse_settings(args.freeway_set),
-                 efm_threshold=args.efm_threshold, efm_hold_down_s=args.efm_hold_down, hedera_poll_s=args.hedera_poll,
-                 isolation=args.isolation == "on", isolation_settings=parse_settings(args.isolation_set))
-    return run(cfg, args.listen, args.verbose)
-
-
-def cmd_fabric(args) -> int:
-    from topology.builder import BuildError, FabricNet
-
-    fabric = _fabric_from_args(args)
-    if args.describe:
-        fabric.save(args.describe)
-        print(f"fabric description written to {args.describe}")
-    if args.describe_only:
-        return 0
-    from ryu_apps.launcher import parse_listen
-
-    ctl = parse_listen(args.controller)
-    sflow = None
-    if not args.no_sflow:
-        from topology.sflow_agent import SFlowAgentConfig
-
-        try:
-            sflow = SFlowAgentConfig.for_rate(fabric.link_rate_mbps, target=args.sflow_target,
-                                              sampling=args.sflow_sampling, polling=args.sflow_polling,
-                                              header=args.sflow_header)
-        except ValueError as e:
-            raise BuildError(str(e)) from None
-    iso = None
-    if args.isolation == "on":
-        from ryu_apps.config import Config, ConfigError, parse_settings
-
-        try:
-            iso = Config(fabric="-", isolation=True, isolation_settings=parse_settings(args.isolation_set)
-                         ).isolation_config()
-        except ConfigError as e:
-            raise BuildError(str(e)) from None
-    fn = FabricNet(fabric, ctl, shape=not args.no_shape, controller_wait=args.controller_wait, sflow=sflow,
-                   isolation=iso)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    with fn:
-        print(f"{fabric.topo} up: {len(fabric.switches)} switches, {len(fabric.hosts)} hosts, "
-              f"{fabric.link_rate_mbps:g} Mbit/s links; all switches programmed in {fn.timings['programmed_s']:.1f} s")
-        if args.cli:
-            from mininet.cli import CLI
-
-            CLI(fn.net)
-            return 0
-        if args.test == "pingall":
-            secs, failed = fn.wait_reachable(args.timeout)
-            n = len(fabric.hosts)
-            print(f"pingall: {n * (n - 1) - len(failed)}/{n * (n - 1)} pairs reachable, "
-                  f"full reachability {'in %.1f s' % (fn.timings['programmed_s'] + secs) if not failed else 'NOT reached'}"
-                  " after start")
-            for a, b in failed[:10]:
-                print(f"  unreachable: {a} -> {b}")
-            return 0 if not failed else 1
-        if args.test == "iperf":
-            src, dst = fabric.hosts[0].name, fabric.hosts[-1].name
-            fn.wait_reachable(args.timeout)
-            mbps = fn.iperf(src, dst, seconds=5)
-            ok = mbps >= 0.8 * fabric.link_rate_mbps
-            print(f"iperf: {src} -> {dst}: {mbps:.2f} Mbit/s ({100 * mbps / fabric.link_rate_mbps:.0f}% of "
-                  f"{fabric.link_rate_mbps:g} Mbit/s) {'OK' if ok else 'BELOW 80%'}")
-            return 0 if ok else 1
-        print("fabric running; Ctrl-C to stop")
-        try:
-            signal.pause()
-        except KeyboardInterrupt:
-            pass
-    return 0
-
-
-def cmd_send(args) -> int:
-    from experiments.agent import run
-
-    try:
-        return run(args, args.trailing)
-    except ValueError as e:
-        print(f"freeway send: error: {e}", file=sys.stderr)
-        return 2
 
 
 def cmd_demo(args) -> int:
@@ -151,7 +40,7 @@ def cmd_bench(args) -> int:
               f"{r['partition_period']['median_ms']} ms; Bin-Pack / optimum {r['binpack_vs_exact']['mean_ratio']}")
         print(f"results in {Path(args.out) / 'scale.json'}")
     elif args.bench == "reroute":
-        from experiments.agent import parse_size
+        from ryu_apps.agent import parse_size
 
         r = bench.reroute(args.trials, parse_size(args.size), args.modes.split(","), Path(args.out))
         print(f"reroute delay median {r['reroute_delay_s']['median']} s over {args.trials} trials")
@@ -202,75 +91,7 @@ def cmd_experiment(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="freeway", description="Freeway: mice/elephant path isolation for Clos fabrics")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    c = sub.add_parser("controller", help="run the controller apps on os-ken")
-    c.add_argument("--fabric", required=True, help="fabric description (JSON) written by 'freeway fabric --describe'")
-    c.add_argument("--listen", default="127.0.0.1:6653", help="OpenFlow listen address HOST:PORT (127.0.0.1:6653)")
-    from ryu_apps.config import MODES, MONITORS
-
-    c.add_argument("--mode", choices=MODES, default="ecmp", help="scheduling mode (ecmp)")
-    c.add_argument("--monitor", choices=MONITORS, default="sflow",
-                   help="monitoring backend: built-in sFlow collector, sFlow-RT REST, or none (sflow)")
-    c.add_argument("--sflow-listen", default="127.0.0.1:6343", help="UDP address of the sFlow collector (127.0.0.1:6343)")
-    c.add_argument("--sflow-rt", metavar="URL", help="sFlow-RT base URL for --monitor sflow-rt, e.g. http://127.0.0.1:8008")
-    c.add_argument("--ovsdb", metavar="DB", help="OVSDB to read ifIndex->port from (local Open vSwitch)")
-    c.add_argument("--events", metavar="FILE", help="append JSON lines: elephant events, per-second link loads")
-    c.add_argument("--elephant-fraction", type=float, help="elephant threshold as a fraction of link rate (0.1)")
-    c.add_argument("--monitor-set", action="append", default=[], metavar="KEY=VALUE",
-                   help="other monitoring settings: window_s, min_span_s, min_samples, hold_s, idle_s, ewma_alpha")
-    c.add_argument("--isolation", choices=["on", "off"], default="off",
-                   help="mice and elephants in separate queues: mark, set_queue, meter elephants (off)")
-    c.add_argument("--isolation-set", action="append", default=[], metavar="KEY=VALUE",
-                   help="isolation settings: mice_dscp, elephant_dscp, mice_queue_len, elephant_queue_len, "
-                        "elephant_min_share, meter_burst_ms, meter_headroom, mice_meter_mbps")
-    c.add_argument("--efm-threshold", type=float, default=0.7, help="EFM: congested above this occupancy (0.7)")
-    c.add_argument("--efm-hold-down", type=float, default=10.0, help="EFM: seconds before a moved flow may move again (10)")
-    c.add_argument("--hedera-poll", type=float, default=5.0, help="hedera: seconds between flow-statistics polls (5)")
-    c.add_argument("--freeway-set", action="append", default=[], metavar="KEY=VALUE",
-                   help="Freeway settings (mode freeway): lol_high, lol_low, fixed_lol, fixed_hol, drain_load, "
-                        "drain_min_s, drain_max_s, punt_pps, punt_burst, elephant_idle_s, headroom, active_s")
-    c.add_argument("--verbose", action="store_true", help="debug logging")
-    c.set_defaults(func=cmd_controller)
-
-    f = sub.add_parser("fabric", help="build a fabric on Open vSwitch under Mininet")
-    _add_fabric_shape(f)
-    f.add_argument("--controller", default="127.0.0.1:6653", help="controller address HOST:PORT (127.0.0.1:6653)")
-    f.add_argument("--controller-wait", type=float, default=10.0, help="seconds to wait for the controller (10)")
-    f.add_argument("--describe", metavar="FILE", help="write the fabric description (JSON) here")
-    f.add_argument("--describe-only", action="store_true", help="write the description and exit")
-    f.add_argument("--no-shape", action="store_true", help="do not enforce the link rate with OVS QoS")
-    f.add_argument("--no-sflow", action="store_true", help="do not turn on sFlow on the bridges")
-    f.add_argument("--isolation", choices=["on", "off"], default="off",
-                   help="two queues per port (mice first) with DSCP filters, matching the controller's (off)")
-    f.add_argument("--isolation-set", action="append", default=[], metavar="KEY=VALUE",
-                   help="queue settings: mice_dscp, elephant_dscp, mice_queue_len, elephant_queue_len, "
-                        "elephant_min_share (as for the controller)")
-    f.add_argument("--sflow-target", default="127.0.0.1:6343", help="sFlow collector HOST:PORT (127.0.0.1:6343)")
-    f.add_argument("--sflow-sampling", type=int, help="sample 1 in N packets (N = link rate in Mbit/s)")
-    f.add_argument("--sflow-polling", type=int, help="counter polling interval in seconds (1)")
-    f.add_argument("--sflow-header", type=int, help="bytes of each sampled header (128)")
-    f.add_argument("--timeout", type=float, default=120.0, help="seconds allowed for --test pingall/iperf (120)")
-    g = f.add_mutually_exclusive_group()
-    g.add_argument("--cli", action="store_true", help="open the Mininet CLI")
-    g.add_argument("--test", choices=["pingall", "iperf"], help="run a check and exit non-zero on failure")
-    f.set_defaults(func=cmd_fabric)
-
-    s = sub.add_parser("send", help="announce an elephant (handshake), then send it")
-    s.add_argument("--to", required=True, help="destination IP")
-    s.add_argument("--port", type=int, required=True, help="destination TCP port")
-    s.add_argument("--size", required=True, help="bytes to send (e.g. 20M)")
-    s.add_argument("--rate", type=float, help="expected rate in Mbit/s (default: as fast as the path allows)")
-    s.add_argument("--subflows", type=int, default=1, help="TCP subflows (1)")
-    s.add_argument("--timeout", type=float, default=1.0, help="seconds to wait for the answer per try (1)")
-    s.add_argument("--retries", type=int, default=2, help="extra tries without an answer (2)")
-    s.add_argument("--service", default="10.255.255.254:7070", help="handshake service address (10.255.255.254:7070)")
-    s.add_argument("--announce-only", action="store_true", help="handshake only, send nothing (exit 1 unless ACK)")
-    s.add_argument("--json", action="store_true", help="print JSON lines")
-    s.set_defaults(func=cmd_send)
-
+def add_commands(sub) -> None:
     d = sub.add_parser("demo", help="k=4 fat-tree under the controller: reachability, TCP rate, ECMP spread")
     d.add_argument("--k", type=int, default=4, help="fat-tree arity (4)")
     d.add_argument("--rate", type=float, default=10.0, help="link rate in Mbit/s (10)")
@@ -339,30 +160,3 @@ def build_parser() -> argparse.ArgumentParser:
     bi.add_argument("--elephants", type=int, default=3, help="elephant senders (3)")
     bi.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     b.set_defaults(func=cmd_bench)
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    command: list[str] = []
-    if argv[:1] == ["send"] and "--" in argv:
-        i = argv.index("--")
-        argv, command = argv[:i], argv[i + 1:]
-    args = build_parser().parse_args(argv)
-    args.trailing = command
-    from ryu_apps.config import ConfigError
-    from ryu_apps.launcher import LaunchError
-    from topology.builder import BuildError
-    from topology.fabric import FabricError
-
-    try:
-        return args.func(args)
-    except (FabricError, ConfigError, LaunchError, BuildError) as e:
-        print(f"freeway {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,7 +19,7 @@ def freeway_command() -> list[str]:
     if exe.exists():
         return [str(exe)]
     found = shutil.which("freeway")
-    return [found] if found else [sys.executable, "-m", "experiments.cli"]
+    return [found] if found else [sys.executable, "-m", "ryu_apps.cli"]
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:

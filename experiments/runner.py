@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from topology.sflow_agent import SFlowAgentConfig
 from topology.builder import FabricNet
 from topology.fabric import Fabric, fattree, leafspine
+from topology.sflow_agent import SFlowAgentConfig
 
 from . import stats
 from .procs import ControllerProcess, SwitchCpu
@@ -128,7 +128,7 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
             for i, s, t in els:
                 iperf = f"iperf3 -c {ip[t]} -p {6000 + i} -t {wl.duration:.0f} -J"
                 if base == "freeway":
-                    cmd = (f"{py} -m experiments.cli send --to {ip[t]} --port {6000 + i} --size 1G --json -- "
+                    cmd = (f"{py} -m ryu_apps.cli send --to {ip[t]} --port {6000 + i} --size 1G --json -- "
                            f"iperf3 -c {{to}} -p {{port}} --cport {{cport}} -t {wl.duration:.0f} -J")
                 else:
                     cmd = iperf

@@ -31,6 +31,8 @@ from topology.settings import SettingError, setting, validate
 
 from .events import ElephantEnd, ElephantStart, LinkLoad
 from .sflow import CounterSample, FiveTuple, FlowSample
+from .view import FlowReading, LinkReading, View
+from .view import make as make_view
 
 UNKNOWN_IF = 0x3FFFFFFF
 UNKNOWN_COUNTER = 2**64 - 1  # sFlow v5: a counter the agent cannot read is sent as all ones
@@ -266,3 +268,18 @@ class Estimator:
 
     def elephants(self) -> dict[FiveTuple, float]:
         return {f: s.rate_bps for f, s in self.flows.items() if s.elephant_since is not None}
+
+    def view(self, now: float) -> View:
+        """What monitoring knows now, read-only, for one period of the policies."""
+        links = {ln: LinkReading(u, self.link_bps.get(ln, 0.0), self.link_time.get(ln, 0.0))
+                 for ln, u in self.link_util.items()}
+        flows, mice = {}, {}
+        for f, st in self.flows.items():
+            elephant = st.elephant_since is not None
+            flows[f] = FlowReading(st.rate_bps, frozenset(self.flow_links(st)), elephant, st.last_seen)
+            if not elephant:
+                a, b = self.fabric.host_by_ip(f.src), self.fabric.host_by_ip(f.dst)
+                if a is not None and b is not None and a.switch != b.switch:
+                    pair = (a.switch, b.switch)
+                    mice[pair] = max(mice.get(pair, st.last_seen), st.last_seen)
+        return make_view(now, links, flows, mice)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 
 from monitoring.estimator import MonitorConfig
 from topology.queues import IsolationConfig
-from topology.settings import SettingError, build, convert, describe, setting, validate
+from topology.settings import SettingError, build, convert, describe, hostport, parse_pairs, setting, validate
 
 from .efm import EFMConfig
 from .freeway_core import FreewayConfig
@@ -32,13 +32,7 @@ SECTIONS = {
 ConfigError = SettingError  # an invalid setting; the message names the key and the problem
 
 
-def _hostport(key: str, value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"{key}: expected HOST:PORT, got {value!r}")
-    return host, int(port)
-
-
+parse_settings = parse_pairs
 Pairs = tuple[tuple[str, object], ...]
 
 
@@ -64,7 +58,7 @@ class Config:
         validate(self)
         if not self.fabric:
             raise ConfigError("fabric: a path to the fabric description is required")
-        _hostport("sflow_listen", self.sflow_listen)
+        hostport("sflow_listen", self.sflow_listen)
         if self.monitor == "sflow-rt" and not self.sflow_rt_url.startswith(("http://", "https://")):
             raise ConfigError(f"sflow_rt_url: the sflow-rt monitor needs an http(s) URL, got {self.sflow_rt_url!r}")
         for key in SECTIONS:
@@ -78,7 +72,7 @@ class Config:
 
     @property
     def sflow_address(self) -> tuple[str, int]:
-        return _hostport("sflow_listen", self.sflow_listen)
+        return hostport("sflow_listen", self.sflow_listen)
 
     def monitor_config(self) -> MonitorConfig:
         return self.section("monitor_settings")
@@ -104,17 +98,6 @@ class Config:
                 raise ConfigError(f"{key}: unknown setting (known: {', '.join(sorted(known))})")
             kw[key] = value if key in SECTIONS else convert(cls, key, value)
         return cls(**kw)
-
-
-def parse_settings(items: list[str]) -> Pairs:
-    """``KEY=VALUE`` strings (``--freeway-set``) as (key, text) pairs; the section converts them by type."""
-    out = []
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"{item!r}: expected KEY=VALUE")
-        out.append((key.strip(), value))
-    return tuple(out)
 
 
 def settings_help(key: str) -> str:

@@ -242,6 +242,30 @@ class FreewayCore:
         return path_entries(self.fabric, path, sub, el.cookie, self.cfg.elephant_idle_s, self.iso,
                             meter.meter_id if meter else 0)
 
+    def refuse_meters(self, switch: str) -> bool:
+        """A switch refused a meter: forward its elephants without. False if that was known already."""
+        if switch in self.no_meters:
+            return False
+        self.no_meters.add(switch)
+        return True
+
+    def elephant_of(self, flow) -> Elephant | None:
+        eid = self.by_subflow.get(hs.Subflow(flow.src, flow.dst, flow.proto, flow.sport, flow.dport))
+        return self.elephants.get(eid) if eid is not None else None
+
+    def placed_links(self, flow) -> set[Link] | None:
+        """The links a placed (announced or adopted) elephant's entries send it over, None if not placed."""
+        el = self.elephant_of(flow)
+        return {ln for pl in el.placements for ln in links(pl.path)} if el is not None else None
+
+    def install_ops(self, el: Elephant) -> list[tuple[str, list]]:
+        """An elephant's meter and entries, egress side first."""
+        return self._install(el)
+
+    def release(self, eid: int) -> Elephant | None:
+        """Forget an elephant and its allocation (its entries are the caller's to remove)."""
+        return self._release(eid)
+
     def _install(self, el: Elephant, new_meter: bool = True) -> list[tuple[str, list]]:
         ops: list[tuple[str, list]] = []
         meter = self.meter_of(el)

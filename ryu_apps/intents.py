@@ -103,4 +103,58 @@ class GroupModify:
     group: Group
 
 
-Intent = Flow | DeleteFlows | Meter | DeleteMeter | Group | GroupModify
+@dataclass(frozen=True)
+class DeleteGroup:
+    group_id: int
+
+
+@dataclass(frozen=True)
+class PacketOut:
+    """Send ``data`` (a whole frame) out of ``port``."""
+
+    port: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class ArpReplyOut:
+    """An ARP reply built by the controller, sent out of ``port``."""
+
+    port: int
+    requester_mac: str
+    requester_ip: str
+    target_mac: str
+    target_ip: str
+
+
+@dataclass(frozen=True)
+class UdpOut:
+    """A UDP datagram built by the controller (the handshake's answer), sent out of ``port``."""
+
+    port: int
+    src_mac: str
+    dst_mac: str
+    src_ip: str
+    dst_ip: str
+    sport: int
+    dport: int
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class PacketThrough:
+    """Send ``data`` through ``actions`` (e.g. a group) as if it had come in on ``in_port``."""
+
+    actions: tuple[Action, ...]
+    data: bytes
+    in_port: int | None = None
+
+
+@dataclass(frozen=True)
+class FlowStatsRequest:
+    cookie: int = 0
+    cookie_mask: int = 0
+
+
+Intent = (Flow | DeleteFlows | Meter | DeleteMeter | Group | GroupModify | DeleteGroup | PacketOut | ArpReplyOut
+          | UdpOut | PacketThrough | FlowStatsRequest)

@@ -8,6 +8,7 @@ import sys
 import warnings
 
 from topology.fabric import Fabric
+from topology.settings import SettingError, hostport
 
 from . import config
 
@@ -19,10 +20,10 @@ class LaunchError(RuntimeError):
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
-    host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise LaunchError(f"--listen: expected HOST:PORT, got {listen!r}")
-    return host, int(port)
+    try:
+        return hostport("--listen", listen)
+    except SettingError as e:
+        raise LaunchError(str(e)) from None
 
 
 def check_listen(host: str, port: int) -> None:

@@ -17,6 +17,7 @@ from monitoring.collector import Collector
 from monitoring.estimator import Estimator
 from monitoring.events import ElephantEnd, ElephantStart, LinkLoad, to_json
 from monitoring.sflowrt import SFlowRT
+from monitoring.view import View
 from topology.fabric import Fabric
 
 from . import config
@@ -71,7 +72,7 @@ class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") el
         self.events_out = open(self.cfg.events_file, "a", buffering=1) if self.cfg.events_file else None
         self._portmap_at = -1e9
         self._unmapped_seen = 0
-        self.snapshot_extra = []  # callables returning dicts merged into each snapshot (other apps' state)
+        self._snapshot_sources = []  # callables returning dicts merged into each snapshot (other apps' state)
 
     def start(self):
         super().start()
@@ -147,9 +148,17 @@ class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") el
             stats.update({f"sflowrt_{k}": v for k, v in self.sflowrt.stats.items()})
         snap = {"type": "links", "time": now, "wall": time.time(), "utilisation": util, "stats": stats,
                 "elephants": {str(f): round(r) for f, r in self.estimator.elephants().items()}}
-        for extra in self.snapshot_extra:
-            snap.update(extra())
+        for source in self._snapshot_sources:
+            snap.update(source())
         self._write(snap)
+
+    def view(self, now: float) -> View:
+        """What monitoring knows now (read-only), for the policies' period."""
+        return self.estimator.view(now)
+
+    def add_snapshot_source(self, source) -> None:
+        """Merge ``source()`` (a dict) into every per-second snapshot of the events file."""
+        self._snapshot_sources.append(source)
 
     def write_event(self, obj: dict) -> None:
         """Let other apps put their own events into the events file."""

@@ -10,17 +10,23 @@ from .framework import ofproto as ofp
 from .framework import parser, pkt_arp, pkt_ethernet, pkt_packet
 from .intents import (
     Action,
+    ArpReplyOut,
     DeleteFlows,
+    DeleteGroup,
     DeleteMeter,
     Flow,
+    FlowStatsRequest,
     Group,
     GroupModify,
     Meter,
     Output,
+    PacketOut,
+    PacketThrough,
     SetField,
     SetQueue,
     ToController,
     ToGroup,
+    UdpOut,
 )
 
 _GROUP_TYPES = {
@@ -95,6 +101,20 @@ def messages(intents) -> list:
             out.append(group_add(i))
         elif isinstance(i, GroupModify):
             out.append(group_add(i.group, modify=True))
+        elif isinstance(i, DeleteGroup):
+            out.append(parser.OFPGroupMod(None, ofp.OFPGC_DELETE, ofp.OFPGT_ALL, i.group_id, []))
+        elif isinstance(i, PacketOut):
+            out.append(packet_out(i.port, i.data))
+        elif isinstance(i, ArpReplyOut):
+            out.append(packet_out(i.port, arp_reply_packet(i.requester_mac, i.requester_ip, i.target_mac,
+                                                           i.target_ip)))
+        elif isinstance(i, UdpOut):
+            out.append(packet_out(i.port, udp_packet(i.src_mac, i.dst_mac, i.src_ip, i.dst_ip, i.sport, i.dport,
+                                                     i.payload)))
+        elif isinstance(i, PacketThrough):
+            out.append(packet_out_actions(i.actions, i.data, i.in_port))
+        elif isinstance(i, FlowStatsRequest):
+            out.append(flow_stats_request(i.cookie, i.cookie_mask))
         else:
             raise TypeError(f"unknown intent {i!r}")
     return out
@@ -128,15 +148,15 @@ def port_desc_request():
     return parser.OFPPortDescStatsRequest(None, 0)
 
 
-def program(groups: list[Group], flows: list[Flow], extra: list | None = None) -> list:
-    """Replace whatever a switch holds by these groups and flows (meters and other intents
-    in ``extra`` go after the groups, before the flows), in a safe order."""
-    extra = extra or []
-    meters = [i for i in extra if isinstance(i, Meter)]
-    rest = [i for i in extra if not isinstance(i, Meter)]
+def program(intents: list) -> list:
+    """Replace whatever a switch holds by this program, in a safe order: delete everything, then
+    meters, groups, anything else, flows, and a barrier."""
+    meters = [i for i in intents if isinstance(i, Meter)]
+    groups = [i for i in intents if isinstance(i, Group)]
+    flows = [i for i in intents if isinstance(i, Flow)]
+    rest = [i for i in intents if not isinstance(i, (Meter, Group, Flow))]
     head = [flows_delete_all(), groups_delete_all()] + ([meters_delete_all()] if meters else [])
-    return [*head, *messages(meters), *(group_add(g) for g in groups), *messages(rest),
-            *(flow_add(f) for f in flows), barrier()]
+    return [*head, *messages(meters), *messages(groups), *messages(rest), *messages(flows), barrier()]
 
 
 def arp_reply_packet(requester_mac: str, requester_ip: str, target_mac: str, target_ip: str) -> bytes:

@@ -283,7 +283,7 @@ class Partition:
         memo[node] = ok
         return ok
 
-    def lolpath_links(self) -> set[Link]:
+    def lol_links(self) -> set[Link]:
         return {ln for ln, c in self.counter.items() if c > 0} | set(self.draining)
 
 

@@ -16,9 +16,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from .sflow_agent import SFlowAgentConfig
-
 from .fabric import Fabric
+from .sflow_agent import SFlowAgentConfig
 
 QOS_TAG = "external-ids:freeway=1"
 # Packets each switch port can queue without isolation: the same as isolation's mice and elephant queues

@@ -122,6 +122,25 @@ def build(cls, pairs, what: str = ""):
         raise SettingError(f"{what + '.' if what else ''}{e}") from None
 
 
+def parse_pairs(items: list[str]) -> tuple[tuple[str, str], ...]:
+    """``KEY=VALUE`` strings (``--freeway-set lol_high=0.4``) as (key, text) pairs; ``build`` converts them."""
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SettingError(f"{item!r}: expected KEY=VALUE")
+        out.append((key.strip(), value))
+    return tuple(out)
+
+
+def hostport(key: str, value: str) -> tuple[str, int]:
+    """HOST:PORT, or an error naming the key."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SettingError(f"{key}: expected HOST:PORT, got {value!r}")
+    return host, int(port)
+
+
 def default_of(f: dataclasses.Field):
     if f.default is not MISSING:
         return f.default

@@ -3,9 +3,9 @@
 import pytest
 
 from experiments.procs import ControllerProcess
-from topology.sflow_agent import SFlowAgentConfig
 from topology.builder import FabricNet
 from topology.fabric import fattree, leafspine
+from topology.sflow_agent import SFlowAgentConfig
 
 
 def pytest_collection_modifyitems(config, items):

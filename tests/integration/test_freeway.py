@@ -13,7 +13,7 @@ PY = sys.executable
 
 
 def _send(fn, src, dst_ip, port, extra=""):
-    out = fn.host(src).cmd(f"{PY} -m experiments.cli send --to {dst_ip} --port {port} --json {extra}")
+    out = fn.host(src).cmd(f"{PY} -m ryu_apps.cli send --to {dst_ip} --port {port} --json {extra}")
     return [json.loads(x) for x in out.splitlines() if x.startswith("{")]
 
 

@@ -9,10 +9,10 @@ import sys
 import time
 
 from experiments.procs import ControllerProcess
-from topology.sflow_agent import SFlowAgentConfig
 from ryu_apps.isolation import IsolationConfig
 from topology.builder import FabricNet
 from topology.fabric import fattree
+from topology.sflow_agent import SFlowAgentConfig
 
 PY = sys.executable
 
@@ -83,7 +83,7 @@ def test_a_metered_elephant_is_held_to_its_allocation(tmp_path):
         dst = fn.host("h3_1_1")
         dst.cmd("iperf3 -s -1 -p 5802 -D >/dev/null 2>&1")
         time.sleep(0.3)
-        out = fn.host("h0_0_0").cmd(f"{PY} -m experiments.cli send --to {dst.IP()} --port 5802 --size 1M --rate 4 "
+        out = fn.host("h0_0_0").cmd(f"{PY} -m ryu_apps.cli send --to {dst.IP()} --port 5802 --size 1M --rate 4 "
                                     "--json -- iperf3 -c {to} -p {port} --cport {cport} -t 8 -J")
         ack = json.loads(out.splitlines()[0])
         got = json.loads("\n".join(out.splitlines()[1:]))["end"]["sum_received"]["bits_per_second"]

@@ -40,7 +40,7 @@ def test_reply_packet_decodes_and_malformed_is_none():
 
 def test_program_serialises_and_parses_back():
     groups, flows = base_program(F, "a0_0")
-    msgs = ofmsg.bind(ofmsg.program(groups, flows), DP)
+    msgs = ofmsg.bind(ofmsg.program([*groups, *flows]), DP)
     for m in msgs:
         m.serialize()
     kinds = [type(m).__name__ for m in msgs]

@@ -3,7 +3,6 @@
 import pytest
 
 from ryu_apps import handshake as hs
-from ryu_apps.pipeline import MICE_GROUPS
 from ryu_apps.freeway_core import (
     PRIO_ELEPHANT,
     PRIO_HANDSHAKE,
@@ -14,6 +13,7 @@ from ryu_apps.freeway_core import (
     eid_of,
 )
 from ryu_apps.intents import SEND_FLOW_REM, DeleteFlows, Flow, GroupModify, Meter, Output
+from ryu_apps.pipeline import MICE_GROUPS
 from topology.fabric import fattree
 
 SRC, DST = "10.0.0.2", "10.5.2.3"  # h0_0_0 on e0_0, h5_2_1 on e5_2 (k=6)

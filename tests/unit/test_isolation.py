@@ -3,13 +3,13 @@
 import pytest
 
 from monitoring.sflow import FiveTuple
-from ryu_apps.pipeline import EFM
 from ryu_apps import handshake as hs
 from ryu_apps import isolation as iso
 from ryu_apps.baselines import pin
 from ryu_apps.forwarding import base_program
 from ryu_apps.freeway_core import FreewayCore
 from ryu_apps.intents import DeleteMeter, Meter, SetField, SetQueue
+from ryu_apps.pipeline import EFM
 from topology.fabric import fattree
 
 F = fattree(4, 10)

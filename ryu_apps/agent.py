@@ -16,6 +16,7 @@ import json
 import random
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -150,4 +151,28 @@ def _human(r: dict) -> str:
         return head + f"NACK: {r['reason']}; sending unannounced"
     return head + f"no answer after {r['tries']} tries ({r['handshake_s']:.1f} s); sending unannounced"
 
+
+
+
+def cmd_send(args) -> int:
+    try:
+        return run(args, args.trailing)
+    except ValueError as e:
+        print(f"freeway send: error: {e}", file=sys.stderr)
+        return 2
+
+
+def add_commands(sub) -> None:
+    s = sub.add_parser("send", help="announce an elephant (handshake), then send it")
+    s.add_argument("--to", required=True, help="destination IP")
+    s.add_argument("--port", type=int, required=True, help="destination TCP port")
+    s.add_argument("--size", required=True, help="bytes to send (e.g. 20M)")
+    s.add_argument("--rate", type=float, help="expected rate in Mbit/s (default: as fast as the path allows)")
+    s.add_argument("--subflows", type=int, default=1, help="TCP subflows (1)")
+    s.add_argument("--timeout", type=float, default=1.0, help="seconds to wait for the answer per try (1)")
+    s.add_argument("--retries", type=int, default=2, help="extra tries without an answer (2)")
+    s.add_argument("--service", default="10.255.255.254:7070", help="handshake service address (10.255.255.254:7070)")
+    s.add_argument("--announce-only", action="store_true", help="handshake only, send nothing (exit 1 unless ACK)")
+    s.add_argument("--json", action="store_true", help="print JSON lines")
+    s.set_defaults(func=cmd_send)
 

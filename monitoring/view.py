@@ -1,0 +1,73 @@
+"""One read-only view of what monitoring knows, taken once per period.
+
+Policies read only this: link loads with the time of their last measurement,
+flows with their rates and the links they were seen on, and mice activity per
+ToR pair. It is also what the operator API and the metrics show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from .sflow import FiveTuple
+
+Link = tuple[str, str]
+Pair = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class LinkReading:
+    util: float  # smoothed occupancy, fraction of capacity
+    bps: float  # the latest raw measurement
+    time: float  # when it was taken
+
+
+@dataclass(frozen=True)
+class FlowReading:
+    rate_bps: float
+    links: frozenset[Link]  # directed links it was sampled entering a switch from
+    elephant: bool
+    last_seen: float
+
+
+def _frozen(d: dict) -> Mapping:
+    return MappingProxyType(dict(d))
+
+
+@dataclass(frozen=True)
+class View:
+    now: float
+    links: Mapping[Link, LinkReading] = field(default_factory=lambda: _frozen({}))
+    flows: Mapping[FiveTuple, FlowReading] = field(default_factory=lambda: _frozen({}))
+    mice_seen: Mapping[Pair, float] = field(default_factory=lambda: _frozen({}))  # ToR pair -> last mice sample
+
+    def util(self, link: Link) -> float:
+        r = self.links.get(link)
+        return r.util if r is not None else 0.0
+
+    def link_util(self) -> dict[Link, float]:
+        return {ln: r.util for ln, r in self.links.items()}
+
+    def link_bps(self) -> dict[Link, float]:
+        return {ln: r.bps for ln, r in self.links.items()}
+
+    def link_time(self) -> dict[Link, float]:
+        return {ln: r.time for ln, r in self.links.items()}
+
+    def elephants_on(self, link: Link) -> list[tuple[FiveTuple, float]]:
+        """(flow, rate) of the current elephants sampled on a directed link."""
+        return [(f, r.rate_bps) for f, r in self.flows.items() if r.elephant and link in r.links]
+
+    def flow_links(self, flow: FiveTuple) -> set[Link]:
+        r = self.flows.get(flow)
+        return set(r.links) if r is not None else set()
+
+    def active_pairs(self, horizon_s: float) -> set[Pair]:
+        """ToR pairs whose mice were sampled within ``horizon_s``."""
+        return {p for p, t in self.mice_seen.items() if self.now - t <= horizon_s}
+
+
+def make(now: float, links: dict, flows: dict, mice_seen: dict) -> View:
+    return View(now, _frozen(links), _frozen(flows), _frozen(mice_seen))

@@ -1,0 +1,95 @@
+"""The ``freeway`` command. ``controller`` is defined here; each other command lives beside what it runs:
+``fabric`` in topology/, ``send`` (the host agent) in ryu_apps/agent.py, ``demo``/``experiment``/``bench``
+in experiments/."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .config import MODES, MONITORS, SECTIONS, Config, ConfigError, parse_settings, settings_epilog, settings_help
+
+
+def cmd_controller(args) -> int:
+    from .launcher import run
+
+    monitor = list(parse_settings(args.monitor_set))
+    if args.elephant_fraction is not None:
+        monitor.append(("elephant_fraction", args.elephant_fraction))
+    efm = list(parse_settings(args.efm_set))
+    if args.efm_threshold is not None:
+        efm.append(("threshold", args.efm_threshold))
+    if args.efm_hold_down is not None:
+        efm.append(("hold_down_s", args.efm_hold_down))
+    cfg = Config(fabric=args.fabric, mode=args.mode, monitor=args.monitor, sflow_listen=args.sflow_listen,
+                 sflow_rt_url=args.sflow_rt or "", events_file=args.events or "", ovsdb=args.ovsdb or "",
+                 isolation=args.isolation == "on", hedera_poll_s=args.hedera_poll,
+                 monitor_settings=tuple(monitor), freeway_settings=parse_settings(args.freeway_set),
+                 isolation_settings=parse_settings(args.isolation_set), efm_settings=tuple(efm))
+    return run(cfg, args.listen, args.verbose)
+
+
+def add_controller(sub) -> None:
+    c = sub.add_parser("controller", help="run the controller apps on os-ken",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="module settings (KEY=VALUE, repeatable):\n\n" + settings_epilog())
+    c.add_argument("--fabric", required=True, help="fabric description (JSON) written by 'freeway fabric --describe'")
+    c.add_argument("--listen", default="127.0.0.1:6653", help="OpenFlow listen address HOST:PORT (127.0.0.1:6653)")
+    c.add_argument("--mode", choices=MODES, default="ecmp", help="scheduling mode (ecmp)")
+    c.add_argument("--monitor", choices=MONITORS, default="sflow",
+                   help="monitoring backend: built-in sFlow collector, sFlow-RT REST, or none (sflow)")
+    c.add_argument("--sflow-listen", default="127.0.0.1:6343", help="UDP address of the sFlow collector (127.0.0.1:6343)")
+    c.add_argument("--sflow-rt", metavar="URL", help="sFlow-RT base URL for --monitor sflow-rt, e.g. http://127.0.0.1:8008")
+    c.add_argument("--ovsdb", metavar="DB", help="OVSDB to read ifIndex->port from (local Open vSwitch)")
+    c.add_argument("--events", metavar="FILE", help="append JSON lines: elephant events, per-second link loads")
+    c.add_argument("--isolation", choices=["on", "off"], default="off",
+                   help="mice and elephants in separate queues: mark, set_queue, meter elephants (off)")
+    c.add_argument("--hedera-poll", type=float, default=5.0, help="hedera: seconds between flow-statistics polls (5)")
+    c.add_argument("--elephant-fraction", type=float, help="same as --monitor-set elephant_fraction=F (0.1)")
+    c.add_argument("--efm-threshold", type=float, help="same as --efm-set threshold=F (0.7)")
+    c.add_argument("--efm-hold-down", type=float, help="same as --efm-set hold_down_s=S (10)")
+    for key in SECTIONS:
+        flag = "--" + key.replace("_settings", "-set")
+        c.add_argument(flag, action="append", default=[], metavar="KEY=VALUE", help=settings_help(key))
+    c.add_argument("--verbose", action="store_true", help="debug logging")
+    c.set_defaults(func=cmd_controller)
+
+
+# Each package adds its own commands; loaded by name, so no package imports one above it.
+COMMAND_MODULES = ("topology.cli", "ryu_apps.agent", "experiments.cli")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="freeway", description="Freeway: mice/elephant path isolation for Clos fabrics")
+    sub = p.add_subparsers(dest="command", required=True)
+    add_controller(sub)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).add_commands(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command: list[str] = []
+    if argv[:1] == ["send"] and "--" in argv:
+        i = argv.index("--")
+        argv, command = argv[:i], argv[i + 1:]
+    args = build_parser().parse_args(argv)
+    args.trailing = command
+    from topology.builder import BuildError
+    from topology.fabric import FabricError
+
+    from .launcher import LaunchError
+
+    try:
+        return args.func(args)
+    except (FabricError, ConfigError, LaunchError, BuildError) as e:
+        print(f"freeway {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,407 @@
+"""One policy object per mode, all with the same interface; the app only turns events into calls.
+
+Every method takes plain values (switch names, ports, frames, ``now``, the
+monitoring ``View``) and returns a ``Reaction``: intents to send per switch,
+confirmed transactions (``txn.Txn``) and events for the events file. Nothing
+here touches a datapath, a socket or the clock.
+
+- ``Policy``: ECMP (prefix routes down, a select group up), proxy ARP, and
+  isolation when configured (ToR classification, marks on detected
+  elephants). Every mode below builds on it.
+- ``HederaPolicy``: per-flow edge entries, polled for Global First Fit.
+- ``EFMPolicy``: elephants off links above the threshold (``Rerouter``).
+- ``FreewayPolicy``: the partition, mice groups, the handshake and Bin-Pack
+  (``FreewayCore``); EFM serves the elephants that did not announce.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+
+from monitoring.sflow import FiveTuple, parse_ethernet
+from monitoring.view import View
+from topology.fabric import Fabric
+from topology.paths import path_links, path_top
+
+from . import arp, baselines, forwarding, pipeline
+from . import handshake as hs
+from .efm import EFM, EFMConfig
+from .elephant_entries import flow_match
+from .freeway_core import Elephant, FreewayConfig, FreewayCore
+from .hedera import HederaScheduler, ingress_counts
+from .intents import ArpReplyOut, DeleteFlows, Flow, FlowStatsRequest, PacketThrough, ToGroup, UdpOut
+from .isolation import IsolationConfig, mark_detected, tor_program
+from .txn import METER_MOD_FAILED, Failure, Txn
+
+LOG = logging.getLogger("freeway")
+Ops = list[tuple[str, list]]
+
+
+@dataclass
+class Reaction:
+    """What a policy wants done: ``ops`` sent now in order, ``txns`` installed and confirmed, ``events``
+    written to the events file."""
+
+    ops: Ops = field(default_factory=list)
+    txns: list[Txn] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+
+    def __iadd__(self, other: Reaction | None) -> Reaction:
+        if other is not None:
+            self.ops += other.ops
+            self.txns += other.txns
+            self.events += other.events
+        return self
+
+    def __bool__(self) -> bool:
+        return bool(self.ops or self.txns or self.events)
+
+
+NOTHING = Reaction
+
+
+class Policy:
+    """ECMP forwarding with proxy ARP; isolation composes with it and with every mode below."""
+
+    mode = "ecmp"
+    periodic = False  # whether on_period does anything
+
+    def __init__(self, fabric: Fabric, iso: IsolationConfig | None = None):
+        self.fabric = fabric
+        self.iso = iso
+        self.counters: Counter[str] = Counter()
+        self.services: dict[str, str] = {}  # extra addresses proxy ARP answers for
+        self.marks: dict[FiveTuple, tuple[str, int]] = {}  # detected elephant -> (ingress ToR, its mark's cookie)
+        self._ids = 1
+
+    def next_id(self) -> int:
+        self._ids += 1
+        return self._ids
+
+    # ----- what a switch holds ---------------------------------------------------------
+    def program(self, switch: str) -> list:
+        """Everything a (re)connecting switch should hold: groups, meters and flows."""
+        intents = self.switch_program(switch)
+        if self.iso is not None and self.fabric.switches[switch].is_tor:
+            flows, meters = tor_program(self.fabric, switch, [i for i in intents if isinstance(i, Flow)], self.iso)
+            intents = [i for i in intents if not isinstance(i, Flow)] + meters + flows
+        return intents
+
+    def switch_program(self, switch: str) -> list:
+        groups, flows = forwarding.base_program(self.fabric, switch)
+        return [*groups, *flows]
+
+    def two_tables(self, switch: str) -> bool:
+        return self.iso is not None and self.fabric.switches[switch].is_tor
+
+    # ----- events ---------------------------------------------------------------------
+    def on_switch(self, switch: str, up: bool) -> Reaction:
+        return NOTHING()
+
+    def on_packet(self, now: float, switch: str, port: int, data: bytes) -> Reaction:
+        fields = arp.decode(data)
+        if fields is None:
+            return self.on_other_packet(now, switch, port, data)
+        reply, reason = arp.answer(self.fabric, switch, port, *fields, services=self.services)
+        self.counters[f"arp-{reason}"] += 1
+        if reply is None:
+            return NOTHING()
+        return Reaction([(switch, [ArpReplyOut(reply.out_port, reply.requester_mac, reply.requester_ip,
+                                               reply.target_mac, reply.target_ip)])])
+
+    def on_other_packet(self, now: float, switch: str, port: int, data: bytes) -> Reaction:
+        self.counters["packet-in-dropped"] += 1
+        return NOTHING()
+
+    def on_period(self, now: float, view: View) -> Reaction:
+        return NOTHING()
+
+    def on_flow_removed(self, now: float, switch: str, cookie: int) -> Reaction:
+        return NOTHING()
+
+    def on_flow_stats(self, now: float, switch: str, entries: list, more: bool) -> Reaction:
+        self.counters["stats-late-or-unknown"] += 1
+        return NOTHING()
+
+    def on_elephant_start(self, now: float, start) -> Reaction:
+        """A detected elephant: with isolation, marked at its ingress ToR (it keeps its path)."""
+        f = start.flow
+        if self.iso is None or f in self.marks or f.proto not in (6, 17) or not start.switch:
+            return NOTHING()
+        cookie = baselines.cookie(pipeline.DETECTED, 1, self.next_id())
+        entry = mark_detected(flow_match(f.src, f.dst, f.proto, f.sport, f.dport), start.port, self.iso, cookie)
+        self.marks[f] = (start.switch, cookie)
+        return Reaction([(start.switch, [entry])])
+
+    def on_elephant_end(self, now: float, end) -> Reaction:
+        mark = self.marks.pop(end.flow, None)
+        return Reaction([(mark[0], [DeleteFlows(mark[1])])]) if mark is not None else NOTHING()
+
+    def snapshot(self) -> dict:
+        """The mode's state for the events file (and, later, the operator API); counters are separate."""
+        return {}
+
+
+class HederaPolicy(Policy):
+    """Hedera: every new TCP flow gets an edge entry; large flows are placed by Global First Fit."""
+
+    mode = "hedera"
+    periodic = True
+
+    def __init__(self, fabric: Fabric, iso: IsolationConfig | None = None, poll_s: float = 5.0):
+        super().__init__(fabric, iso)
+        self.scheduler = HederaScheduler(fabric)
+        self.poll_s = poll_s
+        self.flow_ids: dict[FiveTuple, int] = {}
+        self.pins: dict[FiveTuple, int] = {}  # flow -> cookie of its placed entries
+        self.round_at = -1e9
+        self.waiting: set[str] = set()  # ToRs whose statistics this poll still waits for
+        self.counts: dict[FiveTuple, int] = {}
+
+    def switch_program(self, switch: str) -> list:
+        return super().switch_program(switch) + baselines.hedera_edge_flows(self.fabric, switch)
+
+    def on_other_packet(self, now, switch, port, data) -> Reaction:
+        """A new TCP flow's first packet: give it its own edge entry (ECMP, counted), send it on."""
+        _, ft, _ = parse_ethernet(data)
+        if ft is None or ft.proto != 6 or self.fabric.peer(switch, port) is None:
+            self.counters["packet-in-dropped"] += 1
+            return NOTHING()
+        ident = self.flow_ids.setdefault(ft, self.next_id())
+        entry = baselines.hedera_edge_entry(ft, ident, 10, self.two_tables(switch))
+        return Reaction([(switch, [entry, PacketThrough((ToGroup(forwarding.UPLINK_GROUP),), data, port)])])
+
+    def on_period(self, now, view) -> Reaction:
+        if now - self.round_at < self.poll_s:
+            return NOTHING()
+        self.round_at, self.counts = now, {}
+        self.waiting = set(self.fabric.tors())
+        return Reaction([(sw, [FlowStatsRequest(*baselines.ALL_FLOWS)]) for sw in self.fabric.tors()])
+
+    def on_flow_stats(self, now, switch, entries, more) -> Reaction:
+        """Edge byte counters of the current poll; late or malformed replies are skipped."""
+        if switch not in self.waiting:
+            self.counters["stats-late-or-unknown"] += 1
+            return NOTHING()
+        self.counters["stats-malformed"] += ingress_counts(self.fabric, switch, entries, self.counts)
+        if more:
+            return NOTHING()
+        self.waiting.discard(switch)
+        return self.schedule(self.round_at) if not self.waiting else NOTHING()
+
+    def on_switch(self, switch, up) -> Reaction:
+        if not up and switch in self.waiting:  # a poll does not wait for a switch that went away
+            self.waiting.discard(switch)
+            return self.schedule(self.round_at) if not self.waiting else NOTHING()
+        return NOTHING()
+
+    def schedule(self, now: float) -> Reaction:
+        new, released = self.scheduler.schedule(now, self.counts)
+        out = Reaction()
+        for flow in released:
+            cookie = self.pins.pop(flow, None)
+            if cookie is not None:
+                out.ops += [(sw, [DeleteFlows(cookie)]) for sw in self.fabric.switches]
+        for flow, path in new.items():
+            ident = self.flow_ids.setdefault(flow, self.next_id())
+            install, _, _, cookie = baselines.pin(self.fabric, path, flow, baselines.HEDERA, ident, 0, 10,
+                                                  iso=self.iso)
+            LOG.info("hedera: %s is large (demand %.2f Mbit/s): placed on %s", flow,
+                     self.scheduler.gff.placed[flow].demand_bps / 1e6, "-".join(path))
+            self.counters["hedera-placed"] += 1
+            out.txns.append(Txn(f"hedera {flow}", install, done=self._pinned(flow, cookie),
+                                failed=self._unplaced(flow)))
+        live = set(self.counts)  # forget ids of flows no edge switch counts any more
+        self.flow_ids = {f: i for f, i in self.flow_ids.items() if f in live or f in self.pins or f in new}
+        return out
+
+    def _pinned(self, flow, cookie):
+        def done():
+            self.pins[flow] = cookie
+        return done
+
+    def _unplaced(self, flow):
+        def failed(_failure):
+            self.scheduler.gff.release(flow)
+        return failed
+
+
+class Rerouter:
+    """EFM's rounds and the pins they make (EFM mode, and Freeway for unannounced elephants)."""
+
+    def __init__(self, fabric: Fabric, cfg: EFMConfig, iso: IsolationConfig | None, counters: Counter, next_id):
+        self.fabric = fabric
+        self.efm = EFM(fabric, cfg)
+        self.iso = iso
+        self.counters = counters
+        self.next_id = next_id
+        self.pins: dict[FiveTuple, tuple[int, int, int]] = {}  # flow -> (ident, gen, cookie)
+        self._said: dict[tuple[str, str], tuple[str, float]] = {}  # link -> (reason logged, when)
+
+    def round(self, now: float, view: View, flow_links=None, eligible=lambda f: True, paths=None) -> Reaction:
+        def links_of(f):
+            pinned = self.efm.paths.get(f)
+            if pinned is not None:
+                return set(path_links(pinned))
+            found = flow_links(f) if flow_links is not None else None
+            return found if found is not None else view.flow_links(f)
+
+        rnd = self.efm.decide(now, view.link_bps(), view.link_time(), view.elephants_on, links_of, eligible, paths)
+        for link, why in rnd.stuck.items():
+            self.counters["efm-stuck"] += 1
+            if self._said.get(link, (None, -1e9))[0] != why or now - self._said[link][1] > 60:
+                self._said[link] = (why, now)  # each link's reason once, again when it changes or after 60 s
+                LOG.info("efm: %s->%s congested, nothing moved: %s", *link, why)
+        out = Reaction()
+        for mv in rnd.moves:
+            out += self.move(mv)
+        return out
+
+    def move(self, mv) -> Reaction:
+        ident, gen, old = self.pins.get(mv.flow, (self.next_id(), -1, None))
+        install, after, _, new = baselines.pin(self.fabric, mv.new_path, mv.flow, baselines.EFM, ident, gen + 1,
+                                               self.efm.cfg.idle_s, old, self.iso)
+        LOG.info("efm: %s->%s over %.0f%%: moving %s (%.2f Mbit/s) to %s", *mv.link, 100 * self.efm.cfg.threshold,
+                 mv.flow, mv.rate_bps / 1e6, "-".join(mv.new_path))
+        self.counters["efm-moves"] += 1
+
+        def done():
+            self.pins[mv.flow] = (ident, gen + 1, new)
+            return Reaction(after)
+
+        def failed(_failure):
+            self.efm.forget(mv.flow)
+
+        event = {"type": "reroute", "flow": str(mv.flow), "link": "%s>%s" % mv.link, "path": list(mv.new_path),
+                 "rate_bps": mv.rate_bps}
+        return Reaction(txns=[Txn(f"efm move {mv.flow}", install, done, failed)], events=[event])
+
+
+class EFMPolicy(Policy):
+    periodic = True
+
+    def __init__(self, fabric: Fabric, iso: IsolationConfig | None = None, cfg: EFMConfig | None = None):
+        super().__init__(fabric, iso)
+        self.rerouter = Rerouter(fabric, cfg or EFMConfig(), iso, self.counters, self.next_id)
+        self.mode = f"efm-{self.rerouter.efm.cfg.pick}"
+
+    def on_period(self, now, view) -> Reaction:
+        return self.rerouter.round(now, view)
+
+
+class FreewayPolicy(Policy):
+    """Freeway: partition, mice groups, handshake and Bin-Pack; EFM for elephants that did not announce."""
+
+    mode = "freeway"
+    periodic = True
+
+    def __init__(self, fabric: Fabric, iso: IsolationConfig | None = None, cfg: FreewayConfig | None = None,
+                 efm: EFMConfig | None = None):
+        super().__init__(fabric, iso)
+        self.core = FreewayCore(fabric, cfg or FreewayConfig(), iso)
+        self.services = {hs.SERVICE_IP: hs.SERVICE_MAC}
+        self.rerouter = Rerouter(fabric, efm or EFMConfig(), iso, self.counters, self.next_id)
+
+    def switch_program(self, switch: str) -> list:
+        groups, flows, extra = self.core.switch_program(switch)
+        return [*groups, *extra, *flows]
+
+    def on_other_packet(self, now, switch, port, data) -> Reaction:
+        udp = arp.decode_udp(data)
+        if udp is None or udp[2] != hs.SERVICE_PORT:
+            self.counters["packet-in-dropped"] += 1
+            return NOTHING()
+        ip_src, sport, _, payload = udp
+        out = self.core.handshake(now, switch, port, ip_src, payload)
+        if out.verdict != "ack":
+            LOG.info("handshake from %s on %s port %d: %s", ip_src, switch, port, out.verdict)
+        if out.reply is None:
+            return NOTHING()
+        host = self.fabric.host_by_ip(ip_src)
+
+        def answer(reply: bytes = out.reply) -> Reaction:
+            self.counters["handshake-answered"] += 1
+            return Reaction([(switch, [UdpOut(port, hs.SERVICE_MAC, host.mac, hs.SERVICE_IP, host.ip,
+                                              hs.SERVICE_PORT, sport, reply)])])
+
+        if not out.ops:
+            return answer()
+        el = out.elephant
+        LOG.info("elephant %s -> %s placed via %s (%.2f Mbit/s)", ip_src, el.dst.ip,
+                 ", ".join(path_top(pl.path) for pl in el.placements), el.rate_bps / 1e6)
+        return Reaction(txns=[Txn(f"elephant {ip_src}:{sport}", out.ops, answer, self._refused(el, answer))])
+
+    def _refused(self, el: Elephant, answer):
+        """A switch refused the elephant's entries: without a meter if it was the meter, else a NACK."""
+        def failed(f: Failure) -> Reaction:
+            if f.error_type == METER_MOD_FAILED and self.core.refuse_meters(el.src.switch):
+                LOG.error("%s refused a meter: forwarding elephants from it without meters", el.src.switch)
+                return Reaction(txns=[Txn(f"elephant {el.src.ip} (no meter)", self.core.install_ops(el), answer,
+                                          failed)])
+            self.core.release(el.eid)
+            return answer(hs.encode(hs.Nack(el.nonce, el.size, f"the switches refused the path: {f.reason}")))
+        return failed
+
+    def on_elephant_start(self, now, start) -> Reaction:
+        """An elephant monitoring found that never announced itself goes to a HOL path."""
+        if self.core.is_announced(start.flow):
+            return NOTHING()
+        ops = self.core.adopt(now, start.flow, max(start.rate_bps, 1.0))
+        if not ops:
+            return NOTHING()
+        el = self.core.elephant_of(start.flow)
+        LOG.info("unannounced elephant %s adopted onto %s", start.flow, el.placements[0].path)
+
+        def failed(_f):
+            self.core.release(el.eid)
+        return Reaction(txns=[Txn(f"adopt {start.flow}", ops, None, failed)])
+
+    def on_elephant_end(self, now, end) -> Reaction:
+        return NOTHING()
+
+    def on_flow_removed(self, now, switch, cookie) -> Reaction:
+        ops = self.core.flow_removed(switch, cookie)
+        if ops:
+            LOG.info("elephant entry %x expired on %s: allocation released", cookie, switch)
+        return Reaction(list(ops.items()))
+
+    def on_period(self, now, view) -> Reaction:
+        self.core.link_util = view.link_util()
+        res, ops = self.core.period(now, view.active_pairs(self.core.cfg.active_s))
+        for pair in res.added:
+            LOG.info("partition: %s -> %s now has %d low-latency paths (added)", *pair, self.core.partition.n_lol(pair))
+        for pair in res.removed:
+            LOG.info("partition: %s -> %s now has %d low-latency paths (removed)", *pair,
+                     self.core.partition.n_lol(pair))
+        if res.became_hol:
+            LOG.info("partition: %d drained links are HOL again", len(res.became_hol))
+        out = Reaction(ops)
+        out += self.rerouter.round(now, view, self.core.placed_links,
+                                   lambda f: not self.core.is_announced(f),
+                                   lambda s, d: self.core.partition.hol_paths((s, d)))
+        return out
+
+    def snapshot(self) -> dict:
+        part = self.core.partition
+        return {
+            "lol_paths": {f"{s}>{d}": n for (s, d), n in sorted(part.n.items())},
+            "lol_link_names": sorted(f"{a}>{b}" for a, b in part.lol_links()),
+            "lol_min": part.n_min, "lol_links": len(part.lol_links()), "draining": len(part.draining),
+            "allocated": {str(e.eid): round(e.rate_bps) for e in self.core.elephants.values()},
+            "freeway": dict(self.core.counters)}
+
+
+def make(cfg, fabric: Fabric) -> Policy:
+    """The policy for a controller Config."""
+    iso = cfg.isolation_config()
+    if cfg.mode == "freeway":
+        return FreewayPolicy(fabric, iso, cfg.freeway_config(), cfg.efm_config())
+    if cfg.mode == "hedera":
+        return HederaPolicy(fabric, iso, cfg.hedera_poll_s)
+    if cfg.mode.startswith("efm-"):
+        return EFMPolicy(fabric, iso, cfg.efm_config())
+    return Policy(fabric, iso)
+
+

@@ -1,0 +1,104 @@
+"""Policies behind the app: what a refused install does, and the settings schema the app is built from."""
+
+from dataclasses import fields
+
+import pytest
+
+from monitoring.sflow import FiveTuple
+from monitoring.view import View
+from ryu_apps import handshake as hs
+from ryu_apps import policies
+from ryu_apps.config import SECTIONS, Config, ConfigError, settings_epilog
+from ryu_apps.intents import Meter, UdpOut
+from ryu_apps.simtable import frame, packet
+from ryu_apps.txn import METER_MOD_FAILED, Failure
+from topology.fabric import fattree
+from topology.queues import IsolationConfig
+
+F = fattree(4)
+SRC, DST = F.hosts[0], F.hosts[-1]
+
+
+def _handshake(pol, sport=40001):
+    flow = FiveTuple(SRC.ip, DST.ip, 6, sport, 5001)
+    ann = hs.encode(hs.Announce(sport, 10_000_000, 2000, (flow,)))
+    data = frame(packet(FiveTuple(SRC.ip, hs.SERVICE_IP, 17, sport, hs.SERVICE_PORT)), SRC.mac, hs.SERVICE_MAC, ann)
+    return pol.on_packet(1.0, SRC.switch, SRC.port, data)
+
+
+def _answer(r):
+    (sw, (out,)), = r.ops
+    assert sw == SRC.switch and isinstance(out, UdpOut) and out.port == SRC.port
+    return hs.decode(out.payload)
+
+
+def test_a_refused_meter_retries_without_meters_then_acks():
+    pol = policies.FreewayPolicy(F, IsolationConfig())
+    (t,) = _handshake(pol).txns
+    assert any(isinstance(i, Meter) for _, ops in t.install for i in ops)
+    retry = t.failed(Failure("meter refused", SRC.switch, METER_MOD_FAILED, 1))
+    (t2,) = retry.txns
+    assert not any(isinstance(i, Meter) for _, ops in t2.install for i in ops)
+    assert isinstance(_answer(t2.done()), hs.Ack) and pol.core.elephants
+
+
+def test_any_other_refusal_releases_the_elephant_and_nacks_with_the_reason():
+    pol = policies.FreewayPolicy(F)
+    (t,) = _handshake(pol).txns
+    nack = _answer(t.failed(Failure("switch c1 error type=5 code=1", "c1", 5, 1)))
+    assert isinstance(nack, hs.Nack) and "type=5" in nack.reason
+    assert not pol.core.elephants and not pol.core.alloc.link
+
+
+def test_a_second_meter_refusal_is_not_retried_forever():
+    pol = policies.FreewayPolicy(F, IsolationConfig())
+    (t,) = _handshake(pol).txns
+    (t2,) = t.failed(Failure("meter", SRC.switch, METER_MOD_FAILED, 1)).txns
+    assert isinstance(_answer(t2.failed(Failure("meter", SRC.switch, METER_MOD_FAILED, 1))), hs.Nack)
+
+
+def test_hedera_polls_every_tor_and_a_switch_that_leaves_does_not_stall_the_round():
+    pol = policies.HederaPolicy(F, poll_s=5.0)
+    r = pol.on_period(10.0, View(10.0))
+    assert sorted(sw for sw, _ in r.ops) == sorted(F.tors())
+    assert not pol.on_period(12.0, View(12.0))  # not due yet
+    for sw in F.tors()[1:]:
+        pol.on_flow_stats(10.1, sw, [], False)
+    assert pol.waiting == {F.tors()[0]}
+    pol.on_switch(F.tors()[0], False)
+    assert not pol.waiting
+    assert pol.on_flow_stats(10.2, F.tors()[0], [], False) == policies.Reaction()  # late: counted, ignored
+    assert pol.counters["stats-late-or-unknown"] == 1
+
+
+def test_every_setting_is_declared_once_and_reachable():
+    help_text = settings_epilog()
+    for cls, _, _ in SECTIONS.values():
+        for f in fields(cls):
+            if f.name != "pick":
+                assert f"  {f.name} (" in help_text, f.name  # in the help, generated from the declaration
+    assert "mice_weight_step" in help_text and "elephant_min_bytes" in help_text
+    cfg = Config(fabric="f.json", mode="efm-smallest", efm_settings=(("idle_s", "4"), ("threshold", "0.6")))
+    assert cfg.efm_config().idle_s == 4 and cfg.efm_config().pick == "smallest"
+    assert cfg.monitor_config().min_samples == 3
+
+
+@pytest.mark.parametrize("section,pairs,needle", [
+    ("freeway_settings", (("lol_hgh", "1"),), "freeway.lol_hgh: unknown setting"),
+    ("freeway_settings", (("punt_pps", "1.5"),), "freeway.punt_pps: must be a whole number"),
+    ("monitor_settings", (("min_samples", "x"),), "monitor.min_samples: expected a number"),
+    ("efm_settings", (("threshold", "2"),), "efm.threshold: must be a positive number (at most 1)"),
+    ("isolation_settings", (("mice_dscp", "8"),), "elephant_dscp: must differ"),
+])
+def test_a_bad_setting_names_its_section_and_key(section, pairs, needle):
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        Config(fabric="f.json", **{section: pairs})
+
+
+def test_controller_settings_are_typed_by_their_declaration():
+    cfg = Config.from_mapping({"fabric": "f.json", "isolation": "on", "hedera_poll_s": "2"})
+    assert cfg.isolation is True and cfg.hedera_poll_s == 2.0
+    with pytest.raises(ConfigError, match="mode: must be one of"):
+        Config(fabric="f.json", mode="fast")
+    with pytest.raises(ConfigError, match="nonsense: unknown setting"):
+        Config.from_mapping({"fabric": "f.json", "nonsense": 1})

@@ -1,0 +1,156 @@
+"""Every mode's program walked through simulated switches (no Mininet): reachability, Freeway's path
+split, placed elephants and isolation marks, on k = 4, 6, 8 fat-trees and a leaf-spine."""
+
+import itertools
+import random
+from dataclasses import replace
+
+import pytest
+
+from monitoring.sflow import FiveTuple
+from ryu_apps import handshake as hs
+from ryu_apps import policies
+from ryu_apps.efm import EFMConfig
+from ryu_apps.freeway_core import FreewayConfig
+from ryu_apps.intents import Group
+from ryu_apps.simtable import SimFabric
+from topology.fabric import fattree, leafspine
+from topology.queues import ELEPHANT_Q, MICE_Q, IsolationConfig
+
+ISO = IsolationConfig()
+FABRICS = {"k4": lambda: fattree(4), "k6": lambda: fattree(6), "k8": lambda: fattree(8),
+           "leafspine": lambda: leafspine(4, 4, 2)}
+MODES = ("ecmp", "hedera", "efm-biggest", "freeway")
+
+
+def policy(mode, fabric, iso):
+    if mode == "freeway":
+        return policies.FreewayPolicy(fabric, iso, FreewayConfig(), EFMConfig())
+    if mode == "hedera":
+        return policies.HederaPolicy(fabric, iso)
+    if mode == "efm-biggest":
+        return policies.EFMPolicy(fabric, iso, EFMConfig())
+    return policies.Policy(fabric, iso)
+
+
+def pairs(fabric, limit=None):
+    """Every ordered host pair; on large fabrics every source to a fixed sample of destinations
+    that covers every ToR."""
+    hosts = fabric.hosts
+    if limit is None or len(hosts) ** 2 <= limit:
+        return [(a, b) for a, b in itertools.permutations(hosts, 2)]
+    dsts = list({h.switch: h for h in hosts}.values())  # one host under every ToR
+    return [(a, b) for a in hosts for b in dsts if a is not b]
+
+
+def unreachable(sim, flows):
+    """(src, dst, trace) of every flow that did not reach its destination host."""
+    out = []
+    for src, dst, ft in flows:
+        t = sim.send(src.name, ft)
+        if t.delivered_to != dst.name:
+            out.append((src.name, dst.name, t))
+    return out
+
+
+def mice_flows(fabric, limit=None, seed=1):
+    rnd = random.Random(seed)
+    return [(a, b, FiveTuple(a.ip, b.ip, 6, rnd.randrange(20000, 60000), 80)) for a, b in pairs(fabric, limit)]
+
+
+@pytest.mark.parametrize("iso", [None, ISO], ids=["plain", "isolation"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", list(FABRICS))
+def test_every_host_reaches_every_host(name, mode, iso):
+    fabric = FABRICS[name]()
+    sim = SimFabric(fabric, policy(mode, fabric, iso))
+    bad = unreachable(sim, mice_flows(fabric, limit=3000))
+    assert not bad, bad[:3]
+
+
+@pytest.mark.parametrize("iso", [None, ISO], ids=["plain", "isolation"])
+@pytest.mark.parametrize("name", list(FABRICS))
+def test_freeway_mice_never_cross_a_hol_link_and_carry_the_mice_marks(name, iso):
+    fabric = FABRICS[name]()
+    pol = policy("freeway", fabric, iso)
+    sim = SimFabric(fabric, pol)
+    lol = pol.core.partition.lol_links()
+    for src, dst, ft in mice_flows(fabric, limit=3000):
+        t = sim.send(src.name, ft)
+        assert t.delivered_to == dst.name, t
+        assert set(t.links()) <= lol, (src.name, dst.name, t.path, set(t.links()) - lol)
+        if iso is not None:  # marked as mice at the ingress ToR, and the mark kept on every hop
+            assert t.hops[0].queue == MICE_Q and all(h.dscp == ISO.mice_dscp for h in t.hops), t.hops
+
+
+def _announce(sim, pol, src, dst, sport, rate_kbps=2000):
+    flow = FiveTuple(src.ip, dst.ip, 6, sport, 5001)
+    ann = hs.encode(hs.Announce(sport, 10_000_000, rate_kbps, (flow,)))
+    svc = FiveTuple(src.ip, hs.SERVICE_IP, 17, sport, hs.SERVICE_PORT)
+    sim.send(src.name, svc, payload=ann)  # punted by the ToR, placed, confirmed, answered
+    host, answer = sim.to_hosts[-1]
+    assert host == src.name and isinstance(hs.decode(answer.payload), hs.Ack), hs.decode(answer.payload)
+    return flow, pol.core.elephant_of(flow)
+
+
+@pytest.mark.parametrize("iso", [None, ISO], ids=["plain", "isolation"])
+@pytest.mark.parametrize("name", list(FABRICS))
+def test_a_placed_elephant_follows_its_path_with_elephant_marks(name, iso):
+    fabric = FABRICS[name]()
+    pol = policy("freeway", fabric, iso)
+    sim = SimFabric(fabric, pol)
+    tors = fabric.tors()
+    src, dst = fabric.hosts_on(tors[0])[0], fabric.hosts_on(tors[-1])[0]
+    for sport in (40001, 40002, 40003):
+        flow, el = _announce(sim, pol, src, dst, sport)
+        t = sim.send(src.name, flow)
+        assert t.delivered_to == dst.name and t.path == el.placements[0].path, (t.path, el.placements[0].path)
+        assert all(pol.core.partition.is_hol(ln) for ln in t.links())
+        assert all(h.cookie == el.cookie for h in t.hops)
+        if iso is not None:  # metered at its ingress, elephant DSCP and queue on every hop
+            assert t.hops[0].meter == pol.core.meter_of(el).meter_id
+            assert all(h.dscp == ISO.elephant_dscp and h.queue == ELEPHANT_Q for h in t.hops), t.hops
+
+
+@pytest.mark.parametrize("mode", ["ecmp", "hedera", "efm-biggest"])
+def test_other_modes_mark_mice_at_every_hop_with_isolation(mode):
+    fabric = fattree(4)
+    sim = SimFabric(fabric, policy(mode, fabric, ISO))
+    for src, dst, ft in mice_flows(fabric):
+        first, t = sim.send(src.name, ft), sim.send(src.name, ft)  # hedera: the first one is punted
+        assert first.delivered_to == t.delivered_to == dst.name
+        assert all(h.dscp == ISO.mice_dscp for h in first.hops + t.hops), (mode, first.hops)
+        assert t.hops[0].queue == MICE_Q, (mode, t.hops)
+
+
+def test_hedera_gives_each_new_flow_its_own_counted_edge_entry():
+    fabric = fattree(4)
+    pol = policy("hedera", fabric, None)
+    sim = SimFabric(fabric, pol)
+    src, dst = fabric.hosts[0], fabric.hosts[-1]
+    ft = FiveTuple(src.ip, dst.ip, 6, 40000, 5001)
+    first = sim.send(src.name, ft)  # punted, given its entry, sent on
+    again = sim.send(src.name, ft)  # now matched by the entry at the edge
+    assert first.delivered_to == again.delivered_to == dst.name and first.path == again.path
+    assert again.hops[0].cookie >> 56 == 0xD5
+
+
+def test_a_missing_group_bucket_is_caught():
+    """The checks above fail when a program is broken: drop one uplink bucket of one edge switch."""
+    fabric = fattree(4)
+    sim = SimFabric(fabric, policy("ecmp", fabric, None))
+    sw = sim.switches["e0_0"]
+    g = sw.groups[1]
+    sw.groups[1] = Group(g.group_id, g.buckets[:1] + (replace(g.buckets[1], actions=()),), g.type)
+    bad = unreachable(sim, mice_flows(fabric))
+    assert bad and all(src in ("h0_0_0", "h0_0_1") for src, _, _ in bad)
+
+
+def test_a_dead_link_takes_its_buckets_out_of_the_groups():
+    fabric = fattree(4)
+    sim = SimFabric(fabric, policy("ecmp", fabric, None))
+    sim.link_down("e0_0", "a0_0")
+    for src, dst, ft in mice_flows(fabric):
+        t = sim.send(src.name, ft)
+        if src.switch == "e0_0" and dst.switch != "e0_0":
+            assert t.delivered_to == dst.name and t.path[1] == "a0_1"

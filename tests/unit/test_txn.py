@@ -1,0 +1,99 @@
+"""The confirmed-install tracker: done only when every switch confirmed; any failure rolls back exactly
+what was installed (flows, meters, groups) and nothing else."""
+
+from ryu_apps.intents import DeleteFlows, DeleteGroup, DeleteMeter, Flow, Group, Meter, match
+from ryu_apps.txn import METER_MOD_FAILED, Failure, Tracker, Txn, rollback_of
+
+F1 = Flow(500, match(ipv4_dst="10.0.0.2"), cookie=0xF5 << 56 | 7)
+F2 = Flow(500, match(ipv4_dst="10.0.0.3"), cookie=0xF5 << 56 | 8)
+M = Meter(1007, 2000, 100)
+G = Group(1003, ())
+INSTALL = [("e2_0", [F1]), ("c2", [F1, F2]), ("e0_0", [M, F1, G])]
+
+
+def _open(tr, now=0.0, install=INSTALL):
+    calls = []
+    t = Txn("test", install, done=lambda: calls.append("done"), failed=lambda f: calls.append(f))
+    tid = tr.begin(t, now)
+    xid = 100
+    for sw, intents in install:
+        for _ in intents:
+            xid += 1
+            tr.sent(tid, sw, xid)
+    barriers = {}
+    for sw in dict.fromkeys(sw for sw, _ in install):
+        xid += 1
+        tr.barrier_sent(tid, sw, xid)
+        barriers[sw] = xid
+    return tid, barriers, calls
+
+
+def test_done_only_when_every_switch_confirmed():
+    tr = Tracker()
+    _, barriers, _ = _open(tr)
+    assert tr.check(1) is None
+    outs = [tr.barrier_reply(sw, x) for sw, x in barriers.items()]
+    assert outs[:-1] == [None, None] and outs[-1].ok and outs[-1].rollback == []
+    assert len(tr) == 0
+    assert tr.barrier_reply("e0_0", barriers["e0_0"]) is None  # a repeated reply is ignored
+
+
+def test_rollback_is_exactly_what_was_installed_meters_and_groups_included():
+    assert rollback_of(INSTALL) == [("e2_0", [DeleteFlows(F1.cookie)]),
+                                    ("c2", [DeleteFlows(F1.cookie), DeleteFlows(F2.cookie)]),
+                                    ("e0_0", [DeleteFlows(F1.cookie), DeleteMeter(1007), DeleteGroup(1003)])]
+
+
+def test_an_error_on_any_message_fails_the_transaction_with_its_type():
+    tr = Tracker()
+    _, barriers, _ = _open(tr)
+    tr.barrier_reply("e2_0", barriers["e2_0"])
+    o = tr.error("e0_0", 104, METER_MOD_FAILED, 1)  # the meter (first message to e0_0)
+    assert not o.ok and o.failure.error_type == METER_MOD_FAILED and o.failure.switch == "e0_0"
+    assert o.rollback == rollback_of(INSTALL) and len(tr) == 0
+    assert tr.barrier_reply("c2", barriers["c2"]) is None  # late replies of a closed transaction
+    assert tr.error("e0_0", 105, 1, 1) is None
+
+
+def test_an_error_for_another_message_is_not_ours():
+    tr = Tracker()
+    _open(tr)
+    assert tr.error("e0_0", 9999, 1, 1) is None and len(tr) == 1
+
+
+def test_a_switch_that_disconnects_fails_the_transactions_touching_it():
+    tr = Tracker()
+    _open(tr)
+    _open(tr, install=[("a1_0", [F2])])
+    (o,) = tr.switch_down("c2")
+    assert "c2 disconnected" in o.failure.reason and o.rollback == rollback_of(INSTALL)
+    assert len(tr) == 1 and tr.switch_down("c2") == []
+
+
+def test_no_confirmation_in_time_rolls_back():
+    tr = Tracker(timeout_s=3.0)
+    _open(tr, now=10.0)
+    assert tr.expire(12.9) == []
+    (o,) = tr.expire(13.1)
+    assert "no confirmation within 3 s" in o.failure.reason and o.rollback
+
+
+def test_a_switch_missing_before_sending_needs_no_rollback():
+    tr = Tracker()
+    tid = tr.begin(Txn("t", INSTALL), 0.0)
+    o = tr.fail(tid, Failure("switch c2 is not connected", "c2"))
+    assert not o.ok and o.rollback == [] and len(tr) == 0
+
+
+def test_an_empty_install_is_done_at_once():
+    tr = Tracker()
+    tid = tr.begin(Txn("t", []), 0.0)
+    assert tr.check(tid).ok
+
+
+def test_an_explicit_rollback_wins():
+    tr = Tracker()
+    t = Txn("t", INSTALL, rollback=[("e0_0", [DeleteFlows(1)])])
+    tid = tr.begin(t, 0.0)
+    tr.sent(tid, "e0_0", 1)
+    assert tr.error("e0_0", 1, 5, 0).rollback == [("e0_0", [DeleteFlows(1)])]

@@ -1,0 +1,113 @@
+"""``freeway fabric``: build a fabric on Open vSwitch under Mininet and keep it running."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+
+from .queues import IsolationConfig
+from .settings import SettingError, build, hostport, parse_pairs
+from .sflow_agent import SFlowAgentConfig
+
+
+def _fabric_from_args(args):
+    from .fabric import build as build_fabric
+
+    if args.topo == "fattree":
+        return build_fabric("fattree", args.rate, k=args.k)
+    return build_fabric("leafspine", args.rate, spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf)
+
+
+def _add_fabric_shape(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--topo", choices=["fattree", "leafspine"], default="fattree", help="fabric type (fattree)")
+    p.add_argument("--k", type=int, default=4, help="fat-tree arity, even >= 4 (4)")
+    p.add_argument("--spines", type=int, default=2, help="leaf-spine: number of spines (2)")
+    p.add_argument("--leaves", type=int, default=4, help="leaf-spine: number of leaves (4)")
+    p.add_argument("--hosts-per-leaf", type=int, default=2, help="leaf-spine: hosts per leaf (2)")
+    p.add_argument("--rate", type=float, default=10.0, help="link rate in Mbit/s (10)")
+
+
+def cmd_fabric(args) -> int:
+    from .builder import BuildError, FabricNet
+
+    fabric = _fabric_from_args(args)
+    if args.describe:
+        fabric.save(args.describe)
+        print(f"fabric description written to {args.describe}")
+    if args.describe_only:
+        return 0
+    ctl = hostport("--controller", args.controller)
+    sflow = None
+    if not args.no_sflow:
+        try:
+            sflow = SFlowAgentConfig.for_rate(fabric.link_rate_mbps, target=args.sflow_target,
+                                              sampling=args.sflow_sampling, polling=args.sflow_polling,
+                                              header=args.sflow_header)
+        except ValueError as e:
+            raise BuildError(str(e)) from None
+    iso = None
+    if args.isolation == "on":
+        try:
+            iso = build(IsolationConfig, parse_pairs(args.isolation_set), "isolation")
+        except SettingError as e:
+            raise BuildError(str(e)) from None
+    fn = FabricNet(fabric, ctl, shape=not args.no_shape, controller_wait=args.controller_wait, sflow=sflow,
+                   isolation=iso)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with fn:
+        print(f"{fabric.topo} up: {len(fabric.switches)} switches, {len(fabric.hosts)} hosts, "
+              f"{fabric.link_rate_mbps:g} Mbit/s links; all switches programmed in {fn.timings['programmed_s']:.1f} s")
+        if args.cli:
+            from mininet.cli import CLI
+
+            CLI(fn.net)
+            return 0
+        if args.test == "pingall":
+            secs, failed = fn.wait_reachable(args.timeout)
+            n = len(fabric.hosts)
+            print(f"pingall: {n * (n - 1) - len(failed)}/{n * (n - 1)} pairs reachable, "
+                  f"full reachability {'in %.1f s' % (fn.timings['programmed_s'] + secs) if not failed else 'NOT reached'}"
+                  " after start")
+            for a, b in failed[:10]:
+                print(f"  unreachable: {a} -> {b}")
+            return 0 if not failed else 1
+        if args.test == "iperf":
+            src, dst = fabric.hosts[0].name, fabric.hosts[-1].name
+            fn.wait_reachable(args.timeout)
+            mbps = fn.iperf(src, dst, seconds=5)
+            ok = mbps >= 0.8 * fabric.link_rate_mbps
+            print(f"iperf: {src} -> {dst}: {mbps:.2f} Mbit/s ({100 * mbps / fabric.link_rate_mbps:.0f}% of "
+                  f"{fabric.link_rate_mbps:g} Mbit/s) {'OK' if ok else 'BELOW 80%'}")
+            return 0 if ok else 1
+        print("fabric running; Ctrl-C to stop")
+        try:
+            signal.pause()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+def add_commands(sub) -> None:
+    f = sub.add_parser("fabric", help="build a fabric on Open vSwitch under Mininet")
+    _add_fabric_shape(f)
+    f.add_argument("--controller", default="127.0.0.1:6653", help="controller address HOST:PORT (127.0.0.1:6653)")
+    f.add_argument("--controller-wait", type=float, default=10.0, help="seconds to wait for the controller (10)")
+    f.add_argument("--describe", metavar="FILE", help="write the fabric description (JSON) here")
+    f.add_argument("--describe-only", action="store_true", help="write the description and exit")
+    f.add_argument("--no-shape", action="store_true", help="do not enforce the link rate with OVS QoS")
+    f.add_argument("--no-sflow", action="store_true", help="do not turn on sFlow on the bridges")
+    f.add_argument("--isolation", choices=["on", "off"], default="off",
+                   help="two queues per port (mice first) with DSCP filters, matching the controller's (off)")
+    f.add_argument("--isolation-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="queue settings: mice_dscp, elephant_dscp, mice_queue_len, elephant_queue_len, "
+                        "elephant_min_share (as for the controller)")
+    f.add_argument("--sflow-target", default="127.0.0.1:6343", help="sFlow collector HOST:PORT (127.0.0.1:6343)")
+    f.add_argument("--sflow-sampling", type=int, help="sample 1 in N packets (N = link rate in Mbit/s)")
+    f.add_argument("--sflow-polling", type=int, help="counter polling interval in seconds (1)")
+    f.add_argument("--sflow-header", type=int, help="bytes of each sampled header (128)")
+    f.add_argument("--timeout", type=float, default=120.0, help="seconds allowed for --test pingall/iperf (120)")
+    g = f.add_mutually_exclusive_group()
+    g.add_argument("--cli", action="store_true", help="open the Mininet CLI")
+    g.add_argument("--test", choices=["pingall", "iperf"], help="run a check and exit non-zero on failure")
+    f.set_defaults(func=cmd_fabric)
+

@@ -40,7 +40,7 @@ ovs: debs
 
 $(VENV)/.installed: setup.py requirements.txt
 	@test -x $(PY) || /usr/bin/python3 -m venv --system-site-packages $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,experiments]'
 	@touch $@
 
 venv: debs $(VENV)/.installed

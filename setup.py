@@ -7,6 +7,10 @@ setup(
     python_requires=">=3.11",
     packages=["ryu_apps", "topology", "monitoring", "experiments"],
     install_requires=open("requirements.txt").read().split(),
-    extras_require={"test": ["pytest>=7", "hypothesis>=6", "ruff>=0.4"]},
+    extras_require={
+        # experiments, benchmarks and their plots; the offline LP optimum; the networkx model
+        "experiments": ["networkx>=3", "scipy>=1.10", "matplotlib>=3.6"],
+        "test": ["pytest>=7", "hypothesis>=6", "ruff>=0.4"],
+    },
     entry_points={"console_scripts": ["freeway = ryu_apps.cli:main"]},
 )

@@ -189,9 +189,9 @@ def scale(k: int, pairs: int, placements: int, seed: int, out: Path, exact_k: in
     import random
     from collections import Counter
 
+    from experiments.optimum import Flow, solve
     from ryu_apps.binpack import links, place_subflows
     from ryu_apps.freeway_core import FreewayCore
-    from ryu_apps.optimum import Flow, solve
 
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)

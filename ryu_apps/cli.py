@@ -7,8 +7,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from dataclasses import fields
 
-from .config import MODES, MONITORS, SECTIONS, Config, ConfigError, parse_settings, settings_epilog, settings_help
+from topology.settings import spec
+
+from .config import SECTIONS, Config, ConfigError, parse_settings, settings_epilog, settings_help
 
 
 def cmd_controller(args) -> int:
@@ -22,30 +25,40 @@ def cmd_controller(args) -> int:
         efm.append(("threshold", args.efm_threshold))
     if args.efm_hold_down is not None:
         efm.append(("hold_down_s", args.efm_hold_down))
-    cfg = Config(fabric=args.fabric, mode=args.mode, monitor=args.monitor, sflow_listen=args.sflow_listen,
-                 sflow_rt_url=args.sflow_rt or "", events_file=args.events or "", ovsdb=args.ovsdb or "",
-                 isolation=args.isolation == "on", hedera_poll_s=args.hedera_poll,
-                 monitor_settings=tuple(monitor), freeway_settings=parse_settings(args.freeway_set),
-                 isolation_settings=parse_settings(args.isolation_set), efm_settings=tuple(efm))
-    return run(cfg, args.listen, args.verbose)
+    values = {name: getattr(args, name) for name in FLAGS if getattr(args, name) is not None}
+    values.update(monitor_settings=tuple(monitor), freeway_settings=parse_settings(args.freeway_set),
+                  isolation_settings=parse_settings(args.isolation_set), efm_settings=tuple(efm))
+    return run(Config.from_mapping(values), args.listen, args.verbose)
+
+
+# Config field -> its command-line flag; the type, default, choices and help come from the declaration
+FLAGS = {"fabric": "--fabric", "mode": "--mode", "monitor": "--monitor", "sflow_listen": "--sflow-listen",
+         "sflow_rt_url": "--sflow-rt", "ovsdb": "--ovsdb", "events_file": "--events", "isolation": "--isolation",
+         "hedera_poll_s": "--hedera-poll"}
+
+
+def _config_flags(c) -> None:
+    for f in fields(Config):
+        if f.name not in FLAGS:
+            continue
+        s = spec(f)
+        kw: dict = {"dest": f.name, "default": None}
+        if s.choices:
+            kw["choices"] = s.choices
+        elif isinstance(f.default, bool):
+            kw["choices"] = ("on", "off")
+        unit = f" {s.unit}" if s.unit else ""
+        shown = ("on" if f.default else "off") if isinstance(f.default, bool) else f.default
+        kw["help"] = s.help + (f" ({shown}{unit})" if shown != "" else "")
+        c.add_argument(FLAGS[f.name], required=f.name == "fabric", **kw)
 
 
 def add_controller(sub) -> None:
     c = sub.add_parser("controller", help="run the controller apps on os-ken",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="module settings (KEY=VALUE, repeatable):\n\n" + settings_epilog())
-    c.add_argument("--fabric", required=True, help="fabric description (JSON) written by 'freeway fabric --describe'")
     c.add_argument("--listen", default="127.0.0.1:6653", help="OpenFlow listen address HOST:PORT (127.0.0.1:6653)")
-    c.add_argument("--mode", choices=MODES, default="ecmp", help="scheduling mode (ecmp)")
-    c.add_argument("--monitor", choices=MONITORS, default="sflow",
-                   help="monitoring backend: built-in sFlow collector, sFlow-RT REST, or none (sflow)")
-    c.add_argument("--sflow-listen", default="127.0.0.1:6343", help="UDP address of the sFlow collector (127.0.0.1:6343)")
-    c.add_argument("--sflow-rt", metavar="URL", help="sFlow-RT base URL for --monitor sflow-rt, e.g. http://127.0.0.1:8008")
-    c.add_argument("--ovsdb", metavar="DB", help="OVSDB to read ifIndex->port from (local Open vSwitch)")
-    c.add_argument("--events", metavar="FILE", help="append JSON lines: elephant events, per-second link loads")
-    c.add_argument("--isolation", choices=["on", "off"], default="off",
-                   help="mice and elephants in separate queues: mark, set_queue, meter elephants (off)")
-    c.add_argument("--hedera-poll", type=float, default=5.0, help="hedera: seconds between flow-statistics polls (5)")
+    _config_flags(c)
     c.add_argument("--elephant-fraction", type=float, help="same as --monitor-set elephant_fraction=F (0.1)")
     c.add_argument("--efm-threshold", type=float, help="same as --efm-set threshold=F (0.7)")
     c.add_argument("--efm-hold-down", type=float, help="same as --efm-set hold_down_s=S (10)")

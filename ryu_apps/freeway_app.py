@@ -58,8 +58,11 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             self.threads.append(hub.spawn(self._period_loop))
 
     # ----- carrying out a Reaction --------------------------------------------------------
-    def _switch(self, dpid: int):
+    def _switch(self, dpid: int, unknown: str = ""):
+        """The switch's name; None (counted under ``unknown``) for a datapath not in the description."""
         sw = self.fabric.switch_by_dpid(dpid)
+        if sw is None and unknown:
+            self.counters[unknown] += 1
         return sw.name if sw is not None else None
 
     def _dp(self, switch: str):
@@ -116,9 +119,8 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def on_switch_features(self, ev):
         dp = ev.msg.datapath
-        sw = self._switch(dp.id)
+        sw = self._switch(dp.id, "unknown-datapath")
         if sw is None:
-            self.counters["unknown-datapath"] += 1
             LOG.warning("datapath %016x is not in the fabric description: ignored", dp.id)
             return
         program = self.policy.program(sw)
@@ -144,11 +146,9 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def on_packet_in(self, ev):
         msg = ev.msg
-        sw = self._switch(msg.datapath.id)
-        if sw is None:
-            self.counters["packet-in-dropped"] += 1
-            return
-        self.react(self.policy.on_packet(time.monotonic(), sw, msg.match["in_port"], msg.data))
+        sw = self._switch(msg.datapath.id, "packet-in-dropped")
+        if sw is not None:
+            self.react(self.policy.on_packet(time.monotonic(), sw, msg.match["in_port"], msg.data))
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def on_barrier_reply(self, ev):
@@ -167,21 +167,18 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
 
     @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
     def on_flow_removed(self, ev):
-        sw = self._switch(ev.msg.datapath.id)
-        if sw is None:
-            self.counters["flow-removed-unknown-switch"] += 1
-            return
-        self.react(self.policy.on_flow_removed(time.monotonic(), sw, ev.msg.cookie))
+        sw = self._switch(ev.msg.datapath.id, "flow-removed-unknown-switch")
+        if sw is not None:
+            self.react(self.policy.on_flow_removed(time.monotonic(), sw, ev.msg.cookie))
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def on_flow_stats(self, ev):
         msg = ev.msg
-        sw = self._switch(msg.datapath.id)
-        if sw is None:
-            self.counters["stats-late-or-unknown"] += 1
-            return
-        entries = [(st.match, st.byte_count) for st in msg.body]
-        self.react(self.policy.on_flow_stats(time.monotonic(), sw, entries, bool(msg.flags & ofproto.OFPMPF_REPLY_MORE)))
+        sw = self._switch(msg.datapath.id, "stats-late-or-unknown")
+        if sw is not None:
+            entries = [(st.match, st.byte_count) for st in msg.body]
+            more = bool(msg.flags & ofproto.OFPMPF_REPLY_MORE)
+            self.react(self.policy.on_flow_stats(time.monotonic(), sw, entries, more))
 
     @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     def on_port_status(self, ev):

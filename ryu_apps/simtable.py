@@ -19,22 +19,7 @@ from dataclasses import dataclass, field
 from monitoring.sflow import FiveTuple
 from topology.fabric import Fabric
 
-from .intents import (
-    DeleteFlows,
-    DeleteGroup,
-    DeleteMeter,
-    Flow,
-    Group,
-    GroupModify,
-    Meter,
-    Output,
-    PacketThrough,
-    SetField,
-    SetQueue,
-    ToController,
-    ToGroup,
-    UdpOut,
-)
+from . import intents as it
 
 MAX_HOPS = 16
 
@@ -92,42 +77,42 @@ def _matches(match, pkt: dict) -> bool:
 class SimSwitch:
     def __init__(self, name: str):
         self.name = name
-        self.tables: dict[int, list[Flow]] = {}
-        self.groups: dict[int, Group] = {}
-        self.meters: dict[int, Meter] = {}
+        self.tables: dict[int, list[it.Flow]] = {}
+        self.groups: dict[int, it.Group] = {}
+        self.meters: dict[int, it.Meter] = {}
         self.down_ports: set[int] = set()
         self.received: list = []  # every intent applied, in order (to count what a switch was sent)
 
     def apply(self, intents) -> None:
         for i in intents:
             self.received.append(i)
-            if isinstance(i, Flow):
+            if isinstance(i, it.Flow):
                 t = self.tables.setdefault(i.table_id, [])
                 t[:] = [f for f in t if not (f.priority == i.priority and f.match == i.match)]
                 t.append(i)
                 t.sort(key=lambda f: -f.priority)
-            elif isinstance(i, DeleteFlows):
+            elif isinstance(i, it.DeleteFlows):
                 for t in self.tables.values():
                     t[:] = [f for f in t if f.cookie & i.cookie_mask != i.cookie & i.cookie_mask]
-            elif isinstance(i, Group):
+            elif isinstance(i, it.Group):
                 if i.group_id in self.groups:
                     raise SimError(f"{self.name}: group {i.group_id} exists")
                 self.groups[i.group_id] = i
-            elif isinstance(i, GroupModify):
+            elif isinstance(i, it.GroupModify):
                 if i.group.group_id not in self.groups:
                     raise SimError(f"{self.name}: modify of unknown group {i.group.group_id}")
                 self.groups[i.group.group_id] = i.group
-            elif isinstance(i, DeleteGroup):
+            elif isinstance(i, it.DeleteGroup):
                 self.groups.pop(i.group_id, None)
-            elif isinstance(i, Meter):
+            elif isinstance(i, it.Meter):
                 self.meters[i.meter_id] = i
-            elif isinstance(i, DeleteMeter):
+            elif isinstance(i, it.DeleteMeter):
                 self.meters.pop(i.meter_id, None)
 
-    def flows(self) -> list[Flow]:
+    def flows(self) -> list[it.Flow]:
         return [f for t in sorted(self.tables) for f in self.tables[t]]
 
-    def lookup(self, table: int, pkt: dict) -> Flow | None:
+    def lookup(self, table: int, pkt: dict) -> it.Flow | None:
         return next((f for f in self.tables.get(table, ()) if _matches(f.match, pkt)), None)
 
     def process(self, pkt: dict) -> list[tuple[object, dict, int, int]]:
@@ -152,22 +137,22 @@ class SimSwitch:
 
     def _actions(self, actions, pkt: dict, out: list, meter: int, cookie: int) -> None:
         for a in actions:
-            if isinstance(a, SetField):
+            if isinstance(a, it.SetField):
                 pkt[a.field] = a.value
-            elif isinstance(a, SetQueue):
+            elif isinstance(a, it.SetQueue):
                 pkt["queue"] = a.queue_id
-            elif isinstance(a, Output):
+            elif isinstance(a, it.Output):
                 out.append((a.port, dict(pkt), meter, cookie))
-            elif isinstance(a, ToController):
+            elif isinstance(a, it.ToController):
                 out.append(("controller", dict(pkt), meter, cookie))
-            elif isinstance(a, ToGroup):
+            elif isinstance(a, it.ToGroup):
                 self._group(a.group_id, pkt, out, meter, cookie)
 
     def _group(self, gid: int, pkt: dict, out: list, meter: int, cookie: int) -> None:
         g = self.groups.get(gid)
         if g is None:
             raise SimError(f"{self.name}: entry uses unknown group {gid}")
-        live = [b for b in g.buckets if not any(isinstance(a, Output) and a.port in self.down_ports
+        live = [b for b in g.buckets if not any(isinstance(a, it.Output) and a.port in self.down_ports
                                                 for a in b.actions)]
         if not live:
             return
@@ -237,7 +222,7 @@ class SimFabric:
         for sw, intents in ops:
             self.switches[sw].apply(intents)
             for i in intents:
-                if isinstance(i, UdpOut):
+                if isinstance(i, it.UdpOut):
                     self.to_hosts.append((self.fabric.peer(sw, i.port)[0], i))
 
     def link_down(self, a: str, b: str) -> None:
@@ -283,7 +268,7 @@ class SimFabric:
         self.react(reaction)
         for o in reaction.ops if reaction else ():  # a packet-out through actions continues the walk
             for i in o[1]:
-                if isinstance(i, PacketThrough):
+                if isinstance(i, it.PacketThrough):
                     outs: list = []
                     self.switches[sw]._actions(i.actions, {**pkt, "in_port": in_port}, outs, 0, 0)
                     if len(outs) == 1:

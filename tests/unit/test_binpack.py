@@ -2,8 +2,8 @@
 
 import pytest
 
+from experiments.optimum import Flow, solve
 from ryu_apps.binpack import Allocations, NoRoom, bin_pack, links, place_subflows
-from ryu_apps.optimum import Flow, solve
 from ryu_apps.partition import Partition
 from topology.fabric import fattree
 

@@ -102,3 +102,13 @@ def test_controller_settings_are_typed_by_their_declaration():
         Config(fabric="f.json", mode="fast")
     with pytest.raises(ConfigError, match="nonsense: unknown setting"):
         Config.from_mapping({"fabric": "f.json", "nonsense": 1})
+
+
+def test_the_configuration_page_is_the_declarations():
+    from pathlib import Path
+
+    from topology.settings import describe
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    assert settings_epilog() in page
+    assert all(line in page for line in describe(Config))

@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from topology.paths import Path
-
-from .binpack import links
+from topology.paths import path_links as links
 
 
 @dataclass(frozen=True)

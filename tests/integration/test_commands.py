@@ -106,7 +106,7 @@ def test_monitoring_options_are_validated_by_name(tmp_path):
     good = tmp_path / "good.json"
     fattree(4).save(good)
     r = run("controller", "--fabric", str(good), "--monitor-set", "windw_s=3")
-    assert r.returncode == 2 and "windw_s: unknown monitoring setting" in r.stderr
+    assert r.returncode == 2 and "monitor.windw_s: unknown setting" in r.stderr
     r = run("controller", "--fabric", str(good), "--monitor-set", "window_s=-1")
     assert r.returncode == 2 and "window_s: must be a positive number" in r.stderr
     r = run("controller", "--fabric", str(good), "--elephant-fraction", "1.5")

@@ -56,6 +56,11 @@ class View:
     def link_time(self) -> dict[Link, float]:
         return {ln: r.time for ln, r in self.links.items()}
 
+    def stale(self, max_age_s: float) -> frozenset[Link]:
+        """Links whose last measurement is older than ``max_age_s``: a dead or silent link must not read
+        as idle (links never measured at all are not listed: there is nothing to be stale)."""
+        return frozenset(ln for ln, r in self.links.items() if self.now - r.time > max_age_s)
+
     def elephants_on(self, link: Link) -> list[tuple[FiveTuple, float]]:
         """(flow, rate) of the current elephants sampled on a directed link."""
         return [(f, r.rate_bps) for f, r in self.flows.items() if r.elephant and link in r.links]

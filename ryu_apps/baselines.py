@@ -29,11 +29,12 @@ def hedera_edge_flows(fabric: Fabric, switch: str) -> list[Flow]:
     return [Flow(PRIO_HEDERA_PUNT, match(eth_type=ETH_IPV4, ip_proto=6), (ToController(128),))]
 
 
-def hedera_edge_entry(flow, ident: int, idle_s: int, two_tables: bool = False) -> Flow:
-    """Per-flow entry at the ingress ToR: ECMP as before, but with its own byte counter (with isolation,
-    in the forward table, after the packet was classified)."""
+def hedera_edge_entry(flow, ident: int, idle_s: int, two_tables: bool = False, group: int = UPLINK_GROUP) -> Flow:
+    """Per-flow entry at the ingress ToR: ECMP as before (through ``group``: the uplink group, or the
+    destination's group after a failure), but with its own byte counter (with isolation, in the forward
+    table, after the packet was classified)."""
     return Flow(PRIO_HEDERA_EDGE, flow_match(flow.src, flow.dst, flow.proto, flow.sport, flow.dport),
-                (ToGroup(UPLINK_GROUP),), table_id=pipeline.table_for(PRIO_HEDERA_EDGE, two_tables),
+                (ToGroup(group),), table_id=pipeline.table_for(PRIO_HEDERA_EDGE, two_tables),
                 cookie=cookie(HEDERA, KIND_EDGE, ident), idle_timeout=idle_s)
 
 

@@ -2,9 +2,16 @@
 
 Downward traffic is matched by destination prefix (the smallest prefix that
 covers exactly the hosts below a port); upward traffic goes to a select group
-over the uplinks, which Open vSwitch spreads by a hash of the flow. ARP is sent
+over the uplinks, which Open vSwitch spreads by a hash of the flow; every
+bucket watches its port, so a dead uplink stops being chosen at once. ARP is sent
 to the controller at the ToRs, which answers from the host table, so nothing
 is ever flooded in the looped fabric.
+
+After a failure (``dead`` links), the uplink group keeps only live uplinks,
+and a destination ToR that only some of them still reach (a dead link further
+away: in a fat-tree a dead aggregation-core link cuts that core off from one
+pod) gets its own group over those, in the ``ecmp-avoid`` band; a ToR no
+uplink reaches gets an explicit drop.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import bisect
 import ipaddress
 
 from topology.fabric import Fabric
+from topology.paths import Reachability
 
 from . import pipeline
 from .intents import Bucket, Flow, Group, Output, ToController, ToGroup, match
@@ -21,6 +29,7 @@ UPLINK_GROUP = pipeline.UPLINK_GROUP.first
 
 PRIO_MISS = pipeline.prio("miss")
 PRIO_UP = pipeline.prio("ecmp-up")
+PRIO_AVOID = pipeline.prio("ecmp-avoid")
 PRIO_DOWN = pipeline.prio("down")
 PRIO_HOST = pipeline.prio("host")
 PRIO_ARP = pipeline.prio("arp")
@@ -54,17 +63,44 @@ def _prefix_match(addr: str, plen: int):
     return match(eth_type=ETH_IPV4, ipv4_dst=(addr, mask))
 
 
-def uplink_group(fabric: Fabric, switch: str, weights: dict[int, int] | None = None) -> Group | None:
-    """The ECMP select group over a switch's uplinks (None at the top tier)."""
-    ports = [fabric.port_to(switch, n) for n in fabric.up_neighbors(switch)]
-    if not ports:
+def uplink_group(fabric: Fabric, switch: str, weights: dict[int, int] | None = None,
+                 dead=frozenset()) -> Group | None:
+    """The ECMP select group over a switch's live uplinks (all of them if none is; None at the top tier)."""
+    ups = fabric.up_neighbors(switch)
+    if not ups:
         return None
+    ups = [n for n in ups if (switch, n) not in dead] or ups
     weights = weights or {}
+    ports = [fabric.port_to(switch, n) for n in ups]
     return Group(UPLINK_GROUP, tuple(Bucket((Output(p),), weights.get(p, 1)) for p in ports))
 
 
-def base_program(fabric: Fabric, switch: str) -> tuple[list[Group], list[Flow]]:
-    """Groups and flows that give ``switch`` ECMP forwarding to every host."""
+def tor_prefixes(fabric: Fabric) -> dict[str, list]:
+    """Each ToR's covering prefixes as matches."""
+    all_sorted = sorted(int(ipaddress.IPv4Address(h.ip)) for h in fabric.hosts)
+    return {t: [_prefix_match(a, p) for a, p in covering_prefixes([h.ip for h in fabric.hosts_on(t)], all_sorted)]
+            for t in fabric.tors()}
+
+
+def detours(fabric: Fabric, switch: str, dead, reach: Reachability | None = None) -> dict[str, list[str]]:
+    """Destination ToRs that the live uplinks do not all reach, with the up-neighbors that still do."""
+    if not dead:
+        return {}
+    reach = reach or Reachability(fabric, lambda ln: ln not in dead)
+    live_ups = [n for n in fabric.up_neighbors(switch) if (switch, n) not in dead]
+    out = {}
+    for t in fabric.tors():
+        if t in reach.below[switch]:
+            continue
+        hops = reach.next_hops(switch, t)
+        if hops != live_ups:
+            out[t] = hops
+    return out
+
+
+def base_program(fabric: Fabric, switch: str, dead=frozenset(), reach: Reachability | None = None,
+                 prefixes: dict[str, list] | None = None) -> tuple[list[Group], list[Flow]]:
+    """Groups and flows that give ``switch`` ECMP forwarding to every host, around ``dead`` links."""
     groups: list[Group] = []
     flows: list[Flow] = [Flow(PRIO_MISS, match())]  # explicit drop, so misses are counted
     sw = fabric.switches[switch]
@@ -77,8 +113,29 @@ def base_program(fabric: Fabric, switch: str) -> tuple[list[Group], list[Flow]]:
         port = fabric.port_to(switch, n)
         for addr, plen in covering_prefixes([h.ip for h in fabric.hosts_below(n)], all_sorted):
             flows.append(Flow(PRIO_DOWN, _prefix_match(addr, plen), (Output(port),)))
-    group = uplink_group(fabric, switch)
+    group = uplink_group(fabric, switch, dead=dead)
     if group is not None:
         groups.append(group)
         flows.append(Flow(PRIO_UP, match(eth_type=ETH_IPV4), (ToGroup(group.group_id),)))
+    if dead:
+        prefixes = prefixes or tor_prefixes(fabric)
+        index = {t: i for i, t in enumerate(fabric.tors())}
+        for t, hops in detours(fabric, switch, dead, reach).items():
+            actions: tuple = ()
+            if hops:
+                g = Group(pipeline.AVOID_GROUPS.id(index[t]),
+                          tuple(Bucket((Output(fabric.port_to(switch, n)),)) for n in hops))
+                groups.append(g)
+                actions = (ToGroup(g.group_id),)
+            flows += [Flow(PRIO_AVOID, m, actions) for m in prefixes[t]]
     return groups, flows
+
+
+def up_group(fabric: Fabric, switch: str, dst_tor: str | None, dead=frozenset(),
+             reach: Reachability | None = None) -> int | None:
+    """The group that sends traffic for ``dst_tor`` up from ``switch`` (None: no uplink reaches it)."""
+    if dead and dst_tor is not None:
+        hops = detours(fabric, switch, dead, reach).get(dst_tor, ...)
+        if hops is not ...:
+            return pipeline.AVOID_GROUPS.id(fabric.tors().index(dst_tor)) if hops else None
+    return UPLINK_GROUP

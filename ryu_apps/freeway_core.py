@@ -129,6 +129,7 @@ class FreewayCore:
         self.elephants: dict[int, Elephant] = {}
         self.by_subflow: dict[hs.Subflow, int] = {}
         self.link_util: dict[Link, float] = {}
+        self.stale: frozenset[Link] = frozenset()  # links whose measurement is too old to place on
         self.installed_groups: dict[tuple[str, int], Group] = {}  # what each switch holds
         self.mice_flows: set[tuple[str, str]] = set()  # (switch, destination ToR) with mice entries
         self.counters: Counter[str] = Counter()
@@ -164,32 +165,46 @@ class FreewayCore:
         return out
 
     def switch_program(self, switch: str) -> tuple[list[Group], list[Flow], list]:
-        """Everything a (re)connecting switch should hold in Freeway mode."""
+        """Everything a (re)connecting switch should hold in Freeway mode, with no link down."""
         groups, flows = base_program(self.fabric, switch)
-        # the switch is wiped and reprogrammed: forget what it held
+        dyn = self.dynamic_program(switch)
+        groups += [i for i in dyn if isinstance(i, Group)]
+        flows += [i for i in dyn if isinstance(i, Flow)]
+        fixed = self.fixed_entries(switch)
+        flows += [i for i in fixed if isinstance(i, Flow)]
+        extra = [i for i in fixed + dyn if not isinstance(i, (Group, Flow))]
+        return groups, flows, extra
+
+    def fixed_entries(self, switch: str) -> list:
+        """What Freeway adds to base forwarding whatever the traffic: at a ToR, the handshake's punt
+        through its meter, and a drop for anything else sent to the service address."""
+        if not self.fabric.switches[switch].is_tor:
+            return []
+        return [Meter(PUNT_METER, self.cfg.punt_pps, self.cfg.punt_burst, pktps=True),
+                Flow(PRIO_HANDSHAKE, match(eth_type=ETH_IPV4, ip_proto=17, ipv4_dst=hs.SERVICE_IP,
+                                           udp_dst=hs.SERVICE_PORT), (ToController(),), meter_id=PUNT_METER),
+                Flow(PRIO_SERVICE_DROP, match(eth_type=ETH_IPV4, ipv4_dst=hs.SERVICE_IP))]
+
+    def dynamic_program(self, switch: str) -> list:
+        """What the traffic put on a switch: its mice groups and entries, and the placed elephants'
+        meters and entries. The switch is (re)programmed with these: they are what it holds now."""
+        out: list = []
         self.installed_groups = {k: v for k, v in self.installed_groups.items() if k[0] != switch}
         self.mice_flows = {k for k in self.mice_flows if k[0] != switch}
         for dst, g in self.mice_groups(switch).items():
-            groups.append(g)
+            out.append(g)
             self.installed_groups[(switch, g.group_id)] = g
-            flows += self._mice_flows(switch, dst, g.group_id)
+            out += self._mice_flows(switch, dst, g.group_id)
             self.mice_flows.add((switch, dst))
-        extra: list = []
-        if self.fabric.switches[switch].is_tor:
-            extra.append(Meter(PUNT_METER, self.cfg.punt_pps, self.cfg.punt_burst, pktps=True))
-            flows.append(Flow(PRIO_HANDSHAKE, match(eth_type=ETH_IPV4, ip_proto=17, ipv4_dst=hs.SERVICE_IP,
-                                                    udp_dst=hs.SERVICE_PORT), (ToController(),),
-                              meter_id=PUNT_METER))
-            flows.append(Flow(PRIO_SERVICE_DROP, match(eth_type=ETH_IPV4, ipv4_dst=hs.SERVICE_IP)))
         for el in self.elephants.values():
             meter = self.meter_of(el)
             if meter is not None and el.src.switch == switch:
-                extra.append(meter)
+                out.append(meter)
             for pl, sub in zip(el.placements, el.subflows, strict=True):
                 for sw, intent in self._entries(el, pl.path, sub):
                     if sw == switch:
-                        flows.append(intent)
-        return groups, flows, extra
+                        out.append(intent)
+        return out
 
     def _mice_flows(self, switch: str, dst: str, group_id: int) -> list[Flow]:
         """The entries sending mice for ``dst`` to its group, in the mice band's table."""
@@ -327,7 +342,7 @@ class FreewayCore:
         threshold = 0.1 * access_kbps * 1000
         want = msg.rate_kbps * 1000 if msg.rate_kbps else threshold * n
         try:
-            placements = place_subflows(self.partition.hol_paths(pair), [want / n] * n, self.load_bps,
+            placements = place_subflows(self.hol_paths(pair), [want / n] * n, self.load_bps,
                                         self.capacity_bps, self.cfg.headroom)
         except NoRoom as e:
             return nack(str(e))
@@ -353,7 +368,7 @@ class FreewayCore:
         if sub in self.by_subflow or src is None or dst is None or flow.proto not in (6, 17):
             return []
         try:
-            (pl,) = place_subflows(self.partition.hol_paths((src.switch, dst.switch)), [rate_bps], self.load_bps,
+            (pl,) = place_subflows(self.hol_paths((src.switch, dst.switch)), [rate_bps], self.load_bps,
                                    self.capacity_bps, float("inf"))
         except NoRoom:
             return []
@@ -403,26 +418,66 @@ class FreewayCore:
 
     def reroute(self, el: Elephant, avoid: set[Link]) -> list[tuple[str, list]]:
         """Move an elephant onto HOL paths (make-before-break: new entries egress first, then the old ones go)."""
-        self.alloc.release(el.eid)
+        plan = self.reroute_plan(el, avoid, overbook_lol=True)
+        return plan[0] + plan[1] if plan is not None else []
+
+    def reroute_plan(self, el: Elephant, avoid: set[Link], overbook_lol: bool = False):
+        """(install, after) to move an elephant off ``avoid`` onto HOL paths, overbooked when none has
+        room (onto any live path if ``overbook_lol``); None when there is nowhere to go (the caller
+        releases it: it then travels with the mice)."""
         n = len(el.subflows)
         pair = (el.src.switch, el.dst.switch)
-        paths = [p for p in self.partition.hol_paths(pair) if not set(links(p)) & avoid]
+        paths = [p for p in self.hol_paths(pair) if not set(links(p)) & avoid]
+        live = [p for p in self.partition.live_paths(pair) if not set(links(p)) & avoid] if overbook_lol else []
+        if not paths and not live:
+            return None
+        self.alloc.release(el.eid)
         try:
             placements = place_subflows(paths, [el.rate_bps / n] * n, self.load_bps, self.capacity_bps,
                                         self.cfg.headroom)
         except NoRoom:
             self.counters["reroute-overbooked"] += 1
-            placements = place_subflows(paths or self.partition.paths(pair), [el.rate_bps / n] * n,
+            placements = place_subflows(paths or live, [el.rate_bps / n] * n,
                                         self.load_bps, self.capacity_bps, float("inf"))
         old_cookie, old_paths = el.cookie, [pl.path for pl in el.placements]
         el.gen += 1
         el.placements = placements
         self.alloc.add(el.eid, placements)
-        ops = self._install(el, new_meter=False)
-        for sw in sorted({sw for p in old_paths for sw in p}):
-            ops.append((sw, [DeleteFlows(old_cookie)]))
+        install = self._install(el, new_meter=False)
+        after = [(sw, [DeleteFlows(old_cookie)]) for sw in sorted({sw for p in old_paths for sw in p})]
         self.counters["elephant-rerouted"] += 1
-        return ops
+        return install, after
+
+    def hol_paths(self, pair) -> list[Path]:
+        """The HOL paths open to elephants now: live (the partition) and freshly measured (not stale)."""
+        paths = self.partition.hol_paths(pair)
+        if not self.stale:
+            return paths
+        return [p for p in paths if not any(ln in self.stale for ln in links(p))]
+
+    # ----- failures --------------------------------------------------------------------
+    def set_dead(self, now: float, dead):
+        """Links went down or came back: the partition takes them out (or back), elephants that cross a
+        dead link or a link that became LOL move (make-before-break), those with no live path left are
+        released; mice groups follow. Returns (partition result, mice ops, moves as (elephant, install,
+        after), released elephants with the ops that remove them)."""
+        dead = frozenset(dead)
+        res = self.partition.set_dead(now, dead)
+        moves, released = [], []
+        for eid in sorted(self.elephants):
+            el = self.elephants[eid]
+            crossed = {ln for pl in el.placements for ln in links(pl.path)}
+            if not crossed & (dead | res.became_lol):
+                continue
+            plan = self.reroute_plan(el, set(dead))
+            if plan is None:
+                self._release(eid)
+                self.counters["elephant-unroutable"] += 1
+                released.append((el, self.release_ops(el)))
+            else:
+                moves.append((el, *plan))
+        mice = list(self.mice_updates().items())
+        return res, mice, moves, released
 
     # ----- the period ------------------------------------------------------------------
     def period(self, now: float, active_pairs) -> tuple[StepResult, list[tuple[str, list]]]:

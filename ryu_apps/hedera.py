@@ -82,6 +82,7 @@ class GlobalFirstFit:
     fabric: Fabric
     reserved: Counter = field(default_factory=Counter)
     placed: dict = field(default_factory=dict)
+    unusable: frozenset = frozenset()  # dead or stale links: never placed on
 
     def capacity(self, link: Link) -> float:
         return self.fabric.capacity_bps(link)
@@ -99,6 +100,8 @@ class GlobalFirstFit:
         """Reserve the first path that fits; None leaves the flow on ECMP."""
         for path in tor_paths(self.fabric, src_tor, dst_tor):
             links = path_links(path)
+            if any(ln in self.unusable for ln in links):
+                continue
             if all(self.reserved[ln] + demand_bps <= self.capacity(ln) + 1e-6 for ln in links):
                 for ln in links:
                     self.reserved[ln] += demand_bps

@@ -73,6 +73,15 @@ class DeleteFlows:
 
 
 @dataclass(frozen=True)
+class DeleteFlow:
+    """Delete exactly one flow (strict: same table, priority and match)."""
+
+    table_id: int
+    priority: int
+    match: tuple[tuple[str, object], ...]
+
+
+@dataclass(frozen=True)
 class DeleteMeter:
     meter_id: int
 
@@ -83,6 +92,11 @@ class Meter:
     rate: int  # kbit/s, or packets/s when pktps
     burst: int
     pktps: bool = False
+
+
+@dataclass(frozen=True)
+class MeterModify:
+    meter: Meter
 
 
 @dataclass(frozen=True)
@@ -156,5 +170,5 @@ class FlowStatsRequest:
     cookie_mask: int = 0
 
 
-Intent = (Flow | DeleteFlows | Meter | DeleteMeter | Group | GroupModify | DeleteGroup | PacketOut | ArpReplyOut
+Intent = (Flow | DeleteFlows | DeleteFlow | Meter | MeterModify | DeleteMeter | Group | GroupModify | DeleteGroup | PacketOut | ArpReplyOut
           | UdpOut | PacketThrough | FlowStatsRequest)

@@ -11,6 +11,7 @@ from .framework import parser, pkt_arp, pkt_ethernet, pkt_packet
 from .intents import (
     Action,
     ArpReplyOut,
+    DeleteFlow,
     DeleteFlows,
     DeleteGroup,
     DeleteMeter,
@@ -19,6 +20,7 @@ from .intents import (
     Group,
     GroupModify,
     Meter,
+    MeterModify,
     Output,
     PacketOut,
     PacketThrough,
@@ -93,8 +95,14 @@ def messages(intents) -> list:
             out.append(flow_add(i))
         elif isinstance(i, DeleteFlows):
             out.append(flows_delete(i))
+        elif isinstance(i, DeleteFlow):
+            out.append(parser.OFPFlowMod(None, table_id=i.table_id, command=ofp.OFPFC_DELETE_STRICT,
+                                         priority=i.priority, out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
+                                         match=parser.OFPMatch(**dict(i.match))))
         elif isinstance(i, Meter):
             out.append(meter_add(i))
+        elif isinstance(i, MeterModify):
+            out.append(meter_add(i.meter, modify=True))
         elif isinstance(i, DeleteMeter):
             out.append(parser.OFPMeterMod(None, command=ofp.OFPMC_DELETE, flags=0, meter_id=i.meter_id))
         elif isinstance(i, Group):
@@ -126,9 +134,16 @@ def flows_delete_all():
         out_group=ofp.OFPG_ANY, match=parser.OFPMatch())
 
 
+def watch_port(b) -> int:
+    """The port a bucket watches: its output port, so the switch stops choosing it the moment the
+    port goes down (before the controller hears of it); OFPP_ANY for a bucket without one."""
+    return next((a.port for a in b.actions if isinstance(a, Output)), ofp.OFPP_ANY)
+
+
 def group_add(g: Group, modify: bool = False):
     buckets = [
-        parser.OFPBucket(weight=b.weight if g.type == "select" else 0, watch_port=ofp.OFPP_ANY,
+        parser.OFPBucket(weight=b.weight if g.type == "select" else 0,
+                         watch_port=watch_port(b) if g.type in ("select", "ff") else ofp.OFPP_ANY,
                          watch_group=ofp.OFPG_ANY, actions=[_action(a) for a in b.actions])
         for b in g.buckets
     ]

@@ -38,7 +38,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from topology.fabric import Fabric
-from topology.paths import Path, path_links, tor_paths
+from topology.paths import Path, Reachability, path_links, tor_paths, tors_below
 from topology.settings import SettingError, setting, validate
 
 Link = tuple[str, str]
@@ -106,7 +106,9 @@ class Partition:
             raise PartitionError(f"fixed_lol/fixed_hol: {self.n_min} fixed low-latency and {fixed_hol} fixed "
                                  f"high-throughput paths do not fit in {len(self.tops)} paths per pair")
         self._up: dict[tuple[str, str], Path] = {}
-        self._tors_below: dict[str, frozenset[str]] = {}
+        self._tors_below = tors_below(fabric)
+        self.dead: frozenset[Link] = frozenset()  # links that are down: neither LOL nor HOL
+        self._live: dict[Pair, list[Path]] = {}  # a pair's live paths, in order (cleared when ``dead`` changes)
         for t in tors:
             chains = _chains_up(fabric, t)
             for chain in chains:
@@ -143,27 +145,36 @@ class Partition:
         return up + tuple(reversed(self._up[(d, self.tops[i])]))[1:]
 
     def paths(self, pair: Pair) -> list[Path]:
+        """All of a pair's paths in the paper's order, dead or alive."""
         if self.is_partitioned(pair):
             return [self.path(pair, i) for i in range(len(self.tops))]
         return tor_paths(self.fabric, *pair)
+
+    def live_paths(self, pair: Pair) -> list[Path]:
+        """The pair's paths that cross no dead link, in order: the first ``n_lol`` are its LOL paths."""
+        if not self.dead:
+            return self.paths(pair)
+        if pair not in self._live:
+            self._live[pair] = [p for p in self.paths(pair) if not any(ln in self.dead for ln in path_links(p))]
+        return self._live[pair]
 
     def n_lol(self, pair: Pair) -> int:
         return self.n.get(pair, self.n_min)
 
     def lol_paths(self, pair: Pair) -> list[Path]:
         if self.is_partitioned(pair):
-            return [self.path(pair, i) for i in range(self.n_lol(pair))]
+            return self.live_paths(pair)[: self.n_lol(pair)]
         return [p for p in tor_paths(self.fabric, *pair) if all(self.mice_usable(ln) for ln in path_links(p))]
 
     def hol_paths(self, pair: Pair) -> list[Path]:
         """The pair's paths made only of HOL links (open to elephants)."""
-        return [p for p in self.paths(pair) if all(self.is_hol(ln) for ln in path_links(p))]
+        return [p for p in self.live_paths(pair) if all(self.is_hol(ln) for ln in path_links(p))]
 
     def is_lol(self, link: Link) -> bool:
         return self.counter[link] > 0 or link in self.draining
 
     def is_hol(self, link: Link) -> bool:
-        return not self.is_lol(link)
+        return not self.is_lol(link) and link not in self.dead
 
     def mice_usable(self, link: Link) -> bool:
         return self.counter[link] > 0
@@ -171,9 +182,9 @@ class Partition:
     # ----- add / remove ----------------------------------------------------------
     def add_path(self, pair: Pair, res: StepResult | None = None) -> bool:
         n = self.n_lol(pair)
-        if not self.is_partitioned(pair) or n >= self.n_max:
+        if not self.is_partitioned(pair) or n >= self.n_max or n >= len(self.live_paths(pair)):
             return False
-        for ln in path_links(self.path(pair, n)):
+        for ln in path_links(self.live_paths(pair)[n]):
             self.counter[ln] += 1
             if self.counter[ln] == 1:
                 if self.draining.pop(ln, None) is None and res is not None:
@@ -189,7 +200,8 @@ class Partition:
         n = self.n_lol(pair)
         if not self.is_partitioned(pair) or n <= self.n_min:
             return False
-        for ln in path_links(self.path(pair, n - 1)):
+        live = self.live_paths(pair)
+        for ln in path_links(live[n - 1]) if n - 1 < len(live) else ():
             self.counter[ln] -= 1
             if self.counter[ln] == 0:
                 self.draining[ln] = now
@@ -248,43 +260,41 @@ class Partition:
     def mice_next_hops(self, switch: str, dst_tor: str) -> list[str]:
         """Up-neighbors of ``switch`` through which a mouse reaches ``dst_tor`` on LOL links only
         (empty when ``dst_tor`` is below ``switch``: going down follows the prefix routes)."""
-        f = self.fabric
-        if switch == dst_tor or self._below(switch, dst_tor):
-            return []
-        memo: dict[str, bool] = {}
-        return [n for n in f.up_neighbors(switch)
-                if self.mice_usable((switch, n)) and self._reach(n, dst_tor, memo)]
+        return Reachability(self.fabric, self.mice_usable, self._tors_below).next_hops(switch, dst_tor)
 
-    def _below(self, switch: str, tor: str) -> bool:
-        below = self._tors_below.get(switch)
-        if below is None:
-            below = self._tors_below[switch] = self._compute_below(switch)
-        return tor in below
-
-    def _compute_below(self, switch: str) -> frozenset[str]:
-        if self.fabric.switches[switch].is_tor:
-            return frozenset((switch,))
-        out: set[str] = set()
-        for n in self.fabric.down_neighbors(switch):
-            out |= self._compute_below(n)
-        return frozenset(out)
-
-    def _reach(self, node: str, dst: str, memo: dict[str, bool]) -> bool:
-        if node in memo:
-            return memo[node]
-        f = self.fabric
-        if node == dst:
-            ok = True
-        elif self._below(node, dst):
-            nxt = next(n for n in f.down_neighbors(node) if n == dst or self._below(n, dst))
-            ok = self.mice_usable((node, nxt)) and self._reach(nxt, dst, memo)
-        else:
-            ok = any(self.mice_usable((node, n)) and self._reach(n, dst, memo) for n in f.up_neighbors(node))
-        memo[node] = ok
-        return ok
+    # ----- failures -------------------------------------------------------------------
+    def set_dead(self, now: float, dead) -> StepResult:
+        """Links went down or came back. A dead link is neither LOL nor HOL; each pair's LOL paths are
+        its first ``n_lol`` live paths, so a LOL path that died is replaced by the next one in order.
+        Links that leave LOL drain as usual; links that join it are reported in ``became_lol``."""
+        res = StepResult()
+        dead = frozenset(dead)
+        if dead == self.dead:
+            return res
+        self.dead, self._live = dead, {}
+        new: Counter[Link] = Counter()
+        for s in self.tors:
+            for d in self.tors:
+                if self.is_partitioned((s, d)):
+                    for p in self.lol_paths((s, d)):
+                        new.update(path_links(p))
+        for ln in set(self.counter) | set(new):
+            was, now_lol = self.counter[ln] > 0, new[ln] > 0
+            if now_lol and not was and self.draining.pop(ln, None) is None:
+                res.became_lol.add(ln)
+            elif was and not now_lol and ln not in dead:
+                self.draining[ln] = now
+                res.began_draining.add(ln)
+        for ln in dead:
+            self.draining.pop(ln, None)
+        self.counter = new
+        return res
 
     def lol_links(self) -> set[Link]:
         return {ln for ln, c in self.counter.items() if c > 0} | set(self.draining)
+
+    def dead_links(self) -> set[Link]:
+        return set(self.dead)
 
 
 def _chains_up(fabric: Fabric, tor: str) -> list[Path]:

@@ -40,6 +40,7 @@ class Band:
 _BANDS = (
     Band("miss", 0, False, "explicit drop, so misses are counted"),
     Band("ecmp-up", 10, False, "everything not below: the ECMP select group over the uplinks"),
+    Band("ecmp-avoid", 12, False, "after a failure: a destination ToR that only some uplinks still reach"),
     Band("hedera-punt", 15, False, "Hedera: a new TCP flow's first packet to the controller"),
     Band("mice", 20, False, "Freeway: mice to the select group over low-latency next hops"),
     Band("classify", 100, True, "isolation: mark host traffic as mice (DSCP, queue), go to forward"),
@@ -114,10 +115,11 @@ class IdRange:
 
 UPLINK_GROUP = IdRange("uplink group", 1, 1)  # ECMP over the uplinks
 MICE_GROUPS = IdRange("mice groups", 1000, 1000 + 0xFFFF)  # + index of the destination ToR
+AVOID_GROUPS = IdRange("failure groups", 70000, 70000 + 0xFFFF)  # + index of the destination ToR
 PUNT_METER = IdRange("punt meter", 1, 1)  # handshakes to the controller, per ToR
 MICE_METERS = IdRange("mice meters", 100, 999)  # + host port (isolation's optional mice cap)
 ELEPHANT_METERS = IdRange("elephant meters", 1000, 0xFFFF0000)  # + elephant id
-GROUP_RANGES = (UPLINK_GROUP, MICE_GROUPS)
+GROUP_RANGES = (UPLINK_GROUP, MICE_GROUPS, AVOID_GROUPS)
 METER_RANGES = (PUNT_METER, MICE_METERS, ELEPHANT_METERS)
 
 

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from monitoring.sflow import FiveTuple, parse_ethernet
 from monitoring.view import View
 from topology.fabric import Fabric
-from topology.paths import path_links, path_top
+from topology.paths import Reachability, path_links, path_top, tor_paths
 
-from . import arp, baselines, forwarding, pipeline
+from . import arp, baselines, forwarding, pipeline, reconcile
 from . import handshake as hs
-from .efm import EFM, EFMConfig
+from .efm import EFM, EFMConfig, Move
 from .elephant_entries import flow_match
 from .freeway_core import Elephant, FreewayConfig, FreewayCore
 from .hedera import HederaScheduler, ingress_counts
@@ -37,6 +37,7 @@ from .txn import METER_MOD_FAILED, Failure, Txn
 
 LOG = logging.getLogger("freeway")
 Ops = list[tuple[str, list]]
+STALE_S = 5.0  # a link measured longer ago than this is stale: no placement chooses it
 
 
 @dataclass
@@ -73,8 +74,13 @@ class Policy:
         self.iso = iso
         self.counters: Counter[str] = Counter()
         self.services: dict[str, str] = {}  # extra addresses proxy ARP answers for
-        self.marks: dict[FiveTuple, tuple[str, int]] = {}  # detected elephant -> (ingress ToR, its mark's cookie)
+        self.marks: dict[FiveTuple, tuple[str, Flow]] = {}  # detected elephant -> (ingress ToR, its mark)
         self._ids = 1
+        self.dead: frozenset = frozenset()  # links down (the liveness model's), both directions
+        self.stale: frozenset = frozenset()  # links whose measurement is older than STALE_S
+        self.view = View(0.0)  # the latest monitoring view
+        self._reach: Reachability | None = None
+        self._prefixes = forwarding.tor_prefixes(fabric)
 
     def next_id(self) -> int:
         self._ids += 1
@@ -83,6 +89,11 @@ class Policy:
     # ----- what a switch holds ---------------------------------------------------------
     def program(self, switch: str) -> list:
         """Everything a (re)connecting switch should hold: groups, meters and flows."""
+        return self.static_program(switch) + self.dynamic_program(switch)
+
+    def static_program(self, switch: str) -> list:
+        """What a switch holds whatever the traffic: base forwarding around dead links, the mode's fixed
+        entries, and isolation's classification at a ToR."""
         intents = self.switch_program(switch)
         if self.iso is not None and self.fabric.switches[switch].is_tor:
             flows, meters = tor_program(self.fabric, switch, [i for i in intents if isinstance(i, Flow)], self.iso)
@@ -90,8 +101,53 @@ class Policy:
         return intents
 
     def switch_program(self, switch: str) -> list:
-        groups, flows = forwarding.base_program(self.fabric, switch)
+        groups, flows = forwarding.base_program(self.fabric, switch, self.dead, self.reach(), self._prefixes)
         return [*groups, *flows]
+
+    def dynamic_program(self, switch: str) -> list:
+        """What traffic put on a switch (placed elephants, marks): it stays across a reconnect."""
+        return [f for sw, f in self.marks.values() if sw == switch]
+
+    def reach(self) -> Reachability:
+        if self._reach is None:
+            self._reach = Reachability(self.fabric, lambda ln: ln not in self.dead)
+        return self._reach
+
+    def unusable(self) -> frozenset:
+        """Links no placement may choose: dead, or measured too long ago."""
+        return self.dead | self.stale
+
+    def live_paths(self, src: str, dst: str) -> list:
+        bad = self.unusable()
+        return [p for p in tor_paths(self.fabric, src, dst) if not any(ln in bad for ln in path_links(p))]
+
+    def observe(self, view: View) -> None:
+        """Every period: keep the view, and which links are stale."""
+        self.view = view
+        self.stale = view.stale(STALE_S)
+
+    # ----- failures ---------------------------------------------------------------------
+    def on_links(self, now: float, dead) -> Reaction:
+        """The liveness model changed: every switch's base program is recomputed around the dead links
+        and only the difference is sent; then the mode moves what crossed them (``after_links``)."""
+        dead = frozenset(dead)
+        if dead == self.dead:
+            return NOTHING()
+        before = {sw: self.static_program(sw) for sw in self.fabric.switches}
+        went_down = dead - self.dead
+        self.dead, self._reach = dead, None
+        out = Reaction()
+        for sw in self.fabric.switches:
+            ops = reconcile.diff(before[sw], self.static_program(sw))
+            if ops:
+                out.ops.append((sw, ops))
+        self.counters["link-changes"] += 1
+        out.events.append({"type": "links", "dead": sorted("%s>%s" % ln for ln in dead)})
+        out += self.after_links(now, went_down)
+        return out
+
+    def after_links(self, now: float, went_down: frozenset) -> Reaction:
+        return NOTHING()
 
     def two_tables(self, switch: str) -> bool:
         return self.iso is not None and self.fabric.switches[switch].is_tor
@@ -116,6 +172,7 @@ class Policy:
         return NOTHING()
 
     def on_period(self, now: float, view: View) -> Reaction:
+        self.observe(view)
         return NOTHING()
 
     def on_flow_removed(self, now: float, switch: str, cookie: int) -> Reaction:
@@ -132,12 +189,12 @@ class Policy:
             return NOTHING()
         cookie = baselines.cookie(pipeline.DETECTED, 1, self.next_id())
         entry = mark_detected(flow_match(f.src, f.dst, f.proto, f.sport, f.dport), start.port, self.iso, cookie)
-        self.marks[f] = (start.switch, cookie)
+        self.marks[f] = (start.switch, entry)
         return Reaction([(start.switch, [entry])])
 
     def on_elephant_end(self, now: float, end) -> Reaction:
         mark = self.marks.pop(end.flow, None)
-        return Reaction([(mark[0], [DeleteFlows(mark[1])])]) if mark is not None else NOTHING()
+        return Reaction([(mark[0], [DeleteFlows(mark[1].cookie)])]) if mark is not None else NOTHING()
 
     def snapshot(self) -> dict:
         """The mode's state for the events file (and, later, the operator API); counters are separate."""
@@ -155,7 +212,8 @@ class HederaPolicy(Policy):
         self.scheduler = HederaScheduler(fabric)
         self.poll_s = poll_s
         self.flow_ids: dict[FiveTuple, int] = {}
-        self.pins: dict[FiveTuple, int] = {}  # flow -> cookie of its placed entries
+        self.edges: dict[FiveTuple, tuple[str, Flow]] = {}  # flow -> (ingress ToR, its edge entry)
+        self.pins: dict[FiveTuple, tuple[int, Ops]] = {}  # flow -> (cookie, entries) of its placement
         self.round_at = -1e9
         self.waiting: set[str] = set()  # ToRs whose statistics this poll still waits for
         self.counts: dict[FiveTuple, int] = {}
@@ -169,11 +227,49 @@ class HederaPolicy(Policy):
         if ft is None or ft.proto != 6 or self.fabric.peer(switch, port) is None:
             self.counters["packet-in-dropped"] += 1
             return NOTHING()
+        dst = self.fabric.host_by_ip(ft.dst)
+        group = forwarding.up_group(self.fabric, switch, dst.switch if dst else None, self.dead, self.reach())
+        if group is None:
+            self.counters["packet-in-unreachable"] += 1
+            return NOTHING()
         ident = self.flow_ids.setdefault(ft, self.next_id())
-        entry = baselines.hedera_edge_entry(ft, ident, 10, self.two_tables(switch))
-        return Reaction([(switch, [entry, PacketThrough((ToGroup(forwarding.UPLINK_GROUP),), data, port)])])
+        entry = baselines.hedera_edge_entry(ft, ident, 10, self.two_tables(switch), group)
+        self.edges[ft] = (switch, entry)
+        return Reaction([(switch, [entry, PacketThrough((ToGroup(group),), data, port)])])
+
+    def dynamic_program(self, switch) -> list:
+        return (super().dynamic_program(switch) + [e for sw, e in self.edges.values() if sw == switch]
+                + [f for _, ops in self.pins.values() for sw, fs in ops if sw == switch for f in fs])
+
+    def after_links(self, now, went_down) -> Reaction:
+        """Edge entries follow their destination's group; placements that crossed a dead link are
+        released and placed again at once, around it."""
+        out = Reaction()
+        for ft, (sw, entry) in list(self.edges.items()):
+            dst = self.fabric.host_by_ip(ft.dst)
+            group = forwarding.up_group(self.fabric, sw, dst.switch, self.dead, self.reach())
+            new = replace(entry, actions=(ToGroup(group),) if group is not None else ())
+            if new != entry:
+                self.edges[ft] = (sw, new)
+                out.ops.append((sw, [new]))
+        self.scheduler.gff.unusable = self.unusable()
+        hit = [f for f, pl in self.scheduler.gff.placed.items() if set(path_links(pl.path)) & went_down]
+        for flow in hit:
+            placed = self.scheduler.gff.release(flow)
+            cookie, _ = self.pins.pop(flow, (None, None))
+            if cookie is not None:
+                out.ops += [(sw, [DeleteFlows(cookie)]) for sw in self.fabric.switches]
+            s, d = self.fabric.host_by_ip(flow.src), self.fabric.host_by_ip(flow.dst)
+            path = self.scheduler.gff.place(flow, s.switch, d.switch, placed.demand_bps)
+            LOG.warning("hedera: %s crossed a dead link: %s", flow,
+                        "placed on " + "-".join(path) if path else "left to ECMP (no path has room)")
+            if path is not None:
+                out += self._pin(flow, path)
+        return out
 
     def on_period(self, now, view) -> Reaction:
+        self.observe(view)
+        self.scheduler.gff.unusable = self.unusable()
         if now - self.round_at < self.poll_s:
             return NOTHING()
         self.round_at, self.counts = now, {}
@@ -201,25 +297,28 @@ class HederaPolicy(Policy):
         new, released = self.scheduler.schedule(now, self.counts)
         out = Reaction()
         for flow in released:
-            cookie = self.pins.pop(flow, None)
+            cookie, _ = self.pins.pop(flow, (None, None))
             if cookie is not None:
                 out.ops += [(sw, [DeleteFlows(cookie)]) for sw in self.fabric.switches]
         for flow, path in new.items():
-            ident = self.flow_ids.setdefault(flow, self.next_id())
-            install, _, _, cookie = baselines.pin(self.fabric, path, flow, baselines.HEDERA, ident, 0, 10,
-                                                  iso=self.iso)
             LOG.info("hedera: %s is large (demand %.2f Mbit/s): placed on %s", flow,
                      self.scheduler.gff.placed[flow].demand_bps / 1e6, "-".join(path))
-            self.counters["hedera-placed"] += 1
-            out.txns.append(Txn(f"hedera {flow}", install, done=self._pinned(flow, cookie),
-                                failed=self._unplaced(flow)))
+            out += self._pin(flow, path)
         live = set(self.counts)  # forget ids of flows no edge switch counts any more
         self.flow_ids = {f: i for f, i in self.flow_ids.items() if f in live or f in self.pins or f in new}
+        self.edges = {f: e for f, e in self.edges.items() if f in self.flow_ids}
         return out
 
-    def _pinned(self, flow, cookie):
+    def _pin(self, flow, path) -> Reaction:
+        ident = self.flow_ids.setdefault(flow, self.next_id())
+        install, _, _, cookie = baselines.pin(self.fabric, path, flow, baselines.HEDERA, ident, 0, 10, iso=self.iso)
+        self.counters["hedera-placed"] += 1
+        return Reaction(txns=[Txn(f"hedera {flow}", install, done=self._pinned(flow, cookie, install),
+                                  failed=self._unplaced(flow))])
+
+    def _pinned(self, flow, cookie, install):
         def done():
-            self.pins[flow] = cookie
+            self.pins[flow] = (cookie, install)
         return done
 
     def _unplaced(self, flow):
@@ -238,6 +337,7 @@ class Rerouter:
         self.counters = counters
         self.next_id = next_id
         self.pins: dict[FiveTuple, tuple[int, int, int]] = {}  # flow -> (ident, gen, cookie)
+        self.entries: dict[FiveTuple, Ops] = {}  # flow -> its pinned entries
         self._said: dict[tuple[str, str], tuple[str, float]] = {}  # link -> (reason logged, when)
 
     def round(self, now: float, view: View, flow_links=None, eligible=lambda f: True, paths=None) -> Reaction:
@@ -269,6 +369,7 @@ class Rerouter:
 
         def done():
             self.pins[mv.flow] = (ident, gen + 1, new)
+            self.entries[mv.flow] = install
             return Reaction(after)
 
         def failed(_failure):
@@ -277,6 +378,34 @@ class Rerouter:
         event = {"type": "reroute", "flow": str(mv.flow), "link": "%s>%s" % mv.link, "path": list(mv.new_path),
                  "rate_bps": mv.rate_bps}
         return Reaction(txns=[Txn(f"efm move {mv.flow}", install, done, failed)], events=[event])
+
+    def entries_on(self, switch: str) -> list:
+        return [f for ops in self.entries.values() for sw, fs in ops if sw == switch for f in fs]
+
+    def after_links(self, now: float, went_down: frozenset, view: View, paths) -> Reaction:
+        """Pinned flows that crossed a dead link: onto the first live path where every link stays under
+        the threshold with them, else unpinned (base forwarding already avoids the dead link)."""
+        out = Reaction()
+        util = view.link_util()
+        for flow, path in sorted(self.efm.paths.items(), key=lambda fp: str(fp[0])):
+            old = set(path_links(path))
+            if not old & went_down:
+                continue
+            r = view.flows.get(flow)
+            rate = r.rate_bps if r is not None else 0.0
+            new = self.efm.fit(flow, rate, util, Counter(), set(), paths)
+            if new is not None:
+                self.efm.paths[flow] = new
+                self.efm.moved_at[flow] = now
+                out += self.move(Move(flow, rate, frozenset(old), new, next(iter(old & went_down))))
+                continue
+            LOG.warning("efm: %s crossed a dead link and no live path has room: back to ECMP", flow)
+            self.efm.forget(flow)
+            self.entries.pop(flow, None)
+            pin = self.pins.pop(flow, None)
+            if pin is not None:
+                out.ops += [(sw, [DeleteFlows(pin[2])]) for sw in self.fabric.switches]
+        return out
 
 
 class EFMPolicy(Policy):
@@ -288,7 +417,14 @@ class EFMPolicy(Policy):
         self.mode = f"efm-{self.rerouter.efm.cfg.pick}"
 
     def on_period(self, now, view) -> Reaction:
-        return self.rerouter.round(now, view)
+        self.observe(view)
+        return self.rerouter.round(now, view, paths=self.live_paths)
+
+    def dynamic_program(self, switch) -> list:
+        return super().dynamic_program(switch) + self.rerouter.entries_on(switch)
+
+    def after_links(self, now, went_down) -> Reaction:
+        return self.rerouter.after_links(now, went_down, self.view, self.live_paths)
 
 
 class FreewayPolicy(Policy):
@@ -305,8 +441,42 @@ class FreewayPolicy(Policy):
         self.rerouter = Rerouter(fabric, efm or EFMConfig(), iso, self.counters, self.next_id)
 
     def switch_program(self, switch: str) -> list:
-        groups, flows, extra = self.core.switch_program(switch)
-        return [*groups, *extra, *flows]
+        return super().switch_program(switch) + self.core.fixed_entries(switch)
+
+    def dynamic_program(self, switch: str) -> list:
+        return self.core.dynamic_program(switch) + self.rerouter.entries_on(switch)
+
+    def after_links(self, now, went_down) -> Reaction:
+        """The partition goes around the dead links (a LOL path that died is replaced by the next one);
+        elephants that crossed one move at once (confirmed make-before-break) or, with no live path
+        left, fall back to the mice paths; mice groups drop dead next hops; EFM's pins move too."""
+        res, mice, moves, released = self.core.set_dead(now, self.dead)
+        self._log_partition(res)
+        out = Reaction(mice)
+        for el, install, after in moves:
+            LOG.warning("elephant %d moved around a failure to %s", el.eid,
+                        ", ".join(path_top(pl.path) for pl in el.placements))
+            out.txns.append(Txn(f"elephant {el.eid} around a failure", install, lambda after=after: Reaction(after)))
+            out.events.append({"type": "reroute", "elephant": el.eid, "reason": "link down",
+                               "path": [list(pl.path) for pl in el.placements]})
+        for el, ops in released:
+            LOG.warning("elephant %d has no live path left: released, it travels with the mice", el.eid)
+            out.ops += ops
+            out.events.append({"type": "released", "elephant": el.eid, "reason": "no live path"})
+        out += self.rerouter.after_links(now, went_down, self.view, self._elephant_paths)
+        return out
+
+    def _elephant_paths(self, s: str, d: str) -> list:
+        return self.core.hol_paths((s, d))
+
+    def _log_partition(self, res) -> None:
+        for pair in res.added:
+            LOG.info("partition: %s -> %s now has %d low-latency paths (added)", *pair, self.core.partition.n_lol(pair))
+        for pair in res.removed:
+            LOG.info("partition: %s -> %s now has %d low-latency paths (removed)", *pair,
+                     self.core.partition.n_lol(pair))
+        if res.became_hol:
+            LOG.info("partition: %d drained links are HOL again", len(res.became_hol))
 
     def on_other_packet(self, now, switch, port, data) -> Reaction:
         udp = arp.decode_udp(data)
@@ -368,19 +538,14 @@ class FreewayPolicy(Policy):
         return Reaction(list(ops.items()))
 
     def on_period(self, now, view) -> Reaction:
+        self.observe(view)
         self.core.link_util = view.link_util()
+        self.core.stale = self.stale
         res, ops = self.core.period(now, view.active_pairs(self.core.cfg.active_s))
-        for pair in res.added:
-            LOG.info("partition: %s -> %s now has %d low-latency paths (added)", *pair, self.core.partition.n_lol(pair))
-        for pair in res.removed:
-            LOG.info("partition: %s -> %s now has %d low-latency paths (removed)", *pair,
-                     self.core.partition.n_lol(pair))
-        if res.became_hol:
-            LOG.info("partition: %d drained links are HOL again", len(res.became_hol))
+        self._log_partition(res)
         out = Reaction(ops)
         out += self.rerouter.round(now, view, self.core.placed_links,
-                                   lambda f: not self.core.is_announced(f),
-                                   lambda s, d: self.core.partition.hol_paths((s, d)))
+                                   lambda f: not self.core.is_announced(f), self._elephant_paths)
         return out
 
     def snapshot(self) -> dict:
@@ -389,6 +554,7 @@ class FreewayPolicy(Policy):
             "lol_paths": {f"{s}>{d}": n for (s, d), n in sorted(part.n.items())},
             "lol_link_names": sorted(f"{a}>{b}" for a, b in part.lol_links()),
             "lol_min": part.n_min, "lol_links": len(part.lol_links()), "draining": len(part.draining),
+            "dead_links": sorted(f"{a}>{b}" for a, b in self.dead),
             "allocated": {str(e.eid): round(e.rate_bps) for e in self.core.elephants.values()},
             "freeway": dict(self.core.counters)}
 

@@ -91,6 +91,13 @@ class SimSwitch:
                 t[:] = [f for f in t if not (f.priority == i.priority and f.match == i.match)]
                 t.append(i)
                 t.sort(key=lambda f: -f.priority)
+            elif isinstance(i, it.DeleteFlow):
+                t = self.tables.get(i.table_id, [])
+                t[:] = [f for f in t if not (f.priority == i.priority and f.match == i.match)]
+            elif isinstance(i, it.MeterModify):
+                if i.meter.meter_id not in self.meters:
+                    raise SimError(f"{self.name}: modify of unknown meter {i.meter.meter_id}")
+                self.meters[i.meter.meter_id] = i.meter
             elif isinstance(i, it.DeleteFlows):
                 for t in self.tables.values():
                     t[:] = [f for f in t if f.cookie & i.cookie_mask != i.cookie & i.cookie_mask]
@@ -230,6 +237,32 @@ class SimFabric:
         self.switches[a].down_ports.add(self.fabric.port_to(a, b))
         self.switches[b].down_ports.add(self.fabric.port_to(b, a))
 
+    def link_up(self, a: str, b: str) -> None:
+        self.switches[a].down_ports.discard(self.fabric.port_to(a, b))
+        self.switches[b].down_ports.discard(self.fabric.port_to(b, a))
+
+    def dead(self) -> frozenset:
+        """Directed links with a port down at either end."""
+        out = set()
+        for sw in self.fabric.switches:
+            for n in self.fabric.neighbors(sw):
+                if n in self.fabric.switches and (self.fabric.port_to(sw, n) in self.switches[sw].down_ports
+                                                  or self.fabric.port_to(n, sw) in self.switches[n].down_ports):
+                    out.add((sw, n))
+        return frozenset(out)
+
+    def fail(self, *links: tuple[str, str]) -> None:
+        """Links go down, and the controller hears of it (the liveness model's dead set)."""
+        for a, b in links:
+            self.link_down(a, b)
+        self.react(self.policy.on_links(self.now, self.dead()))
+
+    def restore(self, *links: tuple[str, str]) -> None:
+        """Links come back and their hold-down has passed."""
+        for a, b in links:
+            self.link_up(a, b)
+        self.react(self.policy.on_links(self.now, self.dead()))
+
     def send(self, src_host: str, flow: FiveTuple, dscp: int = 0, payload: bytes = b"") -> Trace:
         """Walk one packet from a host through the fabric; packet-ins go to the policy first."""
         h = next(x for x in self.fabric.hosts if x.name == src_host)
@@ -247,6 +280,9 @@ class SimFabric:
                 return trace
             port, sent, meter, cookie = outs[0]
             trace.hops.append(Hop(sw, in_port, port, sent.get("ip_dscp", 0), sent.get("queue"), meter, cookie))
+            if port in self.switches[sw].down_ports:
+                trace.dropped = f"{sw}: port {port} is down"
+                return trace
             peer = self.fabric.peer(sw, port)
             if peer is None:
                 trace.dropped = f"{sw}: port {port} leads nowhere"

@@ -64,3 +64,56 @@ def path_links(path: Path) -> list[tuple[str, str]]:
 def path_ports(fabric: Fabric, path: Path) -> list[tuple[str, int]]:
     """(switch, output port) for every hop but the last along a path."""
     return [(a, fabric.port_to(a, b)) for a, b in path_links(path)]
+
+
+def tors_below(fabric: Fabric) -> dict[str, frozenset[str]]:
+    """For every switch, the ToRs below it (a ToR: itself)."""
+    out: dict[str, frozenset[str]] = {}
+
+    def below(sw: str) -> frozenset[str]:
+        if sw not in out:
+            if fabric.switches[sw].is_tor:
+                out[sw] = frozenset((sw,))
+            else:
+                out[sw] = frozenset().union(*(below(n) for n in fabric.down_neighbors(sw)))
+        return out[sw]
+
+    for sw in fabric.switches:
+        below(sw)
+    return out
+
+
+class Reachability:
+    """Which neighbors lead from a switch to a destination ToR over usable links only.
+
+    Routes are valley-free, as in a Clos: a switch with the destination below it
+    goes down (the one child above it), any other goes up. ``usable(link)`` says
+    whether a directed link may be used (live, or LOL for mice). Answers are
+    memoised: make a new object when what is usable changes."""
+
+    def __init__(self, fabric: Fabric, usable=lambda link: True, below: dict[str, frozenset[str]] | None = None):
+        self.fabric = fabric
+        self.usable = usable
+        self.below = below if below is not None else tors_below(fabric)
+        self._memo: dict[tuple[str, str], bool] = {}
+
+    def reaches(self, node: str, dst: str) -> bool:
+        key = (node, dst)
+        if key not in self._memo:
+            self._memo[key] = False  # (no cycles in a Clos; this only guards a malformed description)
+            if node == dst:
+                ok = True
+            elif dst in self.below[node]:
+                ok = any(self.usable((node, n)) and self.reaches(n, dst)
+                         for n in self.fabric.down_neighbors(node) if dst in self.below[n])
+            else:
+                ok = any(self.usable((node, n)) and self.reaches(n, dst) for n in self.fabric.up_neighbors(node))
+            self._memo[key] = ok
+        return self._memo[key]
+
+    def next_hops(self, switch: str, dst: str) -> list[str]:
+        """Up-neighbors of ``switch`` through which ``dst`` is reached ([] when ``dst`` is below:
+        going down follows the prefix routes)."""
+        if dst in self.below[switch]:
+            return []
+        return [n for n in self.fabric.up_neighbors(switch) if self.usable((switch, n)) and self.reaches(n, dst)]

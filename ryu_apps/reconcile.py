@@ -1,0 +1,55 @@
+"""What a switch must be sent to hold what the policy wants: only the difference (pure).
+
+Used when a switch (re)connects (``held`` is what the switch reports it
+holds, read back from its flow, group and meter tables) and when the fabric
+changes under a policy (``held`` is the program before, ``want`` after). No
+delete-all: an entry that is already right is not touched, so traffic keeps
+flowing through a controller restart.
+
+Order: meters and groups the new entries use come first, then the entries
+(an add over an existing match replaces it atomically), then what is no
+longer wanted (entries before the groups and meters they use).
+"""
+
+from __future__ import annotations
+
+from .intents import DeleteFlow, DeleteGroup, DeleteMeter, Flow, Group, GroupModify, Meter, MeterModify
+
+
+def key(i) -> tuple:
+    """What identifies an entry on a switch."""
+    if isinstance(i, Flow):
+        return ("flow", i.table_id, i.priority, i.match)
+    if isinstance(i, Group):
+        return ("group", i.group_id)
+    if isinstance(i, Meter):
+        return ("meter", i.meter_id)
+    raise TypeError(f"not a switch entry: {i!r}")
+
+
+def diff(held, want, keep=lambda entry: False) -> list:
+    """Intents that turn ``held`` into ``want``. Held entries that ``keep`` accepts stay even when not
+    wanted (another owner's: e.g. an elephant's entries when only the base program is compared)."""
+    h = {key(i): i for i in held}
+    w = {key(i): i for i in want}
+    meters, groups, flows, gone_flows, gone_groups, gone_meters = [], [], [], [], [], []
+    for k, i in w.items():
+        old = h.get(k)
+        if old == i:
+            continue
+        if isinstance(i, Meter):
+            meters.append(i if old is None else MeterModify(i))
+        elif isinstance(i, Group):
+            groups.append(i if old is None else GroupModify(i))
+        else:
+            flows.append(i)
+    for k, i in h.items():
+        if k in w or keep(i):
+            continue
+        if isinstance(i, Flow):
+            gone_flows.append(DeleteFlow(i.table_id, i.priority, i.match))
+        elif isinstance(i, Group):
+            gone_groups.append(DeleteGroup(i.group_id))
+        else:
+            gone_meters.append(DeleteMeter(i.meter_id))
+    return meters + groups + flows + gone_flows + gone_groups + gone_meters

@@ -1,0 +1,176 @@
+"""Link and switch failures in every mode, walked through simulated switches: every pair reachable
+around the dead links, nothing placed on them, and everything back once they return."""
+
+import pytest
+
+from monitoring.sflow import FiveTuple
+from ryu_apps import forwarding, pipeline, reconcile
+from ryu_apps.intents import DeleteFlow, Flow, Group, GroupModify, Meter, MeterModify, match
+from ryu_apps.simtable import SimFabric
+from topology.fabric import fattree, leafspine
+from topology.liveness import Liveness
+
+from .test_simtable import ISO, MODES, _announce, mice_flows, policy, unreachable
+
+FAILURES = {
+    "agg-core": [("a0_0", "c1")],
+    "edge-agg": [("e0_0", "a0_0")],
+    "aggregation switch": "a1_0",
+    "core switch": "c1",
+}
+
+
+def _links(fabric, failure):
+    if isinstance(failure, str):  # a whole switch: all its links
+        return [(failure, n) for n in fabric.neighbors(failure) if n in fabric.switches]
+    return failure
+
+
+def _crosses(t, dead):
+    return set(t.links()) & dead
+
+
+@pytest.mark.parametrize("iso", [None, ISO], ids=["plain", "isolation"])
+@pytest.mark.parametrize("failure", list(FAILURES))
+@pytest.mark.parametrize("mode", MODES)
+def test_every_pair_reachable_around_a_failure_and_the_link_used_again_after(mode, failure, iso):
+    fabric = fattree(4)
+    sim = SimFabric(fabric, policy(mode, fabric, iso))
+    flows = mice_flows(fabric) + mice_flows(fabric, seed=2) + mice_flows(fabric, seed=3)
+    cut = _links(fabric, FAILURES[failure])
+    used_before = {ln for s, d, ft in flows for ln in sim.send(s.name, ft).links()}
+    assert set(cut) & used_before or {(b, a) for a, b in cut} & used_before
+    sim.fail(*cut)
+    dead = sim.dead()
+    assert not unreachable(sim, flows), unreachable(sim, flows)[:3]
+    for s, d, ft in flows:
+        assert not _crosses(sim.send(s.name, ft), dead)
+    sim.restore(*cut)
+    assert not sim.dead()
+    used_after = {ln for s, d, ft in flows for ln in sim.send(s.name, ft).links()}
+    assert not unreachable(sim, flows)
+    assert set(cut) & used_after or {(b, a) for a, b in cut} & used_after
+
+
+def test_without_the_controller_a_remote_failure_strands_pairs_and_with_it_none():
+    """The check above can fail: with only the buckets' port watch (no recomputation), a dead
+    aggregation-core link leaves the other pods choosing that core toward pod 0."""
+    fabric = fattree(4)
+    sim = SimFabric(fabric, policy("ecmp", fabric, None))
+    sim.link_down("a0_0", "c1")
+    assert len(unreachable(sim, mice_flows(fabric))) > 0
+    sim.react(sim.policy.on_links(0.0, sim.dead()))
+    assert not unreachable(sim, mice_flows(fabric))
+
+
+def test_a_dead_agg_core_link_cuts_that_core_off_from_the_pod_for_every_other_pod():
+    fabric = fattree(4)
+    dead = frozenset({("a0_0", "c1"), ("c1", "a0_0")})
+    groups, flows = forwarding.base_program(fabric, "a1_0", dead)
+    avoid = [f for f in flows if f.priority == pipeline.prio("ecmp-avoid")]
+    assert avoid, "pod 1's a1_0 must stop choosing c1 toward pod 0's ToRs"
+    (g,) = [g for g in groups if g.group_id == pipeline.AVOID_GROUPS.id(0)]
+    assert [b.actions[0].port for b in g.buckets] == [fabric.port_to("a1_0", "c2")]
+    # the edge below it still uses both aggregation switches (a1_0 still reaches pod 0 via c2)
+    assert not [f for f in forwarding.base_program(fabric, "e1_0", dead)[1] if f.priority == pipeline.prio("ecmp-avoid")]
+
+
+def test_freeway_partition_replaces_a_dead_low_latency_path_by_the_next_and_elephants_move():
+    fabric = fattree(4)
+    pol = policy("freeway", fabric, ISO)
+    sim = SimFabric(fabric, pol)
+    src, dst = fabric.hosts_on("e0_0")[0], fabric.hosts_on("e3_1")[0]
+    pair = ("e0_0", "e3_1")
+    part = pol.core.partition
+    lol_before = [p[3] for p in part.lol_paths(pair)]
+    flow, el = _announce(sim, pol, src, dst, 40001)
+    path = el.placements[0].path
+    cut = (path[1], path[2])  # the elephant's aggregation-core link
+    sim.fail(cut)
+    dead = sim.dead()
+    assert not _crosses(sim.send(src.name, flow), dead)
+    assert sim.send(src.name, flow).delivered_to == dst.name
+    assert not set(el.placements[0].path) >= set(cut)
+    assert all(not (set(zip(p, p[1:])) & dead) for p in part.lol_paths(pair) + part.hol_paths(pair))
+    assert len(part.lol_paths(pair)) == part.n_lol(pair) == len(lol_before)
+    # a LOL path dies: the next path in order takes its place
+    lol = part.lol_paths(pair)[0]
+    sim.fail((lol[1], lol[2]))
+    assert [p[3] for p in part.lol_paths(pair)] != lol_before and len(part.lol_paths(pair)) == 2
+    assert not unreachable(sim, mice_flows(fabric))
+    assert not any(ln in sim.dead() for ln in part.lol_links())
+
+
+def test_an_elephant_with_no_live_path_left_is_released_and_travels_as_a_mouse():
+    fabric = leafspine(2, 2, 1)
+    pol = policy("freeway", fabric, None)
+    sim = SimFabric(fabric, pol)
+    src, dst = fabric.hosts_on("l0")[0], fabric.hosts_on("l1")[0]
+    # with two spines, one LOL and one HOL path: kill the HOL spine's link
+    flow, el = _announce(sim, pol, src, dst, 40001)
+    spine = el.placements[0].path[1]
+    sim.fail(("l0", spine))
+    assert pol.core.elephant_of(flow) is None and pol.core.counters["elephant-unroutable"] == 1
+    t = sim.send(src.name, flow)
+    assert t.delivered_to == dst.name and spine not in t.path
+
+
+def test_a_stale_link_is_not_chosen_by_bin_pack():
+    from monitoring.view import LinkReading, make
+
+    fabric = fattree(4)
+    pol = policy("freeway", fabric, None)
+    sim = SimFabric(fabric, pol)
+    src, dst = fabric.hosts_on("e0_0")[0], fabric.hosts_on("e3_1")[0]
+    hol = pol.core.hol_paths(("e0_0", "e3_1"))
+    first = hol[0]
+    links = {ln: LinkReading(0.0, 0.0, 100.0) for ln in zip(first[1:3], first[2:4])}  # its core: silent since 100
+    pol.on_period(110.0, make(110.0, links, {}, {}))
+    flow, el = _announce(sim, pol, src, dst, 40001)
+    assert el.placements[0].path != first
+
+
+def test_liveness_takes_links_down_at_once_and_back_after_the_hold_down():
+    fabric = fattree(4)
+    lv = Liveness(fabric, hold_down_s=2.0)
+    p = fabric.port_to("a0_0", "c1")
+    ch = lv.port(0.0, "a0_0", p, False)
+    assert ch.down == {("a0_0", "c1"), ("c1", "a0_0")} and not lv.is_up(("c1", "a0_0"))
+    assert not lv.port(0.5, "c1", fabric.port_to("c1", "a0_0"), False)  # the other end: no change
+    lv.port(1.0, "a0_0", p, True)
+    assert not lv.tick(1.5) and lv.dead()  # one end still down
+    lv.port(1.6, "c1", fabric.port_to("c1", "a0_0"), True)
+    assert not lv.tick(3.0) and lv.dead()  # held down until 3.6
+    lv.port(3.2, "c1", fabric.port_to("c1", "a0_0"), False)  # a flap restarts the hold-down
+    lv.port(3.3, "c1", fabric.port_to("c1", "a0_0"), True)
+    assert not lv.tick(4.0)
+    assert lv.tick(5.4).up == {("a0_0", "c1"), ("c1", "a0_0")} and not lv.dead()
+    # a switch that disconnects takes all its links down; host ports and unknown ports change nothing
+    ch = lv.switch(6.0, "a1_1", False)
+    assert ch.down == {(a, b) for n in ("e1_0", "e1_1", "c3", "c4") for a, b in (("a1_1", n), (n, "a1_1"))}
+    assert not lv.port(6.0, "e0_0", fabric.hosts_on("e0_0")[0].port, False)
+    assert not lv.port(6.0, "e0_0", 99, False)
+
+
+def test_reconcile_sends_only_the_difference_in_a_safe_order():
+    m = match(eth_type=0x0800)
+    held = [Meter(1, 100, 10), Group(5, ()), Flow(10, m, table_id=0), Flow(20, m), Meter(2, 5, 5)]
+    want = [Meter(1, 200, 10), Group(5, ()), Flow(10, m, table_id=0), Group(6, ()), Flow(30, m)]
+    ops = reconcile.diff(held, want)
+    assert ops == [MeterModify(Meter(1, 200, 10)), Group(6, ()), Flow(30, m), DeleteFlow(0, 20, m),
+                   reconcile.DeleteMeter(2)]
+    assert reconcile.diff(want, want) == []
+    assert reconcile.diff([Group(5, ())], [Group(5, (1,))]) == [GroupModify(Group(5, (1,)))]
+    assert reconcile.diff(held, [], keep=lambda i: isinstance(i, Meter)) == [DeleteFlow(0, 10, m), DeleteFlow(0, 20, m),
+                                                                        reconcile.DeleteGroup(5)]
+
+
+def test_an_unchanged_switch_gets_no_messages_after_a_failure_elsewhere():
+    fabric = fattree(4)
+    sim = SimFabric(fabric, policy("ecmp", fabric, None))
+    before = {sw: len(s.received) for sw, s in sim.switches.items()}
+    sim.fail(("e0_0", "a0_0"))
+    changed = {sw for sw, s in sim.switches.items() if len(s.received) > before[sw]}
+    # e0_0 drops a bucket; pod 0's other edge avoids a0_0 toward e0_0; other pods avoid a*_0 toward e0_0
+    assert "e0_0" in changed and "c1" not in changed and "a0_1" not in changed
+    assert FiveTuple  # (imported for the helpers' flows)

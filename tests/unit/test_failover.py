@@ -43,7 +43,7 @@ def test_every_pair_reachable_around_a_failure_and_the_link_used_again_after(mod
     sim.fail(*cut)
     dead = sim.dead()
     assert not unreachable(sim, flows), unreachable(sim, flows)[:3]
-    for s, d, ft in flows:
+    for s, _d, ft in flows:
         assert not _crosses(sim.send(s.name, ft), dead)
     sim.restore(*cut)
     assert not sim.dead()
@@ -91,7 +91,7 @@ def test_freeway_partition_replaces_a_dead_low_latency_path_by_the_next_and_elep
     assert not _crosses(sim.send(src.name, flow), dead)
     assert sim.send(src.name, flow).delivered_to == dst.name
     assert not set(el.placements[0].path) >= set(cut)
-    assert all(not (set(zip(p, p[1:])) & dead) for p in part.lol_paths(pair) + part.hol_paths(pair))
+    assert all(not (set(zip(p, p[1:], strict=False)) & dead) for p in part.lol_paths(pair) + part.hol_paths(pair))
     assert len(part.lol_paths(pair)) == part.n_lol(pair) == len(lol_before)
     # a LOL path dies: the next path in order takes its place
     lol = part.lol_paths(pair)[0]
@@ -124,7 +124,7 @@ def test_a_stale_link_is_not_chosen_by_bin_pack():
     src, dst = fabric.hosts_on("e0_0")[0], fabric.hosts_on("e3_1")[0]
     hol = pol.core.hol_paths(("e0_0", "e3_1"))
     first = hol[0]
-    links = {ln: LinkReading(0.0, 0.0, 100.0) for ln in zip(first[1:3], first[2:4])}  # its core: silent since 100
+    links = {ln: LinkReading(0.0, 0.0, 100.0) for ln in zip(first[1:3], first[2:4], strict=False)}  # its core: silent since 100
     pol.on_period(110.0, make(110.0, links, {}, {}))
     flow, el = _announce(sim, pol, src, dst, 40001)
     assert el.placements[0].path != first

@@ -49,6 +49,8 @@ class Config:
     isolation: bool = setting(False, "mice and elephants in separate queues: mark, set_queue, meter elephants")
     hedera_poll_s: float = setting(5.0, "Hedera: time between flow-statistics polls of the edge switches", "s",
                                    positive=True)
+    link_hold_down_s: float = setting(2.0, "a link that comes back is used again only after staying up this long",
+                                      "s", min=0.0)
     monitor_settings: Pairs = ()
     freeway_settings: Pairs = ()
     isolation_settings: Pairs = ()

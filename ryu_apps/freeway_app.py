@@ -14,8 +14,9 @@ from collections import Counter
 
 from monitoring.view import View
 from topology.fabric import Fabric
+from topology.liveness import Liveness
 
-from . import config, ofmsg, policies
+from . import config, ofmsg, policies, reconcile
 from .framework import (
     CONFIG_DISPATCHER,
     DEAD_DISPATCHER,
@@ -31,7 +32,22 @@ from .txn import Failure, Outcome, Tracker, Txn
 
 LOG = logging.getLogger("freeway")
 PERIOD_S = 1.0
+TICK_S = 0.1  # how often link hold-downs and the liveness model are looked at
 BARRIER_TIMEOUT_S = 3.0
+SYNC_TIMEOUT_S = 5.0  # a switch that does not answer the read-back in time is programmed from scratch
+
+
+class Sync:
+    """A connecting switch's tables being read back (flows, groups, meters: one reply stream each)."""
+
+    def __init__(self, dp, xids: list[int], started: float):
+        self.dp = dp
+        self.waiting = set(xids)
+        self.started = started
+        self.flows: list = []
+        self.groups: list = []
+        self.meters: list = []
+        self.unreadable = 0  # entries Freeway could not have sent (deleted by the difference)
 
 
 class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else app_manager.RyuApp):
@@ -43,6 +59,8 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.fabric = Fabric.load(self.cfg.fabric)
         self.policy = policies.make(self.cfg, self.fabric)
         self.tracker = Tracker(BARRIER_TIMEOUT_S)
+        self.liveness = Liveness(self.fabric, self.cfg.link_hold_down_s)
+        self.syncs: dict[str, Sync] = {}
         self.datapaths: dict[int, object] = {}
         self.counters: Counter[str] = Counter()
         self.monitor = None
@@ -54,8 +72,8 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.monitor = app_manager.lookup_service_brick("FreewayMonitor")
         if self.monitor is not None:
             self.monitor.add_snapshot_source(self.snapshot)
-        if self.policy.periodic:
-            self.threads.append(hub.spawn(self._period_loop))
+        self.threads.append(hub.spawn(self._period_loop))
+        self.threads.append(hub.spawn(self._tick_loop))
 
     # ----- carrying out a Reaction --------------------------------------------------------
     def _switch(self, dpid: int, unknown: str = ""):
@@ -116,31 +134,105 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.react(o.txn.failed(o.failure) if o.txn.failed else None)
 
     # ----- switches ----------------------------------------------------------------------
-    @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
-    def on_switch_features(self, ev):
-        dp = ev.msg.datapath
+    @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
+    def on_state(self, ev):
+        dp = ev.datapath
+        if ev.state == MAIN_DISPATCHER:
+            self.switch_up(dp)
+        else:
+            self.switch_down(dp)
+
+    def switch_up(self, dp) -> None:
+        """A switch connected and described its ports: its links' state goes to the liveness model, and
+        its tables are read back so that it is sent only the difference (no delete-all)."""
         sw = self._switch(dp.id, "unknown-datapath")
         if sw is None:
             LOG.warning("datapath %016x is not in the fabric description: ignored", dp.id)
             return
-        program = self.policy.program(sw)
-        for m in ofmsg.bind(ofmsg.program(program), dp):
+        now = time.monotonic()
+        self.links_changed(now, self.liveness.switch(now, sw, True))
+        for port in getattr(dp, "ports", {}).values():
+            self.port_changed(now, sw, port)
+        reqs = ofmsg.bind(ofmsg.state_requests(), dp)
+        for r in reqs:
+            dp.set_xid(r)
+        self.syncs[sw] = Sync(dp, [r.xid for r in reqs], now)
+        for r in reqs:
+            dp.send_msg(r)
+
+    def synced(self, sw: str, sync: Sync, complete: bool = True) -> None:
+        """The read-back is in (or timed out): recover what the mode placed, send the difference."""
+        del self.syncs[sw]
+        dp = sync.dp
+        if complete:
+            self.policy.recover(time.monotonic(), sw, sync.flows, sync.meters, sync.groups)
+            ops = reconcile.connect_ops(sync.flows + sync.groups + sync.meters, self.policy.program(sw))
+            msgs = ofmsg.messages(ops) + [ofmsg.barrier()]
+            how = f"{len(sync.flows) + len(sync.groups) + len(sync.meters)} entries read back, {len(ops)} changes sent"
+        else:
+            program = self.policy.program(sw)
+            msgs = ofmsg.program(program)
+            how = f"no read-back within {SYNC_TIMEOUT_S:.0f} s: reprogrammed from scratch ({len(program)} entries)"
+            self.counters["switch-reprogrammed"] += 1
+        for m in ofmsg.bind(msgs, dp):
             dp.send_msg(m)
         self.datapaths[dp.id] = dp
-        LOG.info("switch %s (%016x) connected: programmed %d entries", sw, dp.id, len(program))
+        self.counters["switch-connects"] += 1
+        LOG.info("switch %s (%016x) connected: %s", sw, dp.id, how)
         self.react(self.policy.on_switch(sw, True))
 
-    @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
-    def on_switch_gone(self, ev):
-        dp = ev.datapath
+    def switch_down(self, dp) -> None:
+        sw = self._switch(dp.id) if dp.id is not None else None
+        if sw is not None and sw in self.syncs and self.syncs[sw].dp is dp:
+            del self.syncs[sw]
         if dp.id is None or self.datapaths.get(dp.id) is not dp:
             return  # never programmed, or an old connection of a switch that has reconnected
         del self.datapaths[dp.id]
-        sw = self._switch(dp.id)
         LOG.warning("switch %s (%016x) disconnected", sw, dp.id)
+        now = time.monotonic()
         for o in self.tracker.switch_down(sw):
             self.finish(o)
         self.react(self.policy.on_switch(sw, False))
+        self.links_changed(now, self.liveness.switch(now, sw, False))
+
+    @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, MAIN_DISPATCHER)
+    def on_group_desc(self, ev):
+        self._read_back(ev.msg, "groups", ofmsg.parse_group)
+
+    @set_ev_cls(ofp_event.EventOFPMeterConfigStatsReply, MAIN_DISPATCHER)
+    def on_meter_config(self, ev):
+        self._read_back(ev.msg, "meters", ofmsg.parse_meter)
+
+    def _read_back(self, msg, what: str, parse) -> bool:
+        """One reply of a connecting switch's read-back; False if it is not one."""
+        sw = self._switch(msg.datapath.id)
+        sync = self.syncs.get(sw) if sw is not None else None
+        if sync is None or msg.xid not in sync.waiting:
+            return False
+        for item in msg.body:
+            try:
+                getattr(sync, what).append(parse(item))
+            except ValueError:
+                sync.unreadable += 1
+        if not msg.flags & ofproto.OFPMPF_REPLY_MORE:
+            sync.waiting.discard(msg.xid)
+            if not sync.waiting:
+                self.synced(sw, sync)
+        return True
+
+    # ----- links ------------------------------------------------------------------------------
+    def port_changed(self, now: float, sw: str, port) -> None:
+        up = not (port.state & ofproto.OFPPS_LINK_DOWN or port.config & ofproto.OFPPC_PORT_DOWN)
+        self.links_changed(now, self.liveness.port(now, sw, port.port_no, up))
+
+    def links_changed(self, now: float, change) -> None:
+        if not change:
+            return
+        for a, b in sorted(ln for ln in change.down if ln[0] < ln[1]):
+            LOG.warning("link %s-%s is down", a, b)
+        for a, b in sorted(ln for ln in change.up if ln[0] < ln[1]):
+            LOG.info("link %s-%s is up again (held down %.1f s)", a, b, self.liveness.hold_down_s)
+        self.react(self.policy.on_links(now, self.liveness.dead()))
 
     # ----- messages from the switches ------------------------------------------------------
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
@@ -168,12 +260,17 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
     @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
     def on_flow_removed(self, ev):
         sw = self._switch(ev.msg.datapath.id, "flow-removed-unknown-switch")
+        if ev.msg.reason == ofproto.OFPRR_DELETE:
+            self.counters["flow-removed-by-us"] += 1  # our own delete (a move, a release): nothing to release
+            return
         if sw is not None:
             self.react(self.policy.on_flow_removed(time.monotonic(), sw, ev.msg.cookie))
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def on_flow_stats(self, ev):
         msg = ev.msg
+        if self._read_back(msg, "flows", ofmsg.parse_flow):
+            return
         sw = self._switch(msg.datapath.id, "stats-late-or-unknown")
         if sw is not None:
             entries = [(st.match, st.byte_count) for st in msg.body]
@@ -183,8 +280,12 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
     @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     def on_port_status(self, ev):
         msg = ev.msg
-        LOG.info("port status on %s: port %d reason %d state %d", self._switch(msg.datapath.id) or msg.datapath.id,
-                 msg.desc.port_no, msg.reason, msg.desc.state)
+        sw = self._switch(msg.datapath.id)
+        if sw is not None:
+            if msg.reason == ofproto.OFPPR_DELETE:
+                self.links_changed(time.monotonic(), self.liveness.port(time.monotonic(), sw, msg.desc.port_no, False))
+            else:
+                self.port_changed(time.monotonic(), sw, msg.desc)
 
     # ----- monitoring ------------------------------------------------------------------------
     @set_ev_cls(EventElephantStart)
@@ -204,9 +305,23 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             except Exception:  # a bug here must not stop the loop or the controller
                 LOG.exception("freeway period failed")
 
+    def _tick_loop(self):
+        """Link hold-downs ending, and read-backs that never completed."""
+        while self.is_active:
+            hub.sleep(TICK_S)
+            try:
+                now = time.monotonic()
+                self.links_changed(now, self.liveness.tick(now))
+                for sw, sync in list(self.syncs.items()):
+                    if now - sync.started > SYNC_TIMEOUT_S:
+                        self.synced(sw, sync, complete=False)
+            except Exception:
+                LOG.exception("freeway tick failed")
+
     def period(self, now: float) -> None:
         view = self.monitor.view(now) if self.monitor is not None else View(now)
-        self.react(self.policy.on_period(now, view))
+        if self.policy.periodic or self.monitor is not None:
+            self.react(self.policy.on_period(now, view))
         for o in self.tracker.expire(now):
             self.finish(o)
 

@@ -130,6 +130,8 @@ class FreewayCore:
         self.by_subflow: dict[hs.Subflow, int] = {}
         self.link_util: dict[Link, float] = {}
         self.stale: frozenset[Link] = frozenset()  # links whose measurement is too old to place on
+        self._held: dict[int, dict] = {}  # after a restart: elephant cookie -> {(switch, match): entry}
+        self._held_meters: dict[tuple[str, int], Meter] = {}
         self.installed_groups: dict[tuple[str, int], Group] = {}  # what each switch holds
         self.mice_flows: set[tuple[str, str]] = set()  # (switch, destination ToR) with mice entries
         self.counters: Counter[str] = Counter()
@@ -189,9 +191,13 @@ class FreewayCore:
         """What the traffic put on a switch: its mice groups and entries, and the placed elephants'
         meters and entries. The switch is (re)programmed with these: they are what it holds now."""
         out: list = []
+        held = {k: v for k, v in self.installed_groups.items() if k[0] == switch}
         self.installed_groups = {k: v for k, v in self.installed_groups.items() if k[0] != switch}
         self.mice_flows = {k for k in self.mice_flows if k[0] != switch}
         for dst, g in self.mice_groups(switch).items():
+            before = held.get((switch, g.group_id))
+            if before is not None and not _reweighted(before, g, self.cfg.mice_weight_step):
+                g = before  # what the switch holds is close enough: no message
             out.append(g)
             self.installed_groups[(switch, g.group_id)] = g
             out += self._mice_flows(switch, dst, g.group_id)
@@ -454,6 +460,79 @@ class FreewayCore:
         if not self.stale:
             return paths
         return [p for p in paths if not any(ln in self.stale for ln in links(p))]
+
+    # ----- after a controller restart ----------------------------------------------------
+    def recover(self, now: float, switch: str, flows, meters, groups=()) -> list[Elephant]:
+        """Rebuild placed elephants from what the switches hold: entries whose cookie is an elephant's
+        (owner, id and generation), followed hop by hop from the source ToR to the destination host;
+        the allocation is the ingress meter's rate without its headroom (no meter: the handshake's
+        default for a rate-less announce). Returns the elephants completed by this switch's entries;
+        entries of an elephant whose path is not complete yet wait for the other switches."""
+        for f in flows:
+            if eid_of(f.cookie) is not None:
+                self._held.setdefault(f.cookie, {})[(switch, f.match)] = f
+        for g in groups:  # mice groups whose weights are within the step stay as they are
+            if pipeline.MICE_GROUPS.first <= g.group_id <= pipeline.MICE_GROUPS.last:
+                self.installed_groups[(switch, g.group_id)] = g
+        for m in meters:
+            if m.meter_id >= pipeline.ELEPHANT_METERS.first:
+                self._held_meters[(switch, m.meter_id)] = m
+        done = []
+        for cookie in list(self._held):
+            eid = eid_of(cookie)
+            if eid in self.elephants:
+                self._held.pop(cookie)
+                continue
+            el = self._rebuild(now, cookie)
+            if el is not None:
+                self._held.pop(cookie)
+                done.append(el)
+        return done
+
+    def _rebuild(self, now: float, cookie: int) -> Elephant | None:
+        entries = self._held[cookie]
+        subs = {}
+        for _, m in entries:
+            d = dict(m)
+            sport, dport = (d.get("tcp_src"), d.get("tcp_dst")) if d.get("ip_proto") == 6 else (d.get("udp_src"),
+                                                                                             d.get("udp_dst"))
+            subs[hs.Subflow(d.get("ipv4_src"), d.get("ipv4_dst"), d.get("ip_proto"), sport, dport)] = m
+        placements = []
+        src = dst = None
+        for sub, m in sorted(subs.items(), key=lambda sm: str(sm[0])):
+            src, dst = self.fabric.host_by_ip(sub.src), self.fabric.host_by_ip(sub.dst)
+            if src is None or dst is None:
+                return None
+            path, sw = [], src.switch
+            while sw is not None and len(path) <= len(self.fabric.switches):
+                f = entries.get((sw, m))
+                out = next((a.port for a in f.actions if isinstance(a, Output)), None) if f else None
+                if out is None:
+                    return None  # not every hop has reported yet
+                path.append(sw)
+                peer = self.fabric.peer(sw, out)
+                if peer is None:
+                    return None
+                sw = peer[0] if peer[0] in self.fabric.switches else None
+                if sw is None and peer[0] != dst.name:
+                    return None
+            placements.append(Placement(tuple(path), 0.0, 0.0))
+        eid, gen = eid_of(cookie), cookie & 0xFFFF
+        meter = self._held_meters.get((src.switch, pipeline.ELEPHANT_METERS.id(eid)))
+        if meter is not None and self.iso is not None:
+            rate = (meter.rate + 0.5) * 1000 / self.iso.meter_headroom  # so the meter recomputes to the same
+        else:
+            rate = 0.1 * self.capacity_bps((src.name, src.switch)) * len(subs)
+        n = len(placements)
+        placements = [Placement(p.path, rate / n, 0.0) for p in placements]
+        el = Elephant(eid, gen, src, dst, 0, 0, rate, tuple(sorted(subs, key=str)), placements, now)
+        self.elephants[eid] = el
+        for sub in el.subflows:
+            self.by_subflow[sub] = eid
+        self.alloc.add(eid, placements)
+        self._next_eid = max(self._next_eid, eid + 1)
+        self.counters["elephant-recovered"] += 1
+        return el
 
     # ----- failures --------------------------------------------------------------------
     def set_dead(self, now: float, dead):

@@ -71,7 +71,10 @@ def run(cfg: config.Config, listen: str = "127.0.0.1:6653", verbose: bool = Fals
     from os_ken.base.app_manager import AppManager
     from os_ken.controller import controller  # noqa: F401  (registers the ofp-* options)
 
-    osken_cfg.CONF(args=["--ofp-listen-host", host, "--ofp-tcp-listen-port", str(port)], project="os_ken")
+    # echo requests every 2 s, a switch that leaves 3 unanswered is disconnected: a half-open
+    # connection is found in seconds instead of never
+    osken_cfg.CONF(args=["--ofp-listen-host", host, "--ofp-tcp-listen-port", str(port),
+                         "--echo-request-interval", "2", "--maximum-unreplied-echo-requests", "3"], project="os_ken")
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not verbose:

@@ -11,6 +11,7 @@ from .framework import parser, pkt_arp, pkt_ethernet, pkt_packet
 from .intents import (
     Action,
     ArpReplyOut,
+    Bucket,
     DeleteFlow,
     DeleteFlows,
     DeleteGroup,
@@ -218,3 +219,53 @@ def bind(msgs, datapath) -> list:
     for m in msgs:
         m.datapath = datapath
     return list(msgs)
+
+
+# ----- reading back what a switch holds (hitless reconnect) ------------------------------
+def state_requests() -> list:
+    """Read a switch's flows (every table), groups and meters."""
+    return [parser.OFPFlowStatsRequest(None, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY, 0, 0, parser.OFPMatch()),
+            parser.OFPGroupDescStatsRequest(None, 0), parser.OFPMeterConfigStatsRequest(None, 0, ofp.OFPM_ALL)]
+
+
+def parse_action(a) -> Action:
+    if isinstance(a, parser.OFPActionOutput):
+        return ToController(a.max_len) if a.port == ofp.OFPP_CONTROLLER else Output(a.port)
+    if isinstance(a, parser.OFPActionGroup):
+        return ToGroup(a.group_id)
+    if isinstance(a, parser.OFPActionSetField):
+        return SetField(a.key, a.value)
+    if isinstance(a, parser.OFPActionSetQueue):
+        return SetQueue(a.queue_id)
+    raise ValueError(f"an action Freeway never sends: {type(a).__name__}")
+
+
+def parse_flow(st) -> Flow:
+    """A flow-stats entry as the intent that would have installed it (compared by ``reconcile``)."""
+    actions: tuple = ()
+    meter, goto = 0, None
+    for ins in st.instructions:
+        if isinstance(ins, parser.OFPInstructionActions) and ins.type == ofp.OFPIT_APPLY_ACTIONS:
+            actions = tuple(parse_action(a) for a in ins.actions)
+        elif isinstance(ins, parser.OFPInstructionMeter):
+            meter = ins.meter_id
+        elif isinstance(ins, parser.OFPInstructionGotoTable):
+            goto = ins.table_id
+        else:
+            raise ValueError(f"an instruction Freeway never sends: {type(ins).__name__}")
+    return Flow(st.priority, tuple(sorted(st.match.items())), actions, st.table_id, st.cookie, st.idle_timeout,
+                st.hard_timeout, st.flags, meter, goto)
+
+
+_GROUP_NAMES = {v: k for k, v in _GROUP_TYPES.items()}
+
+
+def parse_group(g) -> Group:
+    kind = _GROUP_NAMES.get(g.type, str(g.type))
+    return Group(g.group_id, tuple(Bucket(tuple(parse_action(a) for a in b.actions),
+                                          b.weight if kind == "select" else 1) for b in g.buckets), kind)
+
+
+def parse_meter(m) -> Meter:
+    (band,) = m.bands
+    return Meter(m.meter_id, band.rate, band.burst_size, bool(m.flags & ofp.OFPMF_PKTPS))

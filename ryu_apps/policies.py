@@ -108,6 +108,9 @@ class Policy:
         """What traffic put on a switch (placed elephants, marks): it stays across a reconnect."""
         return [f for sw, f in self.marks.values() if sw == switch]
 
+    def recover(self, now: float, switch: str, flows, meters, groups=()) -> None:
+        """After a restart: rebuild what the mode placed from what a switch holds (cookies say whose)."""
+
     def reach(self) -> Reachability:
         if self._reach is None:
             self._reach = Reachability(self.fabric, lambda ln: ln not in self.dead)
@@ -465,6 +468,11 @@ class FreewayPolicy(Policy):
             out.events.append({"type": "released", "elephant": el.eid, "reason": "no live path"})
         out += self.rerouter.after_links(now, went_down, self.view, self._elephant_paths)
         return out
+
+    def recover(self, now, switch, flows, meters, groups=()) -> None:
+        for el in self.core.recover(now, switch, flows, meters, groups):
+            LOG.info("elephant %d (%s -> %s, %.2f Mbit/s) recovered from the switches on %s", el.eid, el.src.ip,
+                     el.dst.ip, el.rate_bps / 1e6, ", ".join(path_top(pl.path) for pl in el.placements))
 
     def _elephant_paths(self, s: str, d: str) -> list:
         return self.core.hol_paths((s, d))

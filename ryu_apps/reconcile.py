@@ -13,6 +13,7 @@ longer wanted (entries before the groups and meters they use).
 
 from __future__ import annotations
 
+from . import pipeline
 from .intents import DeleteFlow, DeleteGroup, DeleteMeter, Flow, Group, GroupModify, Meter, MeterModify
 
 
@@ -53,3 +54,19 @@ def diff(held, want, keep=lambda entry: False) -> list:
         else:
             gone_meters.append(DeleteMeter(i.meter_id))
     return meters + groups + flows + gone_flows + gone_groups + gone_meters
+
+
+def placed_by_traffic(entry) -> bool:
+    """Entries that traffic put on a switch (an elephant's, a pin, a mark, a counted edge entry) and
+    their meters: a reconnect never deletes them; they expire by themselves or the policy, having
+    recovered them, removes them."""
+    if isinstance(entry, Flow):
+        return pipeline.owner_of(entry.cookie) not in (None, pipeline.FREEWAY_MICE)
+    if isinstance(entry, Meter):
+        return entry.meter_id >= pipeline.ELEPHANT_METERS.first
+    return False
+
+
+def connect_ops(held, want) -> list:
+    """What a (re)connecting switch is sent: the difference, keeping what traffic placed."""
+    return diff(held, want, keep=placed_by_traffic)

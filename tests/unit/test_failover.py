@@ -174,3 +174,46 @@ def test_an_unchanged_switch_gets_no_messages_after_a_failure_elsewhere():
     # e0_0 drops a bucket; pod 0's other edge avoids a0_0 toward e0_0; other pods avoid a*_0 toward e0_0
     assert "e0_0" in changed and "c1" not in changed and "a0_1" not in changed
     assert FiveTuple  # (imported for the helpers' flows)
+
+
+def _held(sim, sw):
+    s = sim.switches[sw]
+    return s.flows(), list(s.groups.values()), list(s.meters.values())
+
+
+@pytest.mark.parametrize("iso", [None, ISO], ids=["plain", "isolation"])
+@pytest.mark.parametrize("mode", MODES)
+def test_a_restarted_controller_sends_nothing_and_recovers_announced_elephants(mode, iso):
+    fabric = fattree(4)
+    pol = policy(mode, fabric, iso)
+    sim = SimFabric(fabric, pol)
+    el = None
+    if mode == "freeway":
+        src, dst = fabric.hosts_on("e0_0")[0], fabric.hosts_on("e3_1")[0]
+        flow, el = _announce(sim, pol, src, dst, 40001, rate_kbps=3000)
+    fresh = policy(mode, fabric, iso)  # the controller after a restart: knows nothing
+    for sw in sorted(fabric.switches, reverse=True):  # the ingress ToR last: the path completes late
+        flows, groups, meters = _held(sim, sw)
+        fresh.recover(5.0, sw, flows, meters, groups)
+        ops = reconcile.connect_ops(flows + groups + meters, fresh.program(sw))
+        assert ops == [], (sw, ops[:3])
+    if el is not None:
+        back = fresh.core.elephant_of(flow)
+        assert back is not None and back.cookie == el.cookie and back.placements[0].path == el.placements[0].path
+        if iso is not None:
+            assert abs(back.rate_bps - el.rate_bps) < 1000 and fresh.core.meter_of(back) == pol.core.meter_of(el)
+        # it is released at idle expiry as before, and a new announce does not reuse its id
+        assert fresh.core.flow_removed(src.switch, el.cookie)
+        assert fresh.core.elephant_of(flow) is None and fresh.core._next_eid > el.eid
+
+
+def test_a_switch_that_lost_its_tables_gets_them_back_and_a_wrong_entry_is_replaced():
+    fabric = fattree(4)
+    pol = policy("ecmp", fabric, None)
+    sim = SimFabric(fabric, pol)
+    flows, groups, meters = _held(sim, "e0_0")
+    assert len(reconcile.connect_ops([], pol.program("e0_0"))) == len(pol.program("e0_0"))
+    wrong = [Flow(f.priority, f.match, (), f.table_id) if f.priority == pipeline.prio("host") else f for f in flows]
+    stray = Flow(pipeline.prio("down"), match(eth_type=0x0800, ipv4_dst="10.9.9.9"))
+    ops = reconcile.connect_ops(wrong + [stray] + groups + meters, pol.program("e0_0"))
+    assert len([o for o in ops if isinstance(o, Flow)]) == 2 and ops[-1] == DeleteFlow(0, stray.priority, stray.match)

@@ -79,6 +79,16 @@ class ControllerProcess:
             self._log.close()
             self._log = None
 
+    def kill(self) -> None:
+        """SIGKILL, as a crash or an OOM kill would: no goodbye to the switches."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
+        self.proc = None
+        if getattr(self, "_log", None):
+            self._log.close()
+            self._log = None
+
     @property
     def sflow_target(self) -> str:
         return f"127.0.0.1:{self.sflow_port}"
@@ -100,7 +110,7 @@ class ControllerProcess:
     def wait_programmed(self, switches: int, timeout: float = 30.0) -> None:
         """Wait until this controller has programmed ``switches`` switches (counted in its log since start)."""
         deadline = time.monotonic() + timeout
-        while self.log_text()[self._log_start:].count("connected: programmed") < switches:
+        while self.log_text()[self._log_start:].count(") connected: ") < switches:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"controller programmed fewer than {switches} switches in {timeout} s")
             time.sleep(0.2)

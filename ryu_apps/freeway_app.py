@@ -168,7 +168,9 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             self.policy.recover(time.monotonic(), sw, sync.flows, sync.meters, sync.groups)
             ops = reconcile.connect_ops(sync.flows + sync.groups + sync.meters, self.policy.program(sw))
             msgs = ofmsg.messages(ops) + [ofmsg.barrier()]
-            how = f"{len(sync.flows) + len(sync.groups) + len(sync.meters)} entries read back, {len(ops)} changes sent"
+            kinds = Counter(type(o).__name__ for o in ops)
+            how = (f"{len(sync.flows) + len(sync.groups) + len(sync.meters)} entries read back, {len(ops)} changes "
+                   f"sent ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items())) or 'none'})")
         else:
             program = self.policy.program(sw)
             msgs = ofmsg.program(program)

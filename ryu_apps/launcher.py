@@ -73,8 +73,9 @@ def run(cfg: config.Config, listen: str = "127.0.0.1:6653", verbose: bool = Fals
 
     # echo requests every 2 s, a switch that leaves 3 unanswered is disconnected: a half-open
     # connection is found in seconds instead of never
-    osken_cfg.CONF(args=["--ofp-listen-host", host, "--ofp-tcp-listen-port", str(port),
-                         "--echo-request-interval", "2", "--maximum-unreplied-echo-requests", "3"], project="os_ken")
+    osken_cfg.CONF(args=["--ofp-listen-host", host, "--ofp-tcp-listen-port", str(port)], project="os_ken")
+    osken_cfg.CONF.set_override("echo_request_interval", 2.0)
+    osken_cfg.CONF.set_override("maximum_unreplied_echo_requests", 3)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not verbose:

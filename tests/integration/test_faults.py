@@ -8,10 +8,9 @@ import time
 
 import pytest
 
+from tests.integration.conftest import start_fabric
 from topology.builder import ofctl
 from topology.fabric import fattree
-
-from tests.integration.conftest import start_fabric
 
 PY = sys.executable
 MODES = [("ecmp", []), ("hedera", []), ("efm-biggest", []), ("freeway", ["--isolation", "on"])]

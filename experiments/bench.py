@@ -459,3 +459,106 @@ def isolation_bench(seconds: float, mice_rate: float, elephants: int, out: Path)
               "mice_p99_reduction_pct": round(100 * (1 - on["mice_p99_ms"] / off["mice_p99_ms"]), 2)}
     (out / "isolation.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
+
+
+def _ping_bg(fn, src: str, dst: str, count: int):
+    """A 50 Hz ping in the background; the returned function waits and gives (sent, received)."""
+    import re
+    import subprocess
+
+    proc = fn.host(src).popen(["ping", "-n", "-q", "-i", "0.02", "-W", "1", "-c", str(count), fn.host(dst).IP()],
+                              stdout=subprocess.PIPE, text=True)
+
+    def result() -> tuple[int, int]:
+        out = proc.communicate(timeout=count / 50 + 15)[0]
+        m = re.search(r"(\d+) packets transmitted, (\d+) received", out)
+        return (int(m.group(1)), int(m.group(2))) if m else (count, 0)
+    return result
+
+
+def failover(modes: list[str], trials: int, out: Path) -> dict:
+    """Per mode on a 10 Mbit/s k=4 fat-tree: link-down to all pairs answering, the worst 50 Hz ping gap,
+    Freeway's elephant re-placement time, and pings lost across a SIGKILLed controller's restart."""
+    import re
+    import sys
+
+    from topology.builder import ofctl
+    from topology.sflow_agent import SFlowAgentConfig
+
+    out.mkdir(parents=True, exist_ok=True)
+    fabric = fattree(4, 10)
+    fabric.save(out / "failover.json.fabric")
+    cross = [(a.name, b.name) for a in fabric.hosts for b in fabric.hosts if a.switch[:2] != b.switch[:2]]
+    cuts = {"agg-core": ("a0_0", "c1"), "edge-agg": ("e0_0", "a0_0")}
+    rows = []
+    for mode in modes:
+        name, extra = (mode, ["--isolation", "on"]) if mode == "freeway" else (mode, [])
+        ctl = ControllerProcess(out / "failover.json.fabric", mode=name, extra=extra,
+                                log_file=out / f"failover-{mode}.controller.log").start()
+        fn = FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target))
+        try:
+            fn.start()
+            fn.wait_reachable(30)
+            for trial in range(trials):
+                for cut, (a, b) in cuts.items():
+                    row = {"mode": mode, "trial": trial, "cut": cut}
+                    pings = [_ping_bg(fn, "h0_0_0", "h1_1_0", 300), _ping_bg(fn, "h0_0_1", "h3_1_1", 300)]
+                    ingress = None
+                    if mode == "freeway":  # an elephant whose path crosses the cut
+                        rep = fn.host("h0_0_0").cmd(f"{sys.executable} -m ryu_apps.cli send --to 10.3.1.2 --port "
+                                                    f"{6000 + trial * 10 + len(rows) % 10} --size 50M --rate 3 "
+                                                    "--announce-only --json")
+                        m = re.search(r'"sports": \[(\d+)', rep)
+                        ingress = m.group(1) if m else None
+                    time.sleep(1.0)
+                    before = ofctl("dump-flows", "e0_0")
+                    t0 = time.monotonic()
+                    fn.net.configLinkStatus(a, b, "down")
+                    moved = None
+                    if ingress is not None:
+                        old = re.findall(rf"cookie=(0x[0-9a-f]+).*tp_src={ingress}", before)
+                        while time.monotonic() - t0 < 5 and moved is None:
+                            now = re.findall(rf"cookie=(0x[0-9a-f]+).*tp_src={ingress}", ofctl("dump-flows", "e0_0"))
+                            if now and now != old:
+                                moved = time.monotonic() - t0
+                            time.sleep(0.02)
+                    time.sleep(max(0.0, 0.2 - (time.monotonic() - t0)))
+                    reach = None
+                    while time.monotonic() - t0 < 10:
+                        start = time.monotonic() - t0
+                        if not fn.ping_matrix(cross, wait_s=1):
+                            reach = start
+                            break
+                    lost = [s - r for s, r in (p() for p in pings)]
+                    fn.net.configLinkStatus(a, b, "up")
+                    time.sleep(3.0)
+                    row.update(all_pairs_answer_s=round(reach, 2) if reach is not None else None,
+                               worst_ping_gap_ms=20 * max(lost), elephant_moved_s=round(moved, 3) if moved else None)
+                    print(f"[bench failover] {row}", flush=True)
+                    rows.append(row)
+                pings = [_ping_bg(fn, "h0_0_0", "h3_1_0", 400), _ping_bg(fn, "h2_0_0", "h1_1_1", 400)]
+                time.sleep(1.0)
+                ctl.kill()
+                time.sleep(1.0)
+                ctl.start()
+                ctl.wait_programmed(20, timeout=30)
+                lost = sum(s - r for s, r in (p() for p in pings))
+                row = {"mode": mode, "trial": trial, "cut": "controller SIGKILL + restart", "restart_lost_pings": lost,
+                       "pings": 800}
+                print(f"[bench failover] {row}", flush=True)
+                rows.append(row)
+        finally:
+            fn.stop()
+            ctl.stop()
+
+    def stat(mode, cut, key):
+        xs = [r[key] for r in rows if r["mode"] == mode and r["cut"] == cut and r.get(key) is not None]
+        return {"median": _percentile(xs, 50), "worst": max(xs) if xs else None, "n": len(xs)}
+
+    summary = {m: {c: {k: stat(m, c, k) for k in ("all_pairs_answer_s", "worst_ping_gap_ms", "elephant_moved_s")}
+                   for c in cuts} | {"restart_lost_pings": stat(m, "controller SIGKILL + restart",
+                                                                "restart_lost_pings")}
+               for m in modes}
+    result = {"bench": "failover", "machine": machine(), "trials": trials, "summary": summary, "rows": rows}
+    (out / "failover.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 
@@ -39,6 +40,11 @@ def cmd_bench(args) -> int:
               f"partition period with {r['partition_period']['active_pairs']} active pairs: median "
               f"{r['partition_period']['median_ms']} ms; Bin-Pack / optimum {r['binpack_vs_exact']['mean_ratio']}")
         print(f"results in {Path(args.out) / 'scale.json'}")
+    elif args.bench == "failover":
+        r = bench.failover(args.modes.split(","), args.trials, Path(args.out))
+        for mode, row in r["summary"].items():
+            print(f"{mode}: {json.dumps(row)}")
+        print(f"results in {Path(args.out) / 'failover.json'}")
     elif args.bench == "reroute":
         from ryu_apps.agent import parse_size
 
@@ -154,6 +160,10 @@ def add_commands(sub) -> None:
     br.add_argument("--size", default="6M", help="bytes per flow in the collision tests (6M)")
     br.add_argument("--modes", default="ecmp,hedera,efm-biggest,efm-smallest", help="modes to compare")
     br.add_argument("--out", default="results/bench", help="output directory (results/bench)")
+    bf = bsub.add_parser("failover", help="link cuts and a controller restart on k=4: reachability, ping gaps")
+    bf.add_argument("--trials", type=int, default=3, help="trials per mode (3)")
+    bf.add_argument("--modes", default="ecmp,freeway", help="modes (ecmp,freeway; freeway runs with isolation)")
+    bf.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     bi = bsub.add_parser("isolation", help="many-to-one on a leaf-spine: mice FCT and utilisation, isolation on/off")
     bi.add_argument("--seconds", type=float, default=20.0, help="seconds of mice per run (20)")
     bi.add_argument("--mice-rate", type=float, default=6.0, help="10 KB mice per second (6: about 5%% of the link)")

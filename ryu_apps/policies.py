@@ -68,6 +68,7 @@ class Policy:
 
     mode = "ecmp"
     periodic = False  # whether on_period does anything
+    owned = (pipeline.DETECTED,)  # cookie spaces this mode places entries in (kept across a restart)
 
     def __init__(self, fabric: Fabric, iso: IsolationConfig | None = None):
         self.fabric = fabric
@@ -121,7 +122,8 @@ class Policy:
         return self.dead | self.stale
 
     def live_paths(self, src: str, dst: str) -> list:
-        bad = self.unusable()
+        """Paths around dead links (EFM's candidates; stale readings are left to EFM's own checks)."""
+        bad = self.dead
         return [p for p in tor_paths(self.fabric, src, dst) if not any(ln in bad for ln in path_links(p))]
 
     def observe(self, view: View) -> None:
@@ -209,6 +211,7 @@ class HederaPolicy(Policy):
 
     mode = "hedera"
     periodic = True
+    owned = (pipeline.HEDERA, pipeline.DETECTED)
 
     def __init__(self, fabric: Fabric, iso: IsolationConfig | None = None, poll_s: float = 5.0):
         super().__init__(fabric, iso)
@@ -413,6 +416,7 @@ class Rerouter:
 
 class EFMPolicy(Policy):
     periodic = True
+    owned = (pipeline.EFM, pipeline.DETECTED)
 
     def __init__(self, fabric: Fabric, iso: IsolationConfig | None = None, cfg: EFMConfig | None = None):
         super().__init__(fabric, iso)
@@ -435,6 +439,7 @@ class FreewayPolicy(Policy):
 
     mode = "freeway"
     periodic = True
+    owned = (pipeline.FREEWAY_ELEPHANT, pipeline.FREEWAY_MICE, pipeline.EFM, pipeline.DETECTED)
 
     def __init__(self, fabric: Fabric, iso: IsolationConfig | None = None, cfg: FreewayConfig | None = None,
                  efm: EFMConfig | None = None):

@@ -56,17 +56,19 @@ def diff(held, want, keep=lambda entry: False) -> list:
     return meters + groups + flows + gone_flows + gone_groups + gone_meters
 
 
-def placed_by_traffic(entry) -> bool:
+def placed_by_traffic(entry, owned=None) -> bool:
     """Entries that traffic put on a switch (an elephant's, a pin, a mark, a counted edge entry) and
     their meters: a reconnect never deletes them; they expire by themselves or the policy, having
     recovered them, removes them."""
     if isinstance(entry, Flow):
-        return pipeline.owner_of(entry.cookie) not in (None, pipeline.FREEWAY_MICE)
+        owner = pipeline.owner_of(entry.cookie)
+        return owner not in (None, pipeline.FREEWAY_MICE) and (owned is None or owner in owned)
     if isinstance(entry, Meter):
-        return entry.meter_id >= pipeline.ELEPHANT_METERS.first
+        return entry.meter_id >= pipeline.ELEPHANT_METERS.first and (owned is None or pipeline.FREEWAY_ELEPHANT in owned)
     return False
 
 
-def connect_ops(held, want) -> list:
-    """What a (re)connecting switch is sent: the difference, keeping what traffic placed."""
-    return diff(held, want, keep=placed_by_traffic)
+def connect_ops(held, want, owned=None) -> list:
+    """What a (re)connecting switch is sent: the difference, keeping what traffic placed under the cookie
+    spaces ``owned`` by the running mode (another mode's entries, left by an earlier controller, go)."""
+    return diff(held, want, keep=lambda e: placed_by_traffic(e, owned))

@@ -195,7 +195,7 @@ def test_a_restarted_controller_sends_nothing_and_recovers_announced_elephants(m
     for sw in sorted(fabric.switches, reverse=True):  # the ingress ToR last: the path completes late
         flows, groups, meters = _held(sim, sw)
         fresh.recover(5.0, sw, flows, meters, groups)
-        ops = reconcile.connect_ops(flows + groups + meters, fresh.program(sw))
+        ops = reconcile.connect_ops(flows + groups + meters, fresh.program(sw), fresh.owned)
         assert ops == [], (sw, ops[:3])
     if el is not None:
         back = fresh.core.elephant_of(flow)

@@ -9,6 +9,7 @@ import pytest
 from experiments import collisions
 from experiments.procs import ControllerProcess
 from tests.integration.conftest import start_fabric
+from topology.builder import ofctl
 from topology.fabric import fattree
 
 SIZE = 6_000_000
@@ -27,6 +28,9 @@ def fabric_and_ports(tmp_path_factory):
 
 def _run(fabric_and_ports, mode, test_no, connected=20):
     fn, d, port, sflow_port = fabric_and_ports
+    for sw in fn.fabric.switches:  # each run starts from empty switches: a restarted controller keeps the
+        ofctl("del-flows", sw)     # previous one's pins (hitless restart), which would pre-empt this run's
+        ofctl("del-groups", sw)
     with ControllerProcess(d / "fabric.json", port=port, sflow_port=sflow_port, mode=mode,
                            events_file=d / f"{mode}-{test_no}.jsonl", log_file=d / f"{mode}-{test_no}.log") as ctl:
         ctl.wait_programmed(connected)

@@ -74,16 +74,16 @@ class ControllerProcess:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(5)
-        self.proc = None
-        if getattr(self, "_log", None):
-            self._log.close()
-            self._log = None
+        self._gone()
 
     def kill(self) -> None:
         """SIGKILL, as a crash or an OOM kill would: no goodbye to the switches."""
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(5)
+        self._gone()
+
+    def _gone(self) -> None:
         self.proc = None
         if getattr(self, "_log", None):
             self._log.close()

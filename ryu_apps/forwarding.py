@@ -82,20 +82,21 @@ def tor_prefixes(fabric: Fabric) -> dict[str, list]:
             for t in fabric.tors()}
 
 
+def detour(fabric: Fabric, switch: str, dst_tor: str, dead, reach: Reachability) -> list[str] | None:
+    """The up-neighbors that still reach ``dst_tor`` when the live uplinks do not all reach it (None:
+    the uplink group serves it, or it is below)."""
+    if dst_tor in reach.below[switch]:
+        return None
+    hops = reach.next_hops(switch, dst_tor)
+    return None if hops == [n for n in fabric.up_neighbors(switch) if (switch, n) not in dead] else hops
+
+
 def detours(fabric: Fabric, switch: str, dead, reach: Reachability | None = None) -> dict[str, list[str]]:
     """Destination ToRs that the live uplinks do not all reach, with the up-neighbors that still do."""
     if not dead:
         return {}
     reach = reach or Reachability(fabric, lambda ln: ln not in dead)
-    live_ups = [n for n in fabric.up_neighbors(switch) if (switch, n) not in dead]
-    out = {}
-    for t in fabric.tors():
-        if t in reach.below[switch]:
-            continue
-        hops = reach.next_hops(switch, t)
-        if hops != live_ups:
-            out[t] = hops
-    return out
+    return {t: hops for t in fabric.tors() if (hops := detour(fabric, switch, t, dead, reach)) is not None}
 
 
 def base_program(fabric: Fabric, switch: str, dead=frozenset(), reach: Reachability | None = None,
@@ -134,8 +135,9 @@ def base_program(fabric: Fabric, switch: str, dead=frozenset(), reach: Reachabil
 def up_group(fabric: Fabric, switch: str, dst_tor: str | None, dead=frozenset(),
              reach: Reachability | None = None) -> int | None:
     """The group that sends traffic for ``dst_tor`` up from ``switch`` (None: no uplink reaches it)."""
-    if dead and dst_tor is not None:
-        hops = detours(fabric, switch, dead, reach).get(dst_tor, ...)
-        if hops is not ...:
-            return pipeline.AVOID_GROUPS.id(fabric.tors().index(dst_tor)) if hops else None
-    return UPLINK_GROUP
+    if not dead or dst_tor is None:
+        return UPLINK_GROUP
+    hops = detour(fabric, switch, dst_tor, dead, reach or Reachability(fabric, lambda ln: ln not in dead))
+    if hops is None:
+        return UPLINK_GROUP
+    return pipeline.AVOID_GROUPS.id(fabric.tors().index(dst_tor)) if hops else None

@@ -167,11 +167,12 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         if complete:
             self.policy.recover(time.monotonic(), sw, sync.flows, sync.meters, sync.groups)
             ops = reconcile.connect_ops(sync.flows + sync.groups + sync.meters, self.policy.program(sw),
-                                  self.policy.owned)
+                                        self.policy.owned)
             msgs = ofmsg.messages(ops) + [ofmsg.barrier()]
             kinds = Counter(type(o).__name__ for o in ops)
             how = (f"{len(sync.flows) + len(sync.groups) + len(sync.meters)} entries read back, {len(ops)} changes "
-                   f"sent ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items())) or 'none'})")
+                   f"sent ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items())) or 'none'})"
+                   + (f", {sync.unreadable} entries Freeway never sends left alone" if sync.unreadable else ""))
         else:
             program = self.policy.program(sw)
             msgs = ofmsg.program(program)

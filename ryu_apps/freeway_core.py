@@ -8,7 +8,6 @@ Nothing here touches a datapath, a socket or the clock.
 
 from __future__ import annotations
 
-import ipaddress
 from collections import Counter
 from dataclasses import dataclass, field, fields
 
@@ -20,7 +19,7 @@ from . import handshake as hs
 from . import pipeline
 from .binpack import Allocations, NoRoom, Placement, links, place_subflows
 from .elephant_entries import PRIO_ELEPHANT, path_entries
-from .forwarding import ETH_IPV4, _prefix_match, base_program, covering_prefixes
+from .forwarding import ETH_IPV4, base_program, tor_prefixes
 from .intents import (
     Bucket,
     DeleteFlows,
@@ -137,10 +136,7 @@ class FreewayCore:
         self.counters: Counter[str] = Counter()
         self._next_eid = 1
         self._tor_index = {t: i for i, t in enumerate(fabric.tors())}
-        all_sorted = sorted(int(ipaddress.IPv4Address(h.ip)) for h in fabric.hosts)
-        self._tor_match = {t: [_prefix_match(a, p) for a, p in
-                               covering_prefixes([h.ip for h in fabric.hosts_on(t)], all_sorted)]
-                           for t in fabric.tors()}
+        self._tor_match = tor_prefixes(fabric)
 
     # ----- loads ----------------------------------------------------------------
     def load_bps(self, link: Link) -> float:

@@ -293,9 +293,6 @@ class Partition:
     def lol_links(self) -> set[Link]:
         return {ln for ln, c in self.counter.items() if c > 0} | set(self.draining)
 
-    def dead_links(self) -> set[Link]:
-        return set(self.dead)
-
 
 def _chains_up(fabric: Fabric, tor: str) -> list[Path]:
     out, frontier = [], [(tor,)]

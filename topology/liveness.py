@@ -49,7 +49,6 @@ class Liveness:
         self._dead: set[Link] = set()  # both directions of every link the policies must avoid
         self._pending: dict[Link, float] = {}  # link (a < b) -> when it was last seen coming up
         self.version = 0
-        self.flaps = 0
 
     # ----- inputs -------------------------------------------------------------
     def port(self, now: float, switch: str, port: int, up: bool) -> Change:
@@ -92,10 +91,6 @@ class Liveness:
     def is_up(self, link: Link) -> bool:
         return link not in self._dead
 
-    def pending(self) -> dict[Link, float]:
-        """Links that are up again but still in their hold-down, with when they came up."""
-        return dict(self._pending)
-
     # ----- internals ----------------------------------------------------------------
     def _physically_up(self, a: str, b: str) -> bool:
         f = self.fabric
@@ -109,7 +104,6 @@ class Liveness:
             return Change(down=self._set(key, False))
         if key in self._dead and key not in self._pending:
             self._pending[key] = now  # up again: wait out the hold-down
-            self.flaps += 1
         return Change()
 
     def _set(self, key: Link, up: bool) -> set[Link]:

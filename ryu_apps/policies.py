@@ -122,8 +122,8 @@ class Policy:
         return self.dead | self.stale
 
     def live_paths(self, src: str, dst: str) -> list:
-        """Paths around dead links (EFM's candidates; stale readings are left to EFM's own checks)."""
-        bad = self.dead
+        """Paths with no dead or stale link (EFM's candidates)."""
+        bad = self.unusable()
         return [p for p in tor_paths(self.fabric, src, dst) if not any(ln in bad for ln in path_links(p))]
 
     def observe(self, view: View) -> None:

@@ -215,3 +215,36 @@ def test_a_switch_that_lost_its_tables_gets_them_back_and_a_wrong_entry_is_repla
     stray = Flow(pipeline.prio("down"), match(eth_type=0x0800, ipv4_dst="10.9.9.9"))
     ops = reconcile.connect_ops(wrong + [stray] + groups + meters, pol.program("e0_0"))
     assert len([o for o in ops if isinstance(o, Flow)]) == 2 and ops[-1] == DeleteFlow(0, stray.priority, stray.match)
+
+
+def test_what_a_switch_reports_parses_back_to_the_intents_that_installed_it():
+    """The read-back is only hitless if every entry Freeway sends parses back equal (else it is re-sent)."""
+    from ryu_apps import ofmsg
+    from ryu_apps.framework import ofproto as ofp
+    from ryu_apps.framework import parser
+
+    fabric = fattree(4)
+    pol = policy("freeway", fabric, ISO)
+    sim = SimFabric(fabric, pol)
+    src, dst = fabric.hosts_on("e0_0")[0], fabric.hosts_on("e3_1")[0]
+    _announce(sim, pol, src, dst, 40001, rate_kbps=3000)
+    flows, groups, meters = _held(sim, "e0_0")
+    assert any(f.meter_id for f in flows) and any(f.goto is not None for f in flows) and groups and meters
+    for f in flows:
+        m = ofmsg.flow_add(f)
+        st = parser.OFPFlowStats(table_id=m.table_id, priority=m.priority, idle_timeout=m.idle_timeout,
+                                 hard_timeout=m.hard_timeout, flags=m.flags, cookie=m.cookie, match=m.match,
+                                 instructions=m.instructions)
+        assert ofmsg.parse_flow(st) == f
+    for g in groups:
+        m = ofmsg.group_add(g)
+        assert ofmsg.parse_group(parser.OFPGroupDescStats(m.type, m.group_id, m.buckets)) == g
+    for mt in meters:
+        m = ofmsg.meter_add(mt)
+        assert ofmsg.parse_meter(parser.OFPMeterConfigStats(m.flags, m.meter_id, m.bands)) == mt
+    # an entry Freeway never sends (another controller's) is refused by the parser, not misread
+    odd = parser.OFPFlowStats(table_id=0, priority=5, idle_timeout=0, hard_timeout=0, flags=0, cookie=0,
+                              match=parser.OFPMatch(), instructions=[parser.OFPInstructionActions(
+                                  ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionPopVlan()])])
+    with pytest.raises(ValueError):
+        ofmsg.parse_flow(odd)

@@ -503,30 +503,35 @@ def failover(modes: list[str], trials: int, out: Path) -> dict:
                 for cut, (a, b) in cuts.items():
                     row = {"mode": mode, "trial": trial, "cut": cut}
                     pings = [_ping_bg(fn, "h0_0_0", "h1_1_0", 300), _ping_bg(fn, "h0_0_1", "h3_1_1", 300)]
-                    ingress = None
-                    if mode == "freeway":  # an elephant whose path crosses the cut
+                    sport = None
+                    if mode == "freeway":  # an elephant, and the cut is on its own path
                         rep = fn.host("h0_0_0").cmd(f"{sys.executable} -m ryu_apps.cli send --to 10.3.1.2 --port "
-                                                    f"{6000 + trial * 10 + len(rows) % 10} --size 50M --rate 3 "
-                                                    "--announce-only --json")
-                        m = re.search(r'"sports": \[(\d+)', rep)
-                        ingress = m.group(1) if m else None
+                                                    f"{6000 + len(rows)} --size 50M --rate 3 --announce-only --json")
+                        m = re.search(r'"sport": (\d+)[^]]*?"dpids": \[([^]]*)\]', rep)
+                        if m:
+                            sport = m.group(1)
+                            path = [fabric.switch_by_dpid(int(x, 16)).name for x in re.findall(r'"(\w+)"', m.group(2))]
+                            a, b = (path[1], path[2]) if cut == "agg-core" else (path[0], path[1])
+                            row["cut_link"] = f"{a}-{b}"
                     time.sleep(1.0)
                     before = ofctl("dump-flows", "e0_0")
                     t0 = time.monotonic()
                     fn.net.configLinkStatus(a, b, "down")
                     moved = None
-                    if ingress is not None:
-                        old = re.findall(rf"cookie=(0x[0-9a-f]+).*tp_src={ingress}", before)
+                    if sport is not None:  # its ingress entry changes cookie (moved) or goes (released)
+                        old = re.findall(rf"cookie=(0x[0-9a-f]+).*tp_src={sport}", before)
                         while time.monotonic() - t0 < 5 and moved is None:
-                            now = re.findall(rf"cookie=(0x[0-9a-f]+).*tp_src={ingress}", ofctl("dump-flows", "e0_0"))
-                            if now and now != old:
+                            now = re.findall(rf"cookie=(0x[0-9a-f]+).*tp_src={sport}", ofctl("dump-flows", "e0_0"))
+                            if now != old:
                                 moved = time.monotonic() - t0
+                                row["elephant"] = "moved" if now else "released (no live HOL path)"
                             time.sleep(0.02)
                     time.sleep(max(0.0, 0.2 - (time.monotonic() - t0)))
-                    reach = None
+                    reach, failed = None, cross  # sweep, then retry only the pairs that failed
                     while time.monotonic() - t0 < 10:
                         start = time.monotonic() - t0
-                        if not fn.ping_matrix(cross, wait_s=1):
+                        failed = fn.ping_matrix(failed, wait_s=0.2)
+                        if not failed:
                             reach = start
                             break
                     lost = [s - r for s, r in (p() for p in pings)]

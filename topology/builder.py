@@ -292,7 +292,7 @@ class FabricNet:
     def host(self, name: str):
         return self.net.get(name)
 
-    def ping_matrix(self, pairs: list[tuple[str, str]] | None = None, wait_s: int = 2) -> list[tuple[str, str]]:
+    def ping_matrix(self, pairs: list[tuple[str, str]] | None = None, wait_s: float = 2) -> list[tuple[str, str]]:
         """Ping every pair once (all sources in parallel); return the pairs that failed."""
         hosts = {h.name: h for h in self.fabric.hosts}
         if pairs is None:
@@ -301,7 +301,7 @@ class FabricNet:
         for a, b in pairs:
             by_src.setdefault(a, []).append(hosts[b].ip)
         for src, ips in by_src.items():
-            script = ("for ip in %s; do ping -n -c1 -W%d -q $ip >/dev/null 2>&1 || echo FAIL $ip; done; echo DONE"
+            script = ("for ip in %s; do ping -n -c1 -W%g -q $ip >/dev/null 2>&1 || echo FAIL $ip; done; echo DONE"
                       % (" ".join(ips), wait_s))
             self.host(src).sendCmd(script)
         by_ip = {h.ip: h.name for h in self.fabric.hosts}

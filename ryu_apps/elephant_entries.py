@@ -35,3 +35,63 @@ def path_entries(fabric: Fabric, path: Path, flow, cookie: int, idle_timeout: in
         out.append((sw, Flow(PRIO_ELEPHANT, m, actions, cookie=cookie, idle_timeout=idle_timeout,
                              flags=SEND_FLOW_REM if i == 0 else 0, meter_id=meter_id if i == 0 else 0)))
     return out
+
+
+def tuple_of(m) -> tuple[str, str, int, int, int] | None:
+    """(src, dst, proto, sport, dport) of an exact-match entry's match; None if it is not one."""
+    d = dict(m)
+    proto = d.get("ip_proto")
+    l4 = ("tcp_src", "tcp_dst") if proto == 6 else ("udp_src", "udp_dst")
+    fields = (d.get("ipv4_src"), d.get("ipv4_dst"), proto, d.get(l4[0]), d.get(l4[1]))
+    return None if None in fields else fields
+
+
+class HeldPins:
+    """After a restart: exact-match entries read back from the switches, kept per cookie until every
+    flow under it can be followed hop by hop, from its source host's ToR to its destination host.
+
+    Switches connect one by one; ``add`` takes one switch's entries (those whose cookie ``wanted``
+    accepts) and returns the cookies completed by them: cookie -> ({5-tuple: path}, [(switch, entry)])."""
+
+    def __init__(self, fabric: Fabric, wanted):
+        self.fabric = fabric
+        self.wanted = wanted
+        self.held: dict[int, dict[tuple[str, object], Flow]] = {}
+
+    def add(self, switch: str, flows, known=lambda cookie: False) -> dict[int, tuple[dict[tuple, Path], list]]:
+        for f in flows:
+            if f.priority == PRIO_ELEPHANT and self.wanted(f.cookie) and tuple_of(f.match) is not None:
+                self.held.setdefault(f.cookie, {})[(switch, f.match)] = f
+        done = {}
+        for cookie in list(self.held):
+            if known(cookie):  # a switch that reconnected: the controller never forgot this one
+                del self.held[cookie]
+                continue
+            paths = self.follow(cookie)
+            if paths is not None:
+                done[cookie] = (paths, [(sw, f) for (sw, _), f in self.held.pop(cookie).items()])
+        return done
+
+    def follow(self, cookie: int) -> dict[tuple, Path] | None:
+        entries = self.held[cookie]
+        out = {}
+        for m in {m for _, m in entries}:
+            ft = tuple_of(m)
+            src, dst = self.fabric.host_by_ip(ft[0]), self.fabric.host_by_ip(ft[1])
+            if src is None or dst is None:
+                return None
+            path, sw = [], src.switch
+            while sw is not None and len(path) <= len(self.fabric.switches):
+                f = entries.get((sw, m))
+                port = next((a.port for a in f.actions if isinstance(a, Output)), None) if f else None
+                peer = self.fabric.peer(sw, port) if port is not None else None
+                if peer is None:
+                    return None  # a hop has not reported yet (or leads nowhere)
+                path.append(sw)
+                sw = peer[0] if peer[0] in self.fabric.switches else None
+                if sw is None and peer[0] != dst.name:
+                    return None
+            if sw is not None:
+                return None
+            out[ft] = tuple(path)
+        return out

@@ -18,7 +18,7 @@ from topology.settings import SettingError, setting
 from . import handshake as hs
 from . import pipeline
 from .binpack import Allocations, NoRoom, Placement, links, place_subflows
-from .elephant_entries import PRIO_ELEPHANT, path_entries
+from .elephant_entries import PRIO_ELEPHANT, HeldPins, path_entries
 from .forwarding import ETH_IPV4, base_program, tor_prefixes
 from .intents import (
     Bucket,
@@ -93,9 +93,21 @@ def _reweighted(held: Group, want: Group, step: int) -> bool:
     return any(abs(a.weight - b.weight) >= step for a, b in zip(held.buckets, want.buckets, strict=True))
 
 
-def mice_cookie(tor_index: int) -> int:
-    """Mice entries toward one destination ToR."""
-    return pipeline.cookie(pipeline.FREEWAY_MICE, tor_index)
+RECOVER_S = 10.0  # after a restart, the longest the partition waits for the ToRs to be read back
+
+
+def mice_cookie(tor_index: int, n_lol: int = 0) -> int:
+    """Mice entries toward one destination ToR; at a source ToR they also carry the pair's number of
+    low-latency paths (so that a restarted controller reads the partition back from the switches)."""
+    return pipeline.cookie(pipeline.FREEWAY_MICE, (n_lol & 0xFFFF) << 32 | tor_index)
+
+
+MICE_COOKIE_MASK = pipeline.cookie(pipeline.FREEWAY_MICE, 0xFFFFFFFF) | (0xFF << pipeline.OWNER_SHIFT)
+
+
+def mice_fields(cookie: int) -> tuple[int, int]:
+    """(destination ToR index, low-latency path count) of a mice entry's cookie."""
+    return cookie & 0xFFFFFFFF, (cookie >> 32) & 0xFFFF
 
 
 def cookie_of(eid: int, gen: int) -> int:
@@ -129,10 +141,14 @@ class FreewayCore:
         self.by_subflow: dict[hs.Subflow, int] = {}
         self.link_util: dict[Link, float] = {}
         self.stale: frozenset[Link] = frozenset()  # links whose measurement is too old to place on
-        self._held: dict[int, dict] = {}  # after a restart: elephant cookie -> {(switch, match): entry}
+        self._held = HeldPins(fabric, lambda c: eid_of(c) is not None)  # after a restart: entries read back
+        self._recover_until: float | None = None  # reading the partition back from the ToRs ends then at the latest
+        self._recovery_open = False
+        self._tors_read: set[str] = set()
+        self._held_mice: dict[str, list[Flow]] = {}  # mice entries each switch held when it was read back
         self._held_meters: dict[tuple[str, int], Meter] = {}
         self.installed_groups: dict[tuple[str, int], Group] = {}  # what each switch holds
-        self.mice_flows: set[tuple[str, str]] = set()  # (switch, destination ToR) with mice entries
+        self.mice_flows: dict[tuple[str, str], int] = {}  # (switch, destination ToR) -> its mice entries' cookie
         self.counters: Counter[str] = Counter()
         self._next_eid = 1
         self._tor_index = {t: i for i, t in enumerate(fabric.tors())}
@@ -189,15 +205,23 @@ class FreewayCore:
         out: list = []
         held = {k: v for k, v in self.installed_groups.items() if k[0] == switch}
         self.installed_groups = {k: v for k, v in self.installed_groups.items() if k[0] != switch}
-        self.mice_flows = {k for k in self.mice_flows if k[0] != switch}
+        self.mice_flows = {k: c for k, c in self.mice_flows.items() if k[0] != switch}
         for dst, g in self.mice_groups(switch).items():
             before = held.get((switch, g.group_id))
-            if before is not None and not _reweighted(before, g, self.cfg.mice_weight_step):
-                g = before  # what the switch holds is close enough: no message
+            if before is not None and (self._recovery_open or not _reweighted(before, g, self.cfg.mice_weight_step)):
+                g = before  # what the switch holds is close enough (or the partition is still being read back)
             out.append(g)
             self.installed_groups[(switch, g.group_id)] = g
             out += self._mice_flows(switch, dst, g.group_id)
-            self.mice_flows.add((switch, dst))
+        if self._recovery_open:  # groups the partition read back so far does not want yet: kept as held
+            wanted = {g.group_id for g in out if isinstance(g, Group)}
+            for (_, gid), g in sorted(held.items()):
+                entries = [f for f in self._held_mice.get(switch, ()) if f.actions == (ToGroup(gid),)]
+                if gid in wanted or not entries:
+                    continue
+                out += [g, *entries]
+                self.installed_groups[(switch, gid)] = g
+                self.mice_flows[(switch, self.fabric.tors()[gid - pipeline.MICE_GROUPS.first])] = entries[0].cookie
         for el in self.elephants.values():
             meter = self.meter_of(el)
             if meter is not None and el.src.switch == switch:
@@ -209,10 +233,18 @@ class FreewayCore:
         return out
 
     def _mice_flows(self, switch: str, dst: str, group_id: int) -> list[Flow]:
-        """The entries sending mice for ``dst`` to its group, in the mice band's table."""
+        """The entries sending mice for ``dst`` to its group, in the mice band's table (and records
+        their cookie as held)."""
         table = pipeline.table_for(PRIO_MICE, self.iso is not None and self.fabric.switches[switch].is_tor)
-        return [Flow(PRIO_MICE, m, (ToGroup(group_id),), table_id=table, cookie=mice_cookie(self._tor_index[dst]))
-                for m in self._tor_match[dst]]
+        cookie = self._mice_cookie(switch, dst)
+        self.mice_flows[(switch, dst)] = cookie
+        return [Flow(PRIO_MICE, m, (ToGroup(group_id),), table_id=table, cookie=cookie) for m in self._tor_match[dst]]
+
+    def _mice_cookie(self, switch: str, dst: str) -> int:
+        pair = (switch, dst)
+        n = self.partition.n_lol(pair) if self.fabric.switches[switch].is_tor and self.partition.is_partitioned(
+            pair) else 0
+        return mice_cookie(self._tor_index[dst], n)
 
     def mice_updates(self) -> dict[str, list]:
         """What the switches need for their mice groups to match the partition: a group (and the
@@ -235,12 +267,11 @@ class FreewayCore:
                 else:
                     g = before  # same next hops, weights within the step: leave the switch alone
                 self.installed_groups[(sw, g.group_id)] = g
-                if dst not in held.get(sw, ()):
-                    ops += self._mice_flows(sw, dst, g.group_id)
-                    self.mice_flows.add((sw, dst))
+                if dst not in held.get(sw, ()) or self.mice_flows[(sw, dst)] != self._mice_cookie(sw, dst):
+                    ops += self._mice_flows(sw, dst, g.group_id)  # new, or the pair's path count changed
             for dst in sorted(held.get(sw, set()) - set(now)):
-                ops.append(DeleteFlows(mice_cookie(self._tor_index[dst])))
-                self.mice_flows.discard((sw, dst))
+                ops.append(DeleteFlows(mice_cookie(self._tor_index[dst]), MICE_COOKIE_MASK))
+                del self.mice_flows[(sw, dst)]
             if ops:
                 out[sw] = ops
         return out
@@ -459,69 +490,69 @@ class FreewayCore:
 
     # ----- after a controller restart ----------------------------------------------------
     def recover(self, now: float, switch: str, flows, meters, groups=()) -> list[Elephant]:
-        """Rebuild placed elephants from what the switches hold: entries whose cookie is an elephant's
-        (owner, id and generation), followed hop by hop from the source ToR to the destination host;
-        the allocation is the ingress meter's rate without its headroom (no meter: the handshake's
-        default for a rate-less announce). Returns the elephants completed by this switch's entries;
-        entries of an elephant whose path is not complete yet wait for the other switches."""
-        for f in flows:
-            if eid_of(f.cookie) is not None:
-                self._held.setdefault(f.cookie, {})[(switch, f.match)] = f
-        for g in groups:  # mice groups whose weights are within the step stay as they are
+        """Rebuild what Freeway placed from what the switches hold, after a restart.
+
+        - Elephants: entries whose cookie is an elephant's (owner, id and generation), followed hop by
+          hop from the source ToR to the destination host; the allocation is the ingress meter's rate
+          without its headroom (no meter: the handshake's default for a rate-less announce). Entries of
+          an elephant whose path is not complete yet wait for the other switches.
+        - The partition: a source ToR's mice entries carry its pairs' low-latency path counts.
+        - Mice groups whose weights are within the step stay as they are.
+        Returns the elephants completed by this switch's entries."""
+        if self._recover_until is None:
+            self._recover_until, self._recovery_open = now + RECOVER_S, True
+        for g in groups:
             if pipeline.MICE_GROUPS.first <= g.group_id <= pipeline.MICE_GROUPS.last:
                 self.installed_groups[(switch, g.group_id)] = g
         for m in meters:
             if m.meter_id >= pipeline.ELEPHANT_METERS.first:
                 self._held_meters[(switch, m.meter_id)] = m
+        self._held_mice[switch] = [f for f in flows if f.priority == PRIO_MICE
+                                   and pipeline.owner_of(f.cookie) is pipeline.FREEWAY_MICE]
+        self._recover_partition(now, switch, flows)
         done = []
-        for cookie in list(self._held):
-            eid = eid_of(cookie)
-            if eid in self.elephants:
-                self._held.pop(cookie)
-                continue
-            el = self._rebuild(now, cookie)
-            if el is not None:
-                self._held.pop(cookie)
-                done.append(el)
+        known = {el.cookie for el in self.elephants.values()}
+        for cookie, (paths, _) in self._held.add(switch, flows,
+                                                 lambda c: c in known or eid_of(c) in self.elephants).items():
+            done.append(self._rebuild(now, cookie, paths))
         return done
 
-    def _rebuild(self, now: float, cookie: int) -> Elephant | None:
-        entries = self._held[cookie]
-        subs = {}
-        for _, m in entries:
-            d = dict(m)
-            sport, dport = (d.get("tcp_src"), d.get("tcp_dst")) if d.get("ip_proto") == 6 else (d.get("udp_src"),
-                                                                                             d.get("udp_dst"))
-            subs[hs.Subflow(d.get("ipv4_src"), d.get("ipv4_dst"), d.get("ip_proto"), sport, dport)] = m
-        placements = []
-        src = dst = None
-        for sub, m in sorted(subs.items(), key=lambda sm: str(sm[0])):
-            src, dst = self.fabric.host_by_ip(sub.src), self.fabric.host_by_ip(sub.dst)
-            if src is None or dst is None:
-                return None
-            path, sw = [], src.switch
-            while sw is not None and len(path) <= len(self.fabric.switches):
-                f = entries.get((sw, m))
-                out = next((a.port for a in f.actions if isinstance(a, Output)), None) if f else None
-                if out is None:
-                    return None  # not every hop has reported yet
-                path.append(sw)
-                peer = self.fabric.peer(sw, out)
-                if peer is None:
-                    return None
-                sw = peer[0] if peer[0] in self.fabric.switches else None
-                if sw is None and peer[0] != dst.name:
-                    return None
-            placements.append(Placement(tuple(path), 0.0, 0.0))
+    def recovering(self, now: float) -> bool:
+        """Whether the partition is still being read back: from the first switch's read-back until every
+        ToR's is in, or ``RECOVER_S`` at the latest. Until then mice groups are left as the switches
+        hold them and the partition does not step (a switch read back before the ToRs would otherwise
+        be sent the default partition's groups, then the recovered one's)."""
+        if self._recovery_open and (now >= self._recover_until or self._tors_read >= set(self.fabric.tors())):
+            self._recovery_open, self._held_mice = False, {}
+        return self._recovery_open
+
+    def _recover_partition(self, now: float, switch: str, flows) -> None:
+        if not self.fabric.switches[switch].is_tor:
+            return
+        self._tors_read.add(switch)
+        tors = self.fabric.tors()
+        counts = {}
+        for f in flows:
+            if f.priority == PRIO_MICE and pipeline.owner_of(f.cookie) is pipeline.FREEWAY_MICE:
+                idx, n = mice_fields(f.cookie)
+                if idx < len(tors) and n:
+                    counts[(switch, tors[idx])] = n
+        res = self.partition.restore(now, counts)
+        self.counters["partition-pairs-recovered"] += len(counts)
+        return res
+
+    def _rebuild(self, now: float, cookie: int, paths: dict) -> Elephant:
+        subs = sorted((hs.Subflow(*ft) for ft in paths), key=str)
+        src, dst = self.fabric.host_by_ip(subs[0].src), self.fabric.host_by_ip(subs[0].dst)
         eid, gen = eid_of(cookie), cookie & 0xFFFF
         meter = self._held_meters.get((src.switch, pipeline.ELEPHANT_METERS.id(eid)))
         if meter is not None and self.iso is not None:
             rate = (meter.rate + 0.5) * 1000 / self.iso.meter_headroom  # so the meter recomputes to the same
         else:
             rate = 0.1 * self.capacity_bps((src.name, src.switch)) * len(subs)
-        n = len(placements)
-        placements = [Placement(p.path, rate / n, 0.0) for p in placements]
-        el = Elephant(eid, gen, src, dst, 0, 0, rate, tuple(sorted(subs, key=str)), placements, now)
+        placements = [Placement(paths[(s.src, s.dst, s.proto, s.sport, s.dport)], rate / len(subs), 0.0)
+                      for s in subs]
+        el = Elephant(eid, gen, src, dst, 0, 0, rate, tuple(subs), placements, now)
         self.elephants[eid] = el
         for sub in el.subflows:
             self.by_subflow[sub] = eid
@@ -557,6 +588,8 @@ class FreewayCore:
     # ----- the period ------------------------------------------------------------------
     def period(self, now: float, active_pairs) -> tuple[StepResult, list[tuple[str, list]]]:
         """Partition step, then: elephants off links that turned LOL, and mice groups brought up to date."""
+        if self.recovering(now):  # the partition is still being read back from the ToRs: change nothing
+            return StepResult(), []
         res = self.partition.step(now, active_pairs, lambda ln: self.link_util.get(ln, 0.0))
         ops: list[tuple[str, list]] = []
         moved = set()

@@ -96,6 +96,13 @@ class GlobalFirstFit:
                     del self.reserved[ln]
         return p
 
+    def hold(self, key, path: Path, demand_bps: float) -> None:
+        """Reserve ``demand_bps`` for ``key`` on a given path (a placement read back after a restart)."""
+        self.release(key)
+        for ln in path_links(path):
+            self.reserved[ln] += demand_bps
+        self.placed[key] = Placed(path, demand_bps)
+
     def place(self, key, src_tor: str, dst_tor: str, demand_bps: float) -> Path | None:
         """Reserve the first path that fits; None leaves the flow on ECMP."""
         for path in tor_paths(self.fabric, src_tor, dst_tor):
@@ -146,6 +153,13 @@ class HederaScheduler:
         self.large_fraction = large_fraction
         self.gff = GlobalFirstFit(fabric)
         self.counters: dict[object, FlowCounter] = {}
+        self.recovered: set = set()  # placements read back after a restart: their demand is re-estimated
+
+    def recover(self, key, path: Path) -> None:
+        """A placement read back from the switches after a restart: held on its path with a large flow's
+        smallest demand until the next round estimates it."""
+        self.gff.hold(key, path, self.large_fraction * self.fabric.link_rate_mbps * 1e6)
+        self.recovered.add(key)
 
     def rates(self, now: float, byte_counts: dict[object, int]) -> dict[object, float]:
         """Rates (bit/s) since the previous poll; flows seen for the first time have none yet."""
@@ -165,12 +179,18 @@ class HederaScheduler:
         rates = self.rates(now, byte_counts)
         nic = self.fabric.link_rate_mbps * 1e6
         large = sorted((k for k, r in rates.items() if r > self.large_fraction * nic), key=str)
-        released = [k for k in list(self.gff.placed) if k not in large]
+        # a placed flow is released once it is measured small or no switch counts it any more (a flow
+        # with no rate yet, right after a restart, keeps its placement)
+        released = [k for k in list(self.gff.placed) if k not in large and (k in rates or k not in byte_counts)]
         for k in released:
             self.gff.release(k)
+            self.recovered.discard(k)
         demands = estimate_demands([(k.src, k.dst) for k in large])
         new = {}
         for k, d in zip(large, demands, strict=True):
+            if k in self.recovered:  # read back after a restart: same path, the demand as estimated now
+                self.recovered.discard(k)
+                self.gff.hold(k, self.gff.placed[k].path, d * nic)
             if k in self.gff.placed:
                 continue
             s, t = self.fabric.host_by_ip(k.src), self.fabric.host_by_ip(k.dst)

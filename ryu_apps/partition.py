@@ -290,6 +290,22 @@ class Partition:
         self.counter = new
         return res
 
+    def restore(self, now: float, counts: dict[Pair, int]) -> StepResult:
+        """After a restart: pairs' low-latency path counts as read back from the switches (values
+        outside the bounds are clamped, pairs that are not partitioned ignored). The link counters are
+        recomputed; a link that leaves LOL drains as usual."""
+        changed = False
+        for pair, n in counts.items():
+            if self.is_partitioned(pair) and pair[0] in self._group and pair[1] in self._group:
+                n = max(self.n_min, min(self.n_max, n))
+                if n != self.n_lol(pair):
+                    self._set_n(pair, n)
+                    changed = True
+        if not changed:
+            return StepResult()
+        dead, self.dead = self.dead, None  # recount as set_dead does
+        return self.set_dead(now, dead)
+
     def lol_links(self) -> set[Link]:
         return {ln for ln, c in self.counter.items() if c > 0} | set(self.draining)
 

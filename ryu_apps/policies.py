@@ -28,7 +28,7 @@ from topology.paths import Reachability, path_links, path_top, tor_paths
 from . import arp, baselines, forwarding, pipeline, reconcile
 from . import handshake as hs
 from .efm import EFM, EFMConfig, Move
-from .elephant_entries import flow_match
+from .elephant_entries import HeldPins, flow_match, tuple_of
 from .freeway_core import Elephant, FreewayConfig, FreewayCore
 from .hedera import HederaScheduler, ingress_counts
 from .intents import ArpReplyOut, DeleteFlows, Flow, FlowStatsRequest, PacketThrough, ToGroup, UdpOut
@@ -38,6 +38,8 @@ from .txn import METER_MOD_FAILED, Failure, Txn
 LOG = logging.getLogger("freeway")
 Ops = list[tuple[str, list]]
 STALE_S = 5.0  # a link measured longer ago than this is stale: no placement chooses it
+MARK_GRACE_S = 10.0  # a mark read back after a restart goes unless monitoring reports its elephant by then
+PRIO_MARK = pipeline.prio("elephant-mark")
 
 
 @dataclass
@@ -76,6 +78,7 @@ class Policy:
         self.counters: Counter[str] = Counter()
         self.services: dict[str, str] = {}  # extra addresses proxy ARP answers for
         self.marks: dict[FiveTuple, tuple[str, Flow]] = {}  # detected elephant -> (ingress ToR, its mark)
+        self.unconfirmed: dict[FiveTuple, float] = {}  # marks read back, not yet reported by monitoring: since
         self._ids = 1
         self.dead: frozenset = frozenset()  # links down (the liveness model's), both directions
         self.stale: frozenset = frozenset()  # links whose measurement is older than STALE_S
@@ -110,7 +113,22 @@ class Policy:
         return [f for sw, f in self.marks.values() if sw == switch]
 
     def recover(self, now: float, switch: str, flows, meters, groups=()) -> None:
-        """After a restart: rebuild what the mode placed from what a switch holds (cookies say whose)."""
+        """After a restart (or a reconnect): rebuild what the mode placed from what a switch holds
+        (cookies say whose). Here: isolation's marks on detected elephants; a mark whose elephant
+        monitoring does not report within ``MARK_GRACE_S`` goes (it ended while nobody watched)."""
+        for f in flows:
+            ft = tuple_of(f.match)
+            if (f.priority != PRIO_MARK or pipeline.owner_of(f.cookie) is not pipeline.DETECTED or ft is None
+                    or FiveTuple(*ft) in self.marks):
+                continue
+            self.marks[FiveTuple(*ft)] = (switch, f)
+            self.unconfirmed[FiveTuple(*ft)] = now
+            self.seen_id(f.cookie & 0xFFFFFFFFFFFF)
+            self.counters["marks-recovered"] += 1
+
+    def seen_id(self, ident: int) -> None:
+        """An id read back from a switch: new ones are above it."""
+        self._ids = max(self._ids, ident)
 
     def reach(self) -> Reachability:
         if self._reach is None:
@@ -126,10 +144,21 @@ class Policy:
         bad = self.unusable()
         return [p for p in tor_paths(self.fabric, src, dst) if not any(ln in bad for ln in path_links(p))]
 
-    def observe(self, view: View) -> None:
-        """Every period: keep the view, and which links are stale."""
+    def observe(self, view: View) -> Reaction:
+        """Every period: keep the view and which links are stale; marks read back after a restart whose
+        elephant monitoring has not reported within ``MARK_GRACE_S`` go."""
         self.view = view
         self.stale = view.stale(STALE_S)
+        out = Reaction()
+        for ft, since in list(self.unconfirmed.items()):
+            r = view.flows.get(ft)
+            if r is not None and r.elephant:
+                del self.unconfirmed[ft]
+            elif view.now - since > MARK_GRACE_S:
+                del self.unconfirmed[ft]
+                sw, mark = self.marks.pop(ft)
+                out.ops.append((sw, [DeleteFlows(mark.cookie)]))
+        return out
 
     # ----- failures ---------------------------------------------------------------------
     def on_links(self, now: float, dead) -> Reaction:
@@ -177,8 +206,7 @@ class Policy:
         return NOTHING()
 
     def on_period(self, now: float, view: View) -> Reaction:
-        self.observe(view)
-        return NOTHING()
+        return self.observe(view)
 
     def on_flow_removed(self, now: float, switch: str, cookie: int) -> Reaction:
         return NOTHING()
@@ -190,6 +218,7 @@ class Policy:
     def on_elephant_start(self, now: float, start) -> Reaction:
         """A detected elephant: with isolation, marked at its ingress ToR (it keeps its path)."""
         f = start.flow
+        self.unconfirmed.pop(f, None)
         if self.iso is None or f in self.marks or f.proto not in (6, 17) or not start.switch:
             return NOTHING()
         cookie = baselines.cookie(pipeline.DETECTED, 1, self.next_id())
@@ -198,6 +227,7 @@ class Policy:
         return Reaction([(start.switch, [entry])])
 
     def on_elephant_end(self, now: float, end) -> Reaction:
+        self.unconfirmed.pop(end.flow, None)
         mark = self.marks.pop(end.flow, None)
         return Reaction([(mark[0], [DeleteFlows(mark[1].cookie)])]) if mark is not None else NOTHING()
 
@@ -223,6 +253,8 @@ class HederaPolicy(Policy):
         self.round_at = -1e9
         self.waiting: set[str] = set()  # ToRs whose statistics this poll still waits for
         self.counts: dict[FiveTuple, int] = {}
+        self._held = HeldPins(fabric, lambda c: pipeline.owner_of(c) is pipeline.HEDERA
+                              and (c >> 48) & 0xFF == baselines.KIND_PLACED)
 
     def switch_program(self, switch: str) -> list:
         return super().switch_program(switch) + baselines.hedera_edge_flows(self.fabric, switch)
@@ -274,13 +306,36 @@ class HederaPolicy(Policy):
         return out
 
     def on_period(self, now, view) -> Reaction:
-        self.observe(view)
+        out = self.observe(view)
         self.scheduler.gff.unusable = self.unusable()
         if now - self.round_at < self.poll_s:
-            return NOTHING()
+            return out
         self.round_at, self.counts = now, {}
         self.waiting = set(self.fabric.tors())
-        return Reaction([(sw, [FlowStatsRequest(*baselines.ALL_FLOWS)]) for sw in self.fabric.tors()])
+        out.ops += [(sw, [FlowStatsRequest(*baselines.ALL_FLOWS)]) for sw in self.fabric.tors()]
+        return out
+
+    def recover(self, now, switch, flows, meters, groups=()) -> None:
+        """Edge entries and placements read back: the same flow ids, paths and cookies as before."""
+        super().recover(now, switch, flows, meters, groups)
+        for f in flows:
+            ft = tuple_of(f.match)
+            if (f.priority == baselines.PRIO_HEDERA_EDGE and pipeline.owner_of(f.cookie) is pipeline.HEDERA
+                    and ft is not None and FiveTuple(*ft) not in self.edges):
+                ident = f.cookie & 0xFFFFFFFFFFFF
+                self.edges[FiveTuple(*ft)] = (switch, f)
+                self.flow_ids.setdefault(FiveTuple(*ft), ident)
+                self.seen_id(ident)
+        known = {c for c, _ in self.pins.values()}
+        for cookie, (paths, entries) in self._held.add(switch, flows, known.__contains__).items():
+            (ft, path), = paths.items()
+            flow, ident = FiveTuple(*ft), (cookie & 0xFFFFFFFFFFFF) >> 8
+            self.flow_ids[flow] = ident
+            self.seen_id(ident)
+            self.pins[flow] = (cookie, [(sw, [e]) for sw, e in entries])
+            self.scheduler.recover(flow, path)
+            self.counters["hedera-recovered"] += 1
+            LOG.info("hedera: %s recovered from the switches on %s", flow, "-".join(path))
 
     def on_flow_stats(self, now, switch, entries, more) -> Reaction:
         """Edge byte counters of the current poll; late or malformed replies are skipped."""
@@ -345,6 +400,7 @@ class Rerouter:
         self.pins: dict[FiveTuple, tuple[int, int, int]] = {}  # flow -> (ident, gen, cookie)
         self.entries: dict[FiveTuple, Ops] = {}  # flow -> its pinned entries
         self._said: dict[tuple[str, str], tuple[str, float]] = {}  # link -> (reason logged, when)
+        self._held = HeldPins(fabric, lambda c: pipeline.owner_of(c) is pipeline.EFM)
 
     def round(self, now: float, view: View, flow_links=None, eligible=lambda f: True, paths=None) -> Reaction:
         def links_of(f):
@@ -388,6 +444,24 @@ class Rerouter:
     def entries_on(self, switch: str) -> list:
         return [f for ops in self.entries.values() for sw, fs in ops if sw == switch for f in fs]
 
+    def recover(self, now: float, switch: str, flows) -> list[int]:
+        """Pins read back from the switches: the same ids, generations, paths and cookies as before
+        (held down as if just moved). Returns the ids seen."""
+        known = {p[2] for p in self.pins.values()}
+        ids = []
+        for cookie, (paths, entries) in self._held.add(switch, flows, known.__contains__).items():
+            (ft, path), = paths.items()
+            flow, low = FiveTuple(*ft), cookie & 0xFFFFFFFFFFFF
+            ident, gen = low >> 8, low & 0xFF
+            self.pins[flow] = (ident, gen, cookie)
+            self.entries[flow] = [(sw, [e]) for sw, e in entries]
+            self.efm.paths[flow] = path
+            self.efm.moved_at[flow] = now
+            ids.append(ident)
+            self.counters["efm-recovered"] += 1
+            LOG.info("efm: pin of %s recovered from the switches on %s", flow, "-".join(path))
+        return ids
+
     def after_links(self, now: float, went_down: frozenset, view: View, paths) -> Reaction:
         """Pinned flows that crossed a dead link: onto the first live path where every link stays under
         the threshold with them, else unpinned (base forwarding already avoids the dead link)."""
@@ -424,8 +498,14 @@ class EFMPolicy(Policy):
         self.mode = f"efm-{self.rerouter.efm.cfg.pick}"
 
     def on_period(self, now, view) -> Reaction:
-        self.observe(view)
-        return self.rerouter.round(now, view, paths=self.live_paths)
+        out = self.observe(view)
+        out += self.rerouter.round(now, view, paths=self.live_paths)
+        return out
+
+    def recover(self, now, switch, flows, meters, groups=()) -> None:
+        super().recover(now, switch, flows, meters, groups)
+        for ident in self.rerouter.recover(now, switch, flows):
+            self.seen_id(ident)
 
     def dynamic_program(self, switch) -> list:
         return super().dynamic_program(switch) + self.rerouter.entries_on(switch)
@@ -475,6 +555,9 @@ class FreewayPolicy(Policy):
         return out
 
     def recover(self, now, switch, flows, meters, groups=()) -> None:
+        super().recover(now, switch, flows, meters, groups)
+        for ident in self.rerouter.recover(now, switch, flows):
+            self.seen_id(ident)
         for el in self.core.recover(now, switch, flows, meters, groups):
             LOG.info("elephant %d (%s -> %s, %.2f Mbit/s) recovered from the switches on %s", el.eid, el.src.ip,
                      el.dst.ip, el.rate_bps / 1e6, ", ".join(path_top(pl.path) for pl in el.placements))
@@ -551,12 +634,12 @@ class FreewayPolicy(Policy):
         return Reaction(list(ops.items()))
 
     def on_period(self, now, view) -> Reaction:
-        self.observe(view)
+        out = self.observe(view)
         self.core.link_util = view.link_util()
         self.core.stale = self.stale
         res, ops = self.core.period(now, view.active_pairs(self.core.cfg.active_s))
         self._log_partition(res)
-        out = Reaction(ops)
+        out.ops += ops
         out += self.rerouter.round(now, view, self.core.placed_links,
                                    lambda f: not self.core.is_announced(f), self._elephant_paths)
         return out

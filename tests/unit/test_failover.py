@@ -4,7 +4,7 @@ around the dead links, nothing placed on them, and everything back once they ret
 import pytest
 
 from ryu_apps import forwarding, pipeline, reconcile
-from ryu_apps.intents import DeleteFlow, Flow, Group, GroupModify, Meter, MeterModify, match
+from ryu_apps.intents import DeleteFlow, DeleteFlows, Flow, Group, GroupModify, Meter, MeterModify, match
 from ryu_apps.simtable import SimFabric
 from topology.fabric import fattree, leafspine
 from topology.liveness import Liveness
@@ -248,3 +248,76 @@ def test_what_a_switch_reports_parses_back_to_the_intents_that_installed_it():
                                   ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionPopVlan()])])
     with pytest.raises(ValueError):
         ofmsg.parse_flow(odd)
+
+
+def _placed_state(mode, fabric, iso):
+    """A policy and simulated fabric holding each kind of placement the mode makes: an EFM pin, a
+    Hedera edge entry and placement, isolation's mark on a detected elephant, a grown partition."""
+    from monitoring.events import ElephantStart
+    from monitoring.sflow import FiveTuple
+    from ryu_apps.efm import Move
+    from topology.paths import tor_paths
+
+    pol = policy(mode, fabric, iso)
+    sim = SimFabric(fabric, pol)
+    src, dst = fabric.hosts_on("e0_0")[0], fabric.hosts_on("e3_1")[1]
+    pinned = FiveTuple(src.ip, dst.ip, 6, 40100, 5001)
+    path = tor_paths(fabric, "e0_0", "e3_1")[2]
+    if mode in ("efm-biggest", "freeway"):
+        sim.react(pol.rerouter.move(Move(pinned, 3e6, frozenset(), path, ("e0_0", "a0_0"))))
+        pol.rerouter.efm.paths[pinned] = path
+    if mode == "hedera":
+        sim.send(src.name, pinned)  # its first packet: an edge entry
+        pol.scheduler.gff.hold(pinned, path, 2e6)
+        sim.react(pol._pin(pinned, path))
+    if iso is not None and mode != "freeway":
+        marked = FiveTuple(src.ip, dst.ip, 6, 40200, 5001)
+        sim.react(pol.on_elephant_start(1.0, ElephantStart(1.0, marked, 2e6, src.switch, src.port)))
+    if mode == "freeway":
+        pol.core.partition.add_path(("e0_0", "e3_1"))
+        sim.apply(list(pol.core.mice_updates().items()))
+    return pol, sim, pinned
+
+
+@pytest.mark.parametrize("iso", [None, ISO], ids=["plain", "isolation"])
+@pytest.mark.parametrize("mode", ["hedera", "efm-biggest", "freeway"])
+def test_a_restarted_controller_recovers_pins_marks_and_the_partition(mode, iso):
+    fabric = fattree(6)  # on k=4 the partition has no room to grow (2 fixed LOL + 2 fixed HOL paths)
+    pol, sim, pinned = _placed_state(mode, fabric, iso)
+    fresh = policy(mode, fabric, iso)
+    for i, sw in enumerate(sorted(fabric.switches)):  # switches come back one by one, ToRs in between
+        flows, groups, meters = _held(sim, sw)
+        fresh.recover(5.0 + 0.01 * i, sw, flows, meters, groups)
+        ops = reconcile.connect_ops(flows + groups + meters, fresh.program(sw), fresh.owned)
+        assert ops == [], (sw, ops[:3])
+    assert fresh.marks == pol.marks
+    if mode in ("efm-biggest", "freeway"):
+        assert fresh.rerouter.pins == pol.rerouter.pins and fresh.rerouter.efm.paths == pol.rerouter.efm.paths
+        assert fresh.next_id() > pol.rerouter.pins[pinned][0]  # a new pin does not reuse its id
+    if mode == "hedera":
+        assert fresh.pins[pinned][0] == pol.pins[pinned][0] and fresh.edges == pol.edges
+        assert fresh.scheduler.gff.placed[pinned].path == pol.scheduler.gff.placed[pinned].path
+        # the first poll after the restart has no rates yet: the placement stays; measured small, it goes
+        assert fresh.scheduler.schedule(10.0, {pinned: 1000}) == ({}, [])
+        assert fresh.scheduler.schedule(15.0, {pinned: 2000}) == ({}, [pinned])
+    if mode == "freeway":
+        pair = ("e0_0", "e3_1")
+        assert fresh.core.partition.n == pol.core.partition.n == {pair: pol.core.partition.n_min + 1}
+        assert fresh.core.partition.counter == pol.core.partition.counter
+        assert not fresh.core.recovering(6.0)  # every ToR read back: the partition steps again
+        assert fresh.core.mice_updates() == {}  # and the switches already hold what it wants
+
+
+def test_a_recovered_mark_goes_when_monitoring_does_not_report_its_elephant():
+    from monitoring.view import View
+
+    fabric = fattree(4)
+    pol, sim, _ = _placed_state("ecmp", fabric, ISO)
+    fresh = policy("ecmp", fabric, ISO)
+    for sw in fabric.switches:
+        flows, groups, meters = _held(sim, sw)
+        fresh.recover(5.0, sw, flows, meters, groups)
+    (flow, (sw, mark)), = fresh.marks.items()
+    assert not fresh.on_period(10.0, View(10.0))  # within the grace period: kept
+    out = fresh.on_period(16.0, View(16.0))
+    assert out.ops == [(sw, [DeleteFlows(mark.cookie)])] and not fresh.marks

@@ -134,7 +134,7 @@ def test_a_switch_gaining_or_losing_its_only_low_latency_hop_gets_a_group_or_los
     """k=6: the fixed low-latency paths all cross a*_0, so a0_1 holds no mice group at first. When a
     dynamic path through a0_1 opens, it must get the group (added, not modified: the switch does not
     have it) and the entries pointing to it; when the path closes, the entries go."""
-    from ryu_apps.freeway_core import mice_cookie
+    from ryu_apps.freeway_core import MICE_COOKIE_MASK, mice_cookie, mice_fields
     from ryu_apps.intents import Group, ToGroup
 
     core = _core()
@@ -153,6 +153,11 @@ def test_a_switch_gaining_or_losing_its_only_low_latency_hop_gets_a_group_or_los
     assert len(adds) == 1 and not any(isinstance(i, GroupModify) and i.group.group_id == gid for i in a01)
     assert entries and all(f.cookie == mice_cookie(dst_index) and f.table_id == 0 for f in entries)
     assert a01.index(adds[0]) < a01.index(entries[0])  # the group exists before anything points to it
+    # the source ToR's entries toward e5_2 are sent again with the pair's new count in their cookie
+    e00 = [i for sw, intents in ops if sw == "e0_0" for i in intents if isinstance(i, Flow)
+           and i.actions == (ToGroup(gid),)]
+    n = core.partition.n_lol(("e0_0", "e5_2"))
+    assert n == core.partition.n_min + 1 and e00 and all(mice_fields(f.cookie) == (dst_index, n) for f in e00)
     # nothing changed: nothing sent
     _, again = core.period(3.0, pairs)
     assert not [i for sw, intents in again if sw == "a0_1" for i in intents if isinstance(i, (Group, Flow))]
@@ -163,7 +168,7 @@ def test_a_switch_gaining_or_losing_its_only_low_latency_hop_gets_a_group_or_los
         _, ops = core.period(t, pairs)
         gone = [i for sw, intents in ops if sw == "a0_1" for i in intents if isinstance(i, DeleteFlows)]
         t += 1.0
-    assert gone == [DeleteFlows(mice_cookie(dst_index))]
+    assert gone == [DeleteFlows(mice_cookie(dst_index), MICE_COOKIE_MASK)]
     assert ("a0_1", "e5_2") not in core.mice_flows and ("a0_1", gid) in core.installed_groups
 
 

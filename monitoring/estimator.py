@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 from topology.fabric import Fabric
 from topology.settings import SettingError, setting, validate
 
-from .events import ElephantEnd, ElephantStart, LinkLoad
+from .events import ElephantEnd, ElephantStart, LinkLoad, PortState
 from .sflow import CounterSample, FiveTuple, FlowSample
 from .view import FlowReading, LinkReading, View
 from .view import make as make_view
 
 UNKNOWN_IF = 0x3FFFFFFF
+IF_OPER_UP = 2  # ifStatus: bit 0 admin up, bit 1 operationally up (RFC 2233 ifOperStatus)
 UNKNOWN_COUNTER = 2**64 - 1  # sFlow v5: a counter the agent cannot read is sent as all ones
 
 
@@ -96,6 +97,7 @@ class Estimator:
         self.link_bps: dict[tuple[str, str], float] = {}  # latest raw measurement
         self.link_time: dict[tuple[str, str], float] = {}  # when it was taken
         self._counters: dict[tuple[tuple[str, str], str], _Counter] = {}
+        self.port_up: dict[tuple[str, int], bool] = {}  # fabric port -> operational status as sFlow reports it
         self.stats = {"flow_samples": 0, "counter_samples": 0, "unmapped_ifindex": 0, "packets_without_ip": 0,
                       "unknown_counter": 0}
 
@@ -108,8 +110,10 @@ class Estimator:
         return self.fabric.capacity_bps((h.name, h.switch)) if h else self.fabric.link_rate_mbps * 1e6
 
     # ----- counters -> link occupancy ------------------------------------
-    def on_counters(self, now: float, sample: CounterSample) -> list[LinkLoad]:
-        events = []
+    def on_counters(self, now: float, sample: CounterSample) -> list[LinkLoad | PortState]:
+        """Link loads from the octet counters; a fabric port's operational status when it changes (the
+        first report only when it is down: a port starts out as up)."""
+        events: list = []
         for ifc in sample.interfaces:
             where = self.ifmap.get(ifc.if_index)
             if where is None:
@@ -121,6 +125,11 @@ class Estimator:
             if peer is None:
                 continue
             other = peer[0]
+            if other in self.fabric.switches:
+                up = bool(ifc.if_status & IF_OPER_UP)
+                if self.port_up.get((sw, port), True) != up:
+                    events.append(PortState(now, sw, port, up))
+                self.port_up[(sw, port)] = up
             measures = [((sw, other), "out", ifc.out_octets)]
             if other not in self.fabric.switches:  # host link: the host has no agent, use our rx side
                 measures.append(((other, sw), "in", ifc.in_octets))

@@ -27,7 +27,7 @@ from .framework import (
     ofproto,
     set_ev_cls,
 )
-from .monitor_app import EventElephantEnd, EventElephantStart
+from .monitor_app import EventElephantEnd, EventElephantStart, EventPortState
 from .txn import Failure, Outcome, Tracker, Txn
 
 LOG = logging.getLogger("freeway")
@@ -292,6 +292,13 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                 self.port_changed(time.monotonic(), sw, msg.desc)
 
     # ----- monitoring ------------------------------------------------------------------------
+    @set_ev_cls(EventPortState)
+    def on_sflow_port(self, ev):
+        """sFlow's interface status is one more input of the liveness model (a change, not a state)."""
+        st = ev.state
+        self.counters[f"sflow-port-{'up' if st.up else 'down'}"] += 1
+        self.links_changed(time.monotonic(), self.liveness.port(time.monotonic(), st.switch, st.port, st.up, "sflow"))
+
     @set_ev_cls(EventElephantStart)
     def on_elephant(self, ev):
         self.react(self.policy.on_elephant_start(time.monotonic(), ev.start))

@@ -15,7 +15,7 @@ import time
 from monitoring import portmap
 from monitoring.collector import Collector
 from monitoring.estimator import Estimator
-from monitoring.events import ElephantEnd, ElephantStart, LinkLoad, to_json
+from monitoring.events import ElephantEnd, ElephantStart, LinkLoad, PortState, to_json
 from monitoring.sflowrt import SFlowRT
 from monitoring.view import View
 from topology.fabric import Fabric
@@ -47,7 +47,14 @@ class EventElephantEnd(base_event.EventBase):
         self.end = end
 
 
-_WRAP = {LinkLoad: EventLinkLoad, ElephantStart: EventElephantStart, ElephantEnd: EventElephantEnd}
+class EventPortState(base_event.EventBase):
+    def __init__(self, state: PortState):
+        super().__init__()
+        self.state = state
+
+
+_WRAP = {LinkLoad: EventLinkLoad, ElephantStart: EventElephantStart, ElephantEnd: EventElephantEnd,
+         PortState: EventPortState}
 
 
 def bind_udp(host: str, port: int):
@@ -59,7 +66,7 @@ def bind_udp(host: str, port: int):
 
 
 class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else app_manager.RyuApp):
-    _EVENTS = [EventLinkLoad, EventElephantStart, EventElephantEnd]
+    _EVENTS = [EventLinkLoad, EventElephantStart, EventElephantEnd, EventPortState]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -135,6 +142,8 @@ class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") el
                      ev.switch, ev.port)
         elif isinstance(ev, ElephantEnd):
             LOG.info("elephant end %s (%s after %.1f s)", ev.flow, ev.reason, ev.duration_s)
+        elif isinstance(ev, PortState):
+            LOG.info("sFlow: %s port %d is %s", ev.switch, ev.port, "up" if ev.up else "down")
         if self.events_out is not None and not isinstance(ev, LinkLoad):
             self._write({**to_json(ev), "wall": time.time()})
         self.send_event_to_observers(_WRAP[type(ev)](ev))

@@ -44,21 +44,29 @@ class Liveness:
             for b in fabric.neighbors(a):
                 if b in fabric.switches:
                     self._ends[(a, fabric.port_to(a, b))] = (a, b)
-        self.port_down: set[tuple[str, int]] = set()
+        self.port_down: set[tuple[str, int]] = set()  # ports OpenFlow reports down
+        self.sflow_down: set[tuple[str, int]] = set()  # ports sFlow reports down
         self.switch_down: set[str] = set()
         self._dead: set[Link] = set()  # both directions of every link the policies must avoid
         self._pending: dict[Link, float] = {}  # link (a < b) -> when it was last seen coming up
         self.version = 0
 
     # ----- inputs -------------------------------------------------------------
-    def port(self, now: float, switch: str, port: int, up: bool) -> Change:
-        """A port's state (port status, port description, sFlow ifOperStatus)."""
+    def port(self, now: float, switch: str, port: int, up: bool, source: str = "openflow") -> Change:
+        """A port's state from OpenFlow (port status, port description) or from ``source="sflow"``
+        (a change of ifOperStatus). A port is down while either says so; OpenFlow saying up clears
+        both (the switch itself reports it; sFlow's counter samples lag behind it)."""
         if (switch, port) not in self._ends:
             return Change()  # a host port or a port the description does not know
+        if source not in ("openflow", "sflow"):
+            raise ValueError(f"unknown liveness source {source!r}")
+        down = self.port_down if source == "openflow" else self.sflow_down
         if up:
-            self.port_down.discard((switch, port))
+            down.discard((switch, port))
+            if source == "openflow":
+                self.sflow_down.discard((switch, port))
         else:
-            self.port_down.add((switch, port))
+            down.add((switch, port))
         return self._settle(now, self._ends[(switch, port)])
 
     def switch(self, now: float, switch: str, up: bool) -> Change:
@@ -94,8 +102,9 @@ class Liveness:
     # ----- internals ----------------------------------------------------------------
     def _physically_up(self, a: str, b: str) -> bool:
         f = self.fabric
+        ends = ((a, f.port_to(a, b)), (b, f.port_to(b, a)))
         return (a not in self.switch_down and b not in self.switch_down
-                and (a, f.port_to(a, b)) not in self.port_down and (b, f.port_to(b, a)) not in self.port_down)
+                and not any(e in self.port_down or e in self.sflow_down for e in ends))
 
     def _settle(self, now: float, link: Link) -> Change:
         key = tuple(sorted(link))

@@ -15,8 +15,8 @@ FLOW = FiveTuple("10.0.0.2", "10.3.1.3", 6, 40001, 5201)
 IFMAP = {101: ("e0_0", 1), 102: ("e0_0", 3), 103: ("e0_0", 4), 201: ("a0_0", 3), 301: ("c1", 4)}
 
 
-def _ifc(ifindex, in_octets, out_octets):
-    return CounterSample(1, 0, ifindex, (IfCounters(ifindex, 6, 10**10, 1, 3, in_octets, 0, 0, 0, 0, 0, 0,
+def _ifc(ifindex, in_octets, out_octets, status=3):
+    return CounterSample(1, 0, ifindex, (IfCounters(ifindex, 6, 10**10, 1, status, in_octets, 0, 0, 0, 0, 0, 0,
                                                     out_octets, 0, 0, 0, 0, 0, 0),))
 
 
@@ -150,3 +150,17 @@ def test_external_rates_share_the_same_logic():
 def test_config_errors_name_the_key(kw, needle):
     with pytest.raises(MonitorConfigError, match=needle):
         MonitorConfig(**kw)
+
+
+def test_a_fabric_port_going_down_or_up_in_sflow_is_reported_once_per_change():
+    from monitoring.events import PortState
+
+    e = _est()
+    states = lambda evs: [ev for ev in evs if isinstance(ev, PortState)]  # noqa: E731
+    assert states(e.on_counters(0.0, _ifc(102, 0, 0))) == []  # up at first: nothing to say
+    assert states(e.on_counters(1.0, _ifc(102, 0, 0, status=1))) == [PortState(1.0, "e0_0", 3, False)]
+    assert states(e.on_counters(2.0, _ifc(102, 0, 0, status=1))) == []  # still down: said already
+    assert states(e.on_counters(3.0, _ifc(102, 0, 0, status=3))) == [PortState(3.0, "e0_0", 3, True)]
+    assert states(e.on_counters(4.0, _ifc(101, 0, 0, status=0))) == []  # a host port is not a fabric link
+    assert states(e.on_counters(5.0, _ifc(201, 0, 0, status=1))) == [PortState(5.0, "a0_0", 3, False)]  # first: down
+    assert to_json(PortState(5.0, "a0_0", 3, False))["type"] == "port_state"

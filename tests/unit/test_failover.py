@@ -144,6 +144,16 @@ def test_liveness_takes_links_down_at_once_and_back_after_the_hold_down():
     lv.port(3.3, "c1", fabric.port_to("c1", "a0_0"), True)
     assert not lv.tick(4.0)
     assert lv.tick(5.4).up == {("a0_0", "c1"), ("c1", "a0_0")} and not lv.dead()
+    # sFlow is one more source: a port is down while either says so, and OpenFlow saying up clears both
+    p = fabric.port_to("a2_0", "c1")
+    assert lv.port(7.0, "a2_0", p, False, "sflow").down == {("a2_0", "c1"), ("c1", "a2_0")}
+    assert not lv.port(7.1, "a2_0", p, True, "openflow") and not lv.tick(9.2).down
+    assert lv.is_up(("a2_0", "c1"))
+    lv.port(10.0, "a2_0", p, False, "openflow")
+    lv.port(10.1, "a2_0", p, True, "sflow")  # a late sFlow sample does not bring it back
+    assert not lv.tick(13.0) and not lv.is_up(("a2_0", "c1"))
+    with pytest.raises(ValueError):
+        lv.port(14.0, "a2_0", p, True, "lldp")
     # a switch that disconnects takes all its links down; host ports and unknown ports change nothing
     ch = lv.switch(6.0, "a1_1", False)
     assert ch.down == {(a, b) for n in ("e1_0", "e1_1", "c3", "c4") for a, b in (("a1_1", n), (n, "a1_1"))}

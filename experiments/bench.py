@@ -476,12 +476,44 @@ def _ping_bg(fn, src: str, dst: str, count: int):
     return result
 
 
-def failover(modes: list[str], trials: int, out: Path) -> dict:
-    """Per mode on a 10 Mbit/s k=4 fat-tree: link-down to all pairs answering, the worst 50 Hz ping gap,
-    Freeway's elephant re-placement time, and pings lost across a SIGKILLed controller's restart."""
-    import re
+def _failover_elephant(fn, mode: str, port: int, seconds: float):
+    """An elephant h0_0_0 -> h3_1_0 for about ``seconds``: Freeway announces it with 3 Mbit/s (``freeway
+    send`` to a sink), the other modes run iperf3. Returns (process, the path Freeway placed it on)."""
+    import subprocess
     import sys
 
+    dst = fn.host("h3_1_0")
+    if mode == "freeway":
+        dst.cmd(f"{sys.executable} -m experiments.rr sink --port {port} >/dev/null 2>&1 &")
+        time.sleep(0.3)
+        proc = fn.host("h0_0_0").popen([sys.executable, "-m", "ryu_apps.cli", "send", "--to", dst.IP(), "--port",
+                                        str(port), "--size", str(int(seconds * 3e6 / 8)), "--rate", "3", "--json"],
+                                       stdout=subprocess.PIPE, text=True)
+        ack = json.loads(proc.stdout.readline() or "{}")
+        if ack.get("answer") != "ack":
+            return proc, None
+        return proc, [fn.fabric.switch_by_dpid(int(x, 16)).name for x in ack["paths"][0]["dpids"]]
+    dst.cmd(f"iperf3 -s -1 -p {port} -D >/dev/null 2>&1")
+    time.sleep(0.3)
+    return fn.host("h0_0_0").popen(["iperf3", "-c", dst.IP(), "-p", str(port), "-t", str(int(seconds))],
+                                   stdout=subprocess.DEVNULL), None
+
+
+def _busiest(fn, links, seconds: float = 1.0):
+    ports = {ln: fn.fabric.port_to(*ln) for ln in links}
+    before = {ln: _port_tx(ln[0], p) for ln, p in ports.items()}
+    time.sleep(seconds)
+    return max(links, key=lambda ln: _port_tx(ln[0], ports[ln]) - before[ln])
+
+
+def failover(modes: list[str], trials: int, out: Path) -> dict:
+    """Per mode on a 10 Mbit/s k=4 fat-tree, with an elephant from pod 0 to pod 3 and the link it
+    crosses cut: link-down to all pairs answering, the worst 50 Hz ping gap, the elephant's goodput
+    after the cut against before, Freeway's re-placement time; then pings lost and the elephant's
+    worst second across a SIGKILLed controller's restart."""
+    import re
+
+    from experiments.procs import PortRate
     from topology.builder import ofctl
     from topology.sflow_agent import SFlowAgentConfig
 
@@ -489,43 +521,47 @@ def failover(modes: list[str], trials: int, out: Path) -> dict:
     fabric = fattree(4, 10)
     fabric.save(out / "failover.json.fabric")
     cross = [(a.name, b.name) for a in fabric.hosts for b in fabric.hosts if a.switch[:2] != b.switch[:2]]
-    cuts = {"agg-core": ("a0_0", "c1"), "edge-agg": ("e0_0", "a0_0")}
+    cuts = {"agg-core": [(a, c) for a in ("a0_0", "a0_1") for c in fabric.up_neighbors(a)],
+            "edge-agg": [("e0_0", a) for a in fabric.up_neighbors("e0_0")]}
+    dst = next(h for h in fabric.hosts if h.name == "h3_1_0")
     rows = []
     for mode in modes:
-        name, extra = (mode, ["--isolation", "on"]) if mode == "freeway" else (mode, [])
-        ctl = ControllerProcess(out / "failover.json.fabric", mode=name, extra=extra,
+        extra = ["--isolation", "on"] if mode == "freeway" else []
+        ctl = ControllerProcess(out / "failover.json.fabric", mode=mode, extra=extra,
                                 log_file=out / f"failover-{mode}.controller.log").start()
         fn = FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target))
+        goodput = None
         try:
             fn.start()
             fn.wait_reachable(30)
+            goodput = PortRate(dst.switch, dst.port)
+            settle = 12.0 if mode == "hedera" else 3.0  # Hedera places a large flow at its second 5 s poll
             for trial in range(trials):
-                for cut, (a, b) in cuts.items():
+                for cut, candidates in cuts.items():
                     row = {"mode": mode, "trial": trial, "cut": cut}
+                    proc, path = _failover_elephant(fn, mode, 6000 + len(rows), settle + 12)
+                    time.sleep(settle)
+                    if path is not None:  # Freeway: the cut is on the announced elephant's own path
+                        a, b = (path[1], path[2]) if cut == "agg-core" else (path[0], path[1])
+                    else:
+                        a, b = _busiest(fn, candidates)
+                    row["cut_link"] = f"{a}-{b}"
                     pings = [_ping_bg(fn, "h0_0_0", "h1_1_0", 300), _ping_bg(fn, "h0_0_1", "h3_1_1", 300)]
-                    sport = None
-                    if mode == "freeway":  # an elephant, and the cut is on its own path
-                        rep = fn.host("h0_0_0").cmd(f"{sys.executable} -m ryu_apps.cli send --to 10.3.1.2 --port "
-                                                    f"{6000 + len(rows)} --size 50M --rate 3 --announce-only --json")
-                        m = re.search(r'"sport": (\d+)[^]]*?"dpids": \[([^]]*)\]', rep)
-                        if m:
-                            sport = m.group(1)
-                            path = [fabric.switch_by_dpid(int(x, 16)).name for x in re.findall(r'"(\w+)"', m.group(2))]
-                            a, b = (path[1], path[2]) if cut == "agg-core" else (path[0], path[1])
-                            row["cut_link"] = f"{a}-{b}"
                     time.sleep(1.0)
                     before = ofctl("dump-flows", "e0_0")
                     t0 = time.monotonic()
+                    rate_before = goodput.mbps(t0 - 2.0, t0)
                     fn.net.configLinkStatus(a, b, "down")
                     moved = None
-                    if sport is not None:  # its ingress entry changes cookie (moved) or goes (released)
-                        old = re.findall(rf"cookie=(0x[0-9a-f]+).*tp_src={sport}", before)
-                        while time.monotonic() - t0 < 5 and moved is None:
-                            now = re.findall(rf"cookie=(0x[0-9a-f]+).*tp_src={sport}", ofctl("dump-flows", "e0_0"))
-                            if now != old:
-                                moved = time.monotonic() - t0
-                                row["elephant"] = "moved" if now else "released (no live HOL path)"
-                            time.sleep(0.02)
+                    old = re.findall(r"cookie=(0x[0-9a-f]+)[^\n]*priority=500[^\n]*tp_dst=" + str(6000 + len(rows)),
+                                     before)
+                    while old and time.monotonic() - t0 < 5 and moved is None:  # its entry moved or went
+                        now = re.findall(r"cookie=(0x[0-9a-f]+)[^\n]*priority=500[^\n]*tp_dst="
+                                         + str(6000 + len(rows)), ofctl("dump-flows", "e0_0"))
+                        if now != old:
+                            moved = time.monotonic() - t0
+                            row["elephant"] = "moved" if now else "released (no live HOL path)"
+                        time.sleep(0.02)
                     time.sleep(max(0.0, 0.2 - (time.monotonic() - t0)))
                     reach, failed = None, cross  # sweep, then retry only the pairs that failed
                     while time.monotonic() - t0 < 10:
@@ -534,25 +570,42 @@ def failover(modes: list[str], trials: int, out: Path) -> dict:
                         if not failed:
                             reach = start
                             break
+                    time.sleep(max(0.0, 3.1 - (time.monotonic() - t0)))
+                    rate_after = goodput.mbps(t0 + 1.0, t0 + 3.0)
                     lost = [s - r for s, r in (p() for p in pings)]
                     fn.net.configLinkStatus(a, b, "up")
+                    proc.kill()
+                    proc.wait()
                     time.sleep(3.0)
                     row.update(all_pairs_answer_s=round(reach, 2) if reach is not None else None,
-                               worst_ping_gap_ms=20 * max(lost), elephant_moved_s=round(moved, 3) if moved else None)
+                               worst_ping_gap_ms=20 * max(lost), elephant_moved_s=round(moved, 3) if moved else None,
+                               goodput_before_mbps=round(rate_before, 2), goodput_after_mbps=round(rate_after, 2),
+                               goodput_kept=round(rate_after / rate_before, 3) if rate_before > 0 else None)
                     print(f"[bench failover] {row}", flush=True)
                     rows.append(row)
+                proc, _ = _failover_elephant(fn, mode, 6000 + len(rows), settle + 16)
+                time.sleep(settle)
                 pings = [_ping_bg(fn, "h0_0_0", "h3_1_0", 400), _ping_bg(fn, "h2_0_0", "h1_1_1", 400)]
                 time.sleep(1.0)
+                t_kill = time.monotonic()
+                ref = 3.0 if mode == "freeway" else goodput.mbps(t_kill - 2.0, t_kill)
                 ctl.kill()
                 time.sleep(1.0)
                 ctl.start()
                 ctl.wait_programmed(20, timeout=30)
                 lost = sum(s - r for s, r in (p() for p in pings))
+                worst = min(goodput.seconds(t_kill - 1.0, time.monotonic()))
+                proc.kill()
+                proc.wait()
                 row = {"mode": mode, "trial": trial, "cut": "controller SIGKILL + restart", "restart_lost_pings": lost,
-                       "pings": 800}
+                       "pings": 800, "elephant_worst_second_mbps": worst, "elephant_reference_mbps": round(ref, 2),
+                       "restart_goodput_kept": round(worst / ref, 3) if ref > 0 else None}
                 print(f"[bench failover] {row}", flush=True)
                 rows.append(row)
+                time.sleep(3.0)
         finally:
+            if goodput is not None:
+                goodput.stop()
             fn.stop()
             ctl.stop()
 
@@ -560,9 +613,15 @@ def failover(modes: list[str], trials: int, out: Path) -> dict:
         xs = [r[key] for r in rows if r["mode"] == mode and r["cut"] == cut and r.get(key) is not None]
         return {"median": _percentile(xs, 50), "worst": max(xs) if xs else None, "n": len(xs)}
 
+    def low(mode, cut, key):  # for ratios the bad end is the lowest
+        xs = [r[key] for r in rows if r["mode"] == mode and r["cut"] == cut and r.get(key) is not None]
+        return {"median": _percentile(xs, 50), "worst": min(xs) if xs else None, "n": len(xs)}
+
+    restart = "controller SIGKILL + restart"
     summary = {m: {c: {k: stat(m, c, k) for k in ("all_pairs_answer_s", "worst_ping_gap_ms", "elephant_moved_s")}
-                   for c in cuts} | {"restart_lost_pings": stat(m, "controller SIGKILL + restart",
-                                                                "restart_lost_pings")}
+                   | {"goodput_kept": low(m, c, "goodput_kept")} for c in cuts}
+               | {"restart_lost_pings": stat(m, restart, "restart_lost_pings"),
+                  "restart_goodput_kept": low(m, restart, "restart_goodput_kept")}
                for m in modes}
     result = {"bench": "failover", "machine": machine(), "trials": trials, "summary": summary, "rows": rows}
     (out / "failover.json").write_text(json.dumps(result, indent=1) + "\n")

@@ -166,3 +166,43 @@ class SwitchCpu:
         frac = (c - self.c0) / (t - self.t0)
         self.c0, self.t0 = c, t
         return round(frac, 3)
+
+
+class PortRate:
+    """Bytes one switch port transmits, read every ``every_s`` in a background thread (an elephant's
+    goodput at the port toward its destination host). ``mbps(t0, t1)`` is the mean rate between two
+    monotonic instants; ``seconds(t0, t1)`` the rate in every whole second."""
+
+    def __init__(self, switch: str, port: int, every_s: float = 0.25):
+        import threading
+
+        self.switch, self.port, self.every_s = switch, port, every_s
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from topology.builder import port_tx_bytes
+
+        while not self._stop.is_set():
+            self.samples.append((time.monotonic(), port_tx_bytes(self.switch, self.port).get(self.port, 0)))
+            self._stop.wait(self.every_s)
+
+    def mbps(self, t0: float, t1: float) -> float:
+        inside = [(t, b) for t, b in self.samples if t0 <= t <= t1]
+        if len(inside) < 2:
+            raise ValueError(f"{self.switch} port {self.port}: no two samples between {t0:.2f} and {t1:.2f}")
+        (ta, ba), (tb, bb) = inside[0], inside[-1]
+        return (bb - ba) * 8 / (tb - ta) / 1e6
+
+    def seconds(self, t0: float, t1: float) -> list[float]:
+        out, t = [], t0
+        while t + 1.0 <= t1:
+            out.append(round(self.mbps(t, t + 1.0), 2))
+            t += 1.0
+        return out
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()

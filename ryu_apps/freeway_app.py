@@ -48,6 +48,7 @@ class Sync:
         self.groups: list = []
         self.meters: list = []
         self.unreadable = 0  # entries Freeway could not have sent (deleted by the difference)
+        self.requested = False  # read-back sent (it waits for the switch's links' hold-down)
 
 
 class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else app_manager.RyuApp):
@@ -153,12 +154,22 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.links_changed(now, self.liveness.switch(now, sw, True))
         for port in getattr(dp, "ports", {}).values():
             self.port_changed(now, sw, port)
-        reqs = ofmsg.bind(ofmsg.state_requests(), dp)
+        self.syncs[sw] = Sync(dp, [], now)
+        self._read_back_when_settled(sw, now)
+
+    def _read_back_when_settled(self, sw: str, now: float) -> None:
+        """Ask a connecting switch for its tables once none of its links is in its hold-down (a switch
+        that reconnects has its links re-admitted first, so that what it is sent is computed with them:
+        until then it keeps forwarding with what it holds, and the others avoid it)."""
+        sync = self.syncs[sw]
+        if sync.requested or self.liveness.settling(sw):
+            return
+        reqs = ofmsg.bind(ofmsg.state_requests(), sync.dp)
         for r in reqs:
-            dp.set_xid(r)
-        self.syncs[sw] = Sync(dp, [r.xid for r in reqs], now)
+            sync.dp.set_xid(r)
+        sync.waiting, sync.started, sync.requested = {r.xid for r in reqs}, now, True
         for r in reqs:
-            dp.send_msg(r)
+            sync.dp.send_msg(r)
 
     def synced(self, sw: str, sync: Sync, complete: bool = True) -> None:
         """The read-back is in (or timed out): recover what the mode placed, send the difference."""
@@ -324,7 +335,9 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                 now = time.monotonic()
                 self.links_changed(now, self.liveness.tick(now))
                 for sw, sync in list(self.syncs.items()):
-                    if now - sync.started > SYNC_TIMEOUT_S:
+                    if not sync.requested:
+                        self._read_back_when_settled(sw, now)
+                    elif now - sync.started > SYNC_TIMEOUT_S:
                         self.synced(sw, sync, complete=False)
             except Exception:
                 LOG.exception("freeway tick failed")

@@ -541,13 +541,22 @@ class FreewayCore:
         self.counters["partition-pairs-recovered"] += len(counts)
         return res
 
+    def _rate_of_meter(self, kbps: int) -> float:
+        """The allocation behind an elephant meter: a rate the meter recomputes to the same ``kbps``
+        from, a whole kbit/s when one fits (announced rates are whole kbit/s)."""
+        from .isolation import elephant_meter
+
+        mid = (kbps + 0.5) * 1000 / self.iso.meter_headroom
+        whole = round(mid / 1000) * 1000
+        return float(whole) if elephant_meter(1, whole, self.iso).rate == kbps else mid
+
     def _rebuild(self, now: float, cookie: int, paths: dict) -> Elephant:
         subs = sorted((hs.Subflow(*ft) for ft in paths), key=str)
         src, dst = self.fabric.host_by_ip(subs[0].src), self.fabric.host_by_ip(subs[0].dst)
         eid, gen = eid_of(cookie), cookie & 0xFFFF
         meter = self._held_meters.get((src.switch, pipeline.ELEPHANT_METERS.id(eid)))
         if meter is not None and self.iso is not None:
-            rate = (meter.rate + 0.5) * 1000 / self.iso.meter_headroom  # so the meter recomputes to the same
+            rate = self._rate_of_meter(meter.rate)
         else:
             rate = 0.1 * self.capacity_bps((src.name, src.switch)) * len(subs)
         placements = [Placement(paths[(s.src, s.dst, s.proto, s.sport, s.dport)], rate / len(subs), 0.0)

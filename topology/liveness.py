@@ -99,6 +99,10 @@ class Liveness:
     def is_up(self, link: Link) -> bool:
         return link not in self._dead
 
+    def settling(self, switch: str) -> bool:
+        """Whether one of the switch's links is up again but still in its hold-down."""
+        return any(switch in key for key in self._pending)
+
     # ----- internals ----------------------------------------------------------------
     def _physically_up(self, a: str, b: str) -> bool:
         f = self.fabric

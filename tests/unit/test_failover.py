@@ -139,11 +139,11 @@ def test_liveness_takes_links_down_at_once_and_back_after_the_hold_down():
     lv.port(1.0, "a0_0", p, True)
     assert not lv.tick(1.5) and lv.dead()  # one end still down
     lv.port(1.6, "c1", fabric.port_to("c1", "a0_0"), True)
-    assert not lv.tick(3.0) and lv.dead()  # held down until 3.6
+    assert not lv.tick(3.0) and lv.dead() and lv.settling("c1")  # held down until 3.6
     lv.port(3.2, "c1", fabric.port_to("c1", "a0_0"), False)  # a flap restarts the hold-down
     lv.port(3.3, "c1", fabric.port_to("c1", "a0_0"), True)
     assert not lv.tick(4.0)
-    assert lv.tick(5.4).up == {("a0_0", "c1"), ("c1", "a0_0")} and not lv.dead()
+    assert lv.tick(5.4).up == {("a0_0", "c1"), ("c1", "a0_0")} and not lv.dead() and not lv.settling("c1")
     # sFlow is one more source: a port is down while either says so, and OpenFlow saying up clears both
     p = fabric.port_to("a2_0", "c1")
     assert lv.port(7.0, "a2_0", p, False, "sflow").down == {("a2_0", "c1"), ("c1", "a2_0")}
@@ -209,7 +209,7 @@ def test_a_restarted_controller_sends_nothing_and_recovers_announced_elephants(m
         back = fresh.core.elephant_of(flow)
         assert back is not None and back.cookie == el.cookie and back.placements[0].path == el.placements[0].path
         if iso is not None:
-            assert abs(back.rate_bps - el.rate_bps) < 1000 and fresh.core.meter_of(back) == pol.core.meter_of(el)
+            assert back.rate_bps == el.rate_bps and fresh.core.meter_of(back) == pol.core.meter_of(el)
         # it is released at idle expiry as before, and a new announce does not reuse its id
         assert fresh.core.flow_removed(src.switch, el.cookie)
         assert fresh.core.elephant_of(flow) is None and fresh.core._next_eid > el.eid
@@ -331,3 +331,16 @@ def test_a_recovered_mark_goes_when_monitoring_does_not_report_its_elephant():
     assert not fresh.on_period(10.0, View(10.0))  # within the grace period: kept
     out = fresh.on_period(16.0, View(16.0))
     assert out.ops == [(sw, [DeleteFlows(mark.cookie)])] and not fresh.marks
+
+
+def test_an_allocation_read_back_from_its_meter_gives_the_same_meter_and_whole_announced_rates():
+    from ryu_apps.freeway_core import FreewayCore
+    from ryu_apps.isolation import elephant_meter
+
+    core = FreewayCore(fattree(4), iso=ISO)
+    for rate in [1e6, 2.5e6, 4e6, 9.999e6, 1234567.0, 333.3e3, 7777777.0]:
+        kbps = elephant_meter(1, rate, ISO).rate
+        back = core._rate_of_meter(kbps)
+        assert elephant_meter(1, back, ISO).rate == kbps, rate
+        if rate % 1000 == 0:
+            assert back == rate

@@ -82,7 +82,8 @@ class CookieSpace:
 
 
 FREEWAY_ELEPHANT = CookieSpace(0xF5, "freeway-elephant", "eid << 16 | generation")
-FREEWAY_MICE = CookieSpace(0x3C, "freeway-mice", "index of the destination ToR")
+FREEWAY_MICE = CookieSpace(0x3C, "freeway-mice", "n_lol << 32 | index of the destination ToR (n_lol: at a source "
+                                                  "ToR, the pair's low-latency path count)")
 HEDERA = CookieSpace(0xD5, "hedera", "kind << 48 | flow id (kind 1: edge counter, 2: placed)")
 EFM = CookieSpace(0xE7, "efm", "kind << 48 | flow id << 8 | generation")
 DETECTED = CookieSpace(0xC1, "detected-mark", "kind << 48 | mark id (isolation: a detected elephant's mark)")

@@ -127,6 +127,8 @@ class HandshakeOutcome:
     ops: list[tuple[str, list]] = field(default_factory=list)
     verdict: str = ""  # ack | nack: reason | dropped: reason
     elephant: Elephant | None = None
+    replaced: list[tuple[str, list]] = field(default_factory=list)  # removes elephants this one replaced: send
+    # after the install is confirmed (or rolled back): entries with the same match were overwritten
 
 
 class FreewayCore:
@@ -367,9 +369,11 @@ class FreewayCore:
             el = self.elephants[known.pop()]
             self.counters["handshake-repeat"] += 1
             return HandshakeOutcome(self._ack(el), verdict="ack (repeat)", elephant=el)
-        for s in msg.subflows:
-            if s in self.by_subflow:
-                self._release(self.by_subflow[s])
+        replaced = []  # an announce that shares a subflow with a placed elephant replaces it
+        for eid in dict.fromkeys(self.by_subflow[s] for s in msg.subflows if s in self.by_subflow):
+            old = self._release(eid)
+            replaced += self.release_ops(old)
+            self.counters["elephant-replaced"] += 1
         pair = (host.switch, dst.switch)
         n = len(msg.subflows)
         threshold = 0.1 * access_kbps * 1000
@@ -378,7 +382,9 @@ class FreewayCore:
             placements = place_subflows(self.hol_paths(pair), [want / n] * n, self.load_bps,
                                         self.capacity_bps, self.cfg.headroom)
         except NoRoom as e:
-            return nack(str(e))
+            out = nack(str(e))
+            out.replaced = replaced
+            return out
         if not msg.rate_kbps:  # "as fast as the path allows": share each path's free capacity
             share = Counter(p.path for p in placements)
             placements = [Placement(p.path, max(p.rate_bps, self._free(p.path) / share[p.path]), p.max_util)
@@ -391,7 +397,7 @@ class FreewayCore:
             self.by_subflow[s] = el.eid
         self.alloc.add(el.eid, placements)
         self.counters["handshake-ack"] += 1
-        return HandshakeOutcome(self._ack(el), self._install(el), "ack", el)
+        return HandshakeOutcome(self._ack(el), self._install(el), "ack", el, replaced)
 
     def adopt(self, now: float, flow, rate_bps: float) -> list[tuple[str, list]]:
         """An elephant that never announced itself (found by monitoring): Bin-Pack it onto a HOL path

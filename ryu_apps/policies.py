@@ -588,9 +588,10 @@ class FreewayPolicy(Policy):
         host = self.fabric.host_by_ip(ip_src)
 
         def answer(reply: bytes = out.reply) -> Reaction:
+            """The reply, after the entries and meters of the elephants this one replaced are gone."""
             self.counters["handshake-answered"] += 1
-            return Reaction([(switch, [UdpOut(port, hs.SERVICE_MAC, host.mac, hs.SERVICE_IP, host.ip,
-                                              hs.SERVICE_PORT, sport, reply)])])
+            return Reaction(out.replaced + [(switch, [UdpOut(port, hs.SERVICE_MAC, host.mac, hs.SERVICE_IP, host.ip,
+                                                             hs.SERVICE_PORT, sport, reply)])])
 
         if not out.ops:
             return answer()

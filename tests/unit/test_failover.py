@@ -344,3 +344,44 @@ def test_an_allocation_read_back_from_its_meter_gives_the_same_meter_and_whole_a
         assert elephant_meter(1, back, ISO).rate == kbps, rate
         if rate % 1000 == 0:
             assert back == rate
+
+
+def test_meters_and_entries_do_not_leak_over_re_announces_and_rollbacks():
+    """Issue 13 item 5: 100 cycles of announce, re-announce with an overlapping subflow (the old
+    elephant is replaced) and an announce whose install a switch refuses (rolled back): the switches
+    end up holding the meters and elephant entries of the live elephants only."""
+    from monitoring.sflow import FiveTuple
+    from ryu_apps import handshake as hs
+    from ryu_apps.simtable import frame, packet
+    from ryu_apps.txn import Failure, rollback_of
+
+    fabric = fattree(4)
+    pol = policy("freeway", fabric, ISO)
+    sim = SimFabric(fabric, pol)
+    src, dst = fabric.hosts_on("e0_0")[0], fabric.hosts_on("e3_1")[0]
+
+    def announce(sports, rate_kbps, refuse=False):
+        subs = tuple(FiveTuple(src.ip, dst.ip, 6, p, 5001) for p in sports)
+        ann = hs.encode(hs.Announce(sports[0], 1_000_000, rate_kbps, subs))
+        svc = FiveTuple(src.ip, hs.SERVICE_IP, 17, sports[0], hs.SERVICE_PORT)
+        if not refuse:
+            sim.send(src.name, svc, payload=ann)
+            return
+        r = pol.on_packet(sim.now, src.switch, src.port, frame(packet(svc), src.mac, hs.SERVICE_MAC, ann))
+        sim.apply(r.ops)
+        for t in r.txns:  # the switch refuses: what was installed is rolled back
+            sim.apply(t.install)
+            sim.apply(rollback_of(t.install))
+            sim.react(t.failed(Failure("refused", src.switch)) if t.failed else None)
+
+    for i in range(100):
+        base = 20000 + 10 * i
+        announce([base], 1000)
+        announce([base, base + 1], 2000)  # overlaps: replaces the first
+        announce([base + 2], 1000, refuse=True)
+    live_meters = {pol.core.meter_of(el).meter_id for el in pol.core.elephants.values()}
+    held_meters = {m for s in sim.switches.values() for m in s.meters if m >= pipeline.ELEPHANT_METERS.first}
+    assert held_meters == live_meters, (len(held_meters), len(live_meters))
+    live = {el.cookie for el in pol.core.elephants.values()}
+    held = {f.cookie for s in sim.switches.values() for f in s.flows() if f.priority == pipeline.prio("elephant")}
+    assert held == live, (len(held), len(live))

@@ -17,8 +17,10 @@ for leaf pairs of a leaf-spine:
   (below ``lol_low``) removes one.
 - A link that turns LOL (counter 0 -> 1) is reported so that the elephants on
   it are moved. A link that falls to 0 does not become HOL at once: mice stop
-  being sent on it immediately, but it stays closed to elephants until it has
-  drained (the drain rule, see ``DRAIN``), so the mice already on it finish.
+  being sent on it immediately (the mice groups re-hash every mouse, even one
+  mid-transfer, onto the remaining hops), but it stays closed to elephants
+  until it has drained (the drain rule, see ``DRAIN``), so the mice packets
+  already queued on it leave before an elephant arrives.
 
 Intra-pod pairs follow from the inter-pod partition: their low-latency paths
 are the aggregation paths whose two links are LOL.
@@ -44,7 +46,8 @@ from topology.settings import SettingError, setting, validate
 Link = tuple[str, str]
 Pair = tuple[str, str]
 
-DRAIN = ("a link whose counter falls to 0 is 'draining': mice are no longer forwarded on it, and it becomes "
+DRAIN = ("a link whose counter falls to 0 is 'draining': no mouse is forwarded on it any more (the groups move them "
+         "all at once), and it becomes "
          "HOL (open to elephants) once at least drain_min_s has passed and its measured load is below drain_load, "
          "or after drain_max_s whatever the load")
 

@@ -5,9 +5,11 @@ import pytest
 
 from ryu_apps import forwarding, pipeline, reconcile
 from ryu_apps.intents import DeleteFlow, DeleteFlows, Flow, Group, GroupModify, Meter, MeterModify, match
+from ryu_apps.partition import StepResult
 from ryu_apps.simtable import SimFabric
 from topology.fabric import fattree, leafspine
 from topology.liveness import Liveness
+from topology.paths import path_links
 
 from .test_simtable import ISO, MODES, _announce, mice_flows, policy, unreachable
 
@@ -385,3 +387,26 @@ def test_meters_and_entries_do_not_leak_over_re_announces_and_rollbacks():
     live = {el.cookie for el in pol.core.elephants.values()}
     held = {f.cookie for s in sim.switches.values() for f in s.flows() if f.priority == pipeline.prio("elephant")}
     assert held == live, (len(held), len(live))
+
+
+def test_a_draining_link_carries_no_mouse_at_once_it_only_stays_closed_to_elephants():
+    """Issue 13 item 6: the select-group change moves every mouse off a link whose counter fell to 0 at
+    once (a mouse is not pinned to its link); draining only keeps elephants off it for a while."""
+    from monitoring.sflow import FiveTuple
+
+    fabric = fattree(6)
+    pol = policy("freeway", fabric, None)
+    sim = SimFabric(fabric, pol)
+    part, pair = pol.core.partition, ("e0_0", "e3_1")
+    part.add_path(pair)
+    sim.apply(list(pol.core.mice_updates().items()))
+    src, dst = fabric.hosts_on("e0_0")[0], fabric.hosts_on("e3_1")[0]
+    mice = [FiveTuple(src.ip, dst.ip, 6, 30000 + i, 80) for i in range(200)]
+    new_links = set(path_links(part.live_paths(pair)[part.n_min]))
+    assert any(set(sim.send(src.name, m).links()) & new_links for m in mice)  # the added path carries mice
+    res = StepResult()
+    part.remove_path(pair, 10.0, res)
+    sim.apply(list(pol.core.mice_updates().items()))
+    draining = {ln for ln in res.began_draining if ln in part.draining}
+    assert draining and all(part.is_lol(ln) and not part.is_hol(ln) for ln in draining)
+    assert not any(set(sim.send(src.name, m).links()) & draining for m in mice)

@@ -3,10 +3,27 @@
 Defines a flow (``PUT /flow/NAME/json``) keyed by the TCP 4-tuple with bytes as
 the value and an elephant threshold (``PUT /threshold/NAME/json``), then polls
 ``GET /activeflows/ALL/NAME/json`` (value in bytes/s, dataSource = ifIndex) and
-``GET /table/ALL/ifoututilization/json`` (percent per interface). The rates go
-into the same estimator as the built-in collector's samples, so the apps get
-the same events. Server errors (down, 4xx/5xx, bad JSON) are logged and
+the interfaces' output rate (``ifoutoctets``, bytes/s), which is divided by the
+link's capacity from the fabric description: sFlow-RT's own
+``ifoututilization`` divides by the ifSpeed the agent reports, and Open
+vSwitch reports 10 Gbit/s for a veth (a saturated 10 Mbit/s link read as
+0.1%). The rates go into the same estimator as the built-in collector's
+samples, so the apps get the same events.
+
+Two API generations answer metrics differently: later sFlow-RT versions have
+``GET /table/ALL/ifoutoctets/json`` (rows of entries); 1.60 answers it with
+404 and has ``GET /dump/ALL/ifoutoctets/json`` (one flat list of entries with
+``agent``, ``dataSource``, ``metricName``, ``metricValue``). The backend tries
+the table first and, on a 404, uses the dump from then on.
+
+Flows and utilisation are requested independently: one failing does not
+throw the other's answer away, and only a 404 on the flows means the flow
+definition is missing. Server errors (down, 4xx/5xx, bad JSON) are logged and
 retried on the next poll, never fatal.
+
+``fetch`` does only HTTP (the monitor runs it in an OS thread); ``apply`` feeds
+the answers to the estimator (in the monitor's own green thread, the only one
+that touches the estimator).
 """
 
 from __future__ import annotations
@@ -23,6 +40,8 @@ from .sflow import FiveTuple
 LOG = logging.getLogger("freeway.sflowrt")
 FLOW_NAME = "freeway"
 KEYS = "ipsource,ipdestination,tcpsourceport,tcpdestinationport"
+TABLE = "/table/ALL/ifoutoctets/json"  # later versions: rows of entries
+DUMP = "/dump/ALL/ifoutoctets/json"  # 1.60: one flat list of entries
 
 
 class SFlowRTError(RuntimeError):
@@ -35,6 +54,7 @@ class SFlowRT:
         self.estimator = estimator
         self.timeout = timeout
         self.defined = False
+        self.util_path: str | None = None  # TABLE or DUMP once the server has shown which it has
         self.stats = {"polls": 0, "errors": 0, "bad_entries": 0}
         self.last_error = ""
 
@@ -65,23 +85,54 @@ class SFlowRT:
         self.defined = True
 
     def poll(self, now: float) -> list[LinkLoad]:
-        """One round: (re)define if needed, read flows and utilisation. Errors are logged, not raised."""
+        """One round in the calling thread: ``apply(now, fetch())``."""
+        return self.apply(now, self.fetch())
+
+    def fetch(self) -> tuple[object, object]:
+        """One round of HTTP: (re)define if needed, then the flows and the utilisation, each None when
+        its request failed. Errors are logged (once each until they change) and counted, not raised."""
         self.stats["polls"] += 1
+        errors = []
+        flows = util = None
         try:
             if not self.defined:
                 self.define()
             flows = self._request("GET", f"/activeflows/ALL/{FLOW_NAME}/json")
-            util = self._request("GET", "/table/ALL/ifoututilization/json")
         except SFlowRTError as e:
-            self.stats["errors"] += 1
-            if str(e) != self.last_error:
-                LOG.warning("sFlow-RT at %s: %s (will retry)", self.url, e)
-            self.last_error = str(e)
-            self.defined = self.defined and "HTTP 404" not in str(e)
-            return []
-        self.last_error = ""
-        self._flows(now, flows)
-        return self._utilisation(now, util)
+            errors.append(str(e))
+            self.defined = self.defined and "HTTP 404" not in str(e)  # 404 on the flows: definition gone
+        try:
+            util = self._utilisation_request()
+        except SFlowRTError as e:
+            errors.append(str(e))
+        self.stats["errors"] += len(errors)
+        err = "; ".join(errors)
+        if err and err != self.last_error:
+            LOG.warning("sFlow-RT at %s: %s (will retry)", self.url, err)
+        self.last_error = err
+        return flows, util
+
+    def _utilisation_request(self):
+        if self.util_path is None or self.util_path == TABLE:
+            try:
+                answer = self._request("GET", TABLE)
+                if self.util_path is None:
+                    LOG.info("sFlow-RT at %s: utilisation from %s", self.url, TABLE)
+                self.util_path = TABLE
+                return answer
+            except SFlowRTError as e:
+                if "HTTP 404" not in str(e) or self.util_path == TABLE:
+                    raise
+                self.util_path = DUMP  # sFlow-RT 1.60: no table API
+                LOG.info("sFlow-RT at %s: no %s (HTTP 404): utilisation from %s", self.url, TABLE, DUMP)
+        return self._request("GET", DUMP)
+
+    def apply(self, now: float, fetched: tuple[object, object]) -> list[LinkLoad]:
+        """Feed one round's answers to the estimator; returns the link loads."""
+        flows, util = fetched
+        if flows is not None:
+            self._flows(now, flows)
+        return self._utilisation(now, util) if util is not None else []
 
     def _flows(self, now: float, entries) -> None:
         rates: dict[FiveTuple, list[float]] = {}
@@ -103,7 +154,7 @@ class SFlowRT:
             if isinstance(entries, list) else []
         for e in flat:
             try:
-                ifindex, pct = int(e["dataSource"]), float(e["metricValue"])
+                ifindex, bytes_s = int(e["dataSource"]), float(e["metricValue"])
             except (KeyError, ValueError, TypeError):
                 self.stats["bad_entries"] += 1
                 continue
@@ -112,5 +163,5 @@ class SFlowRT:
             if peer is None:
                 continue
             link = (where[0], peer[0])
-            events.append(self.estimator.observe_link(now, link, pct / 100 * self.estimator.fabric.capacity_bps(link)))
+            events.append(self.estimator.observe_link(now, link, bytes_s * 8))
         return events

@@ -80,6 +80,8 @@ class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") el
         self._portmap_at = -1e9
         self._unmapped_seen = 0
         self._snapshot_sources = []  # callables returning dicts merged into each snapshot (other apps' state)
+        self._next_poll = self._next_snapshot = 0.0
+        self.loop_errors = 0
 
     def start(self):
         super().start()
@@ -104,21 +106,27 @@ class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") el
                 self.publish(ev)
 
     def _periodic(self):
-        next_snapshot = time.monotonic()
-        next_poll = time.monotonic()
         while self.is_active:
-            now = time.monotonic()
+            self.step(time.monotonic())
+            hub.sleep(TICK_S)
+
+    def step(self, now: float) -> None:
+        """One round of the periodic loop; a failure is logged and counted, and the loop goes on."""
+        try:
             self._refresh_portmap(now)
-            if self.sflowrt is not None and now >= next_poll:
-                next_poll = now + 1.0
-                for ev in run_blocking(self.sflowrt.poll, now):
+            if self.sflowrt is not None and now >= self._next_poll:
+                self._next_poll = now + 1.0
+                fetched = run_blocking(self.sflowrt.fetch)  # HTTP in an OS thread; the estimator stays here
+                for ev in self.sflowrt.apply(time.monotonic(), fetched):
                     self.publish(ev)
             for ev in self.estimator.tick(now):
                 self.publish(ev)
-            if now >= next_snapshot:
-                next_snapshot = now + SNAPSHOT_S
+            if now >= self._next_snapshot:
+                self._next_snapshot = now + SNAPSHOT_S
                 self._snapshot(now)
-            hub.sleep(TICK_S)
+        except Exception:  # a bug here must not stop monitoring silently
+            self.loop_errors += 1
+            LOG.exception("monitoring loop failed (%d so far); it goes on", self.loop_errors)
 
     def _refresh_portmap(self, now: float) -> None:
         unmapped = self.estimator.stats["unmapped_ifindex"]
@@ -152,7 +160,7 @@ class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") el
         if self.events_out is None:
             return
         util = {f"{a}>{b}": round(u, 4) for (a, b), u in sorted(self.estimator.link_util.items())}
-        stats = {**self.collector.stats, **self.estimator.stats}
+        stats = {**self.collector.stats, **self.estimator.stats, "monitor_loop_errors": self.loop_errors}
         if self.sflowrt is not None:
             stats.update({f"sflowrt_{k}": v for k, v in self.sflowrt.stats.items()})
         snap = {"type": "links", "time": now, "wall": time.time(), "utilisation": util, "stats": stats,

@@ -176,7 +176,7 @@ class Policy:
             if ops:
                 out.ops.append((sw, ops))
         self.counters["link-changes"] += 1
-        out.events.append({"type": "links", "dead": sorted("%s>%s" % ln for ln in dead)})
+        out.events.append({"type": "liveness", "dead": sorted("%s>%s" % ln for ln in dead)})
         out += self.after_links(now, went_down)
         return out
 

@@ -1,7 +1,11 @@
 """A stand-in for sFlow-RT's REST API (sFlow-RT itself cannot be installed here).
 
-Answers with JSON of the shapes a real sFlow-RT 1.60 gave against this Open
-vSwitch (see DESIGN.md), and can be told to fail: ``mode`` = ok | 500 | badjson.
+Answers with JSON of the shapes a real sFlow-RT gave against this Open vSwitch
+(see DESIGN.md), as either API generation: ``version`` = "1.60" answers the
+utilisation table with 404 and has ``/dump/ALL/ifoutoctets/json`` (a flat
+list), "3" has ``/table/ALL/ifoutoctets/json`` (rows of entries). It can
+be told to fail: ``mode`` = ok | 500 | badjson, or only the utilisation
+request: ``util_mode`` = ok | 500.
 """
 
 import json
@@ -12,8 +16,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class StandIn:
     def __init__(self):
         self.mode = "ok"
+        self.util_mode = "ok"
+        self.version = "1.60"
         self.flows = []  # activeflows entries
-        self.util = []  # table rows
+        self.util = []  # utilisation entries (served flat by /dump, one per row by /table)
+        self.gets = []  # paths asked for
         self.puts = {}
         outer = self
 
@@ -36,13 +43,20 @@ class StandIn:
                 self.end_headers()
 
             def do_GET(self):
+                outer.gets.append(self.path)
                 if outer.mode == "500":
                     return self._send(500, {"error": "boom"})
                 if outer.mode == "badjson":
                     return self._send(200, b"{not json")
                 if self.path.startswith("/activeflows/ALL/"):
                     return self._send(200, outer.flows)
-                if self.path.startswith("/table/ALL/"):
+                util = self.path.startswith("/table/ALL/") and outer.version != "1.60" or \
+                    self.path.startswith("/dump/ALL/")
+                if util and outer.util_mode == "500":
+                    return self._send(500, {"error": "boom"})
+                if util and self.path.startswith("/table/"):
+                    return self._send(200, [[u] for u in outer.util])
+                if util:
                     return self._send(200, outer.util)
                 self._send(404, {})
 

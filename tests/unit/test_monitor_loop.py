@@ -1,0 +1,25 @@
+"""The monitoring app's periodic loop: a failing round is logged and counted, and the next one runs
+(issue 13 item 8; the Freeway period loop was already guarded)."""
+
+from ryu_apps import config
+from ryu_apps.monitor_app import FreewayMonitor
+from topology.fabric import fattree
+
+
+def test_a_failing_monitoring_round_is_logged_and_the_loop_goes_on(tmp_path, caplog, monkeypatch):
+    fattree(4, 10).save(tmp_path / "f.json")
+    monkeypatch.setattr(config, "_active", config.Config(fabric=str(tmp_path / "f.json"), monitor="none"))
+    mon = FreewayMonitor()
+    calls = []
+
+    def tick(now):
+        calls.append(now)
+        if len(calls) == 1:
+            raise RuntimeError("a bug")
+        return []
+    mon.estimator.tick = tick
+    mon._refresh_portmap = lambda now: None  # no OVSDB here
+    mon.step(1.0)
+    mon.step(1.1)
+    assert calls == [1.0, 1.1] and mon.loop_errors == 1
+    assert any("monitoring loop failed" in r.message for r in caplog.records)

@@ -27,6 +27,7 @@ from .intents import (
     Group,
     GroupModify,
     Meter,
+    MeterModify,
     Output,
     ToController,
     ToGroup,
@@ -75,10 +76,12 @@ class Elephant:
     subflows: tuple[hs.Subflow, ...]
     placements: list[Placement]
     since: float
+    adopted: bool = False  # found by monitoring, never announced: its allocation follows its measured rate
+    moved_at: float = -1e9  # when it was last moved off a hot link
 
     @property
     def cookie(self) -> int:
-        return cookie_of(self.eid, self.gen)
+        return cookie_of(self.eid, self.gen | (ADOPTED_BIT if self.adopted else 0))
 
 
 
@@ -93,6 +96,8 @@ def _reweighted(held: Group, want: Group, step: int) -> bool:
     return any(abs(a.weight - b.weight) >= step for a, b in zip(held.buckets, want.buckets, strict=True))
 
 
+GROW_AT = 0.8  # an adopted elephant measured at this fraction of its allocation or more grows
+SHRINK_AT = 0.5  # ... below this fraction it shrinks
 RECOVER_S = 10.0  # after a restart, the longest the partition waits for the ToRs to be read back
 
 
@@ -108,6 +113,9 @@ MICE_COOKIE_MASK = pipeline.cookie(pipeline.FREEWAY_MICE, 0xFFFFFFFF) | (0xFF <<
 def mice_fields(cookie: int) -> tuple[int, int]:
     """(destination ToR index, low-latency path count) of a mice entry's cookie."""
     return cookie & 0xFFFFFFFF, (cookie >> 32) & 0xFFFF
+
+
+ADOPTED_BIT = 0x8000  # in an elephant cookie's generation field: adopted (so a restart reads it back as such)
 
 
 def cookie_of(eid: int, gen: int) -> int:
@@ -411,7 +419,7 @@ class FreewayCore:
                                    self.capacity_bps, float("inf"))
         except NoRoom:
             return []
-        el = Elephant(self._next_eid, 0, src, dst, 0, 0, rate_bps, (sub,), [pl], now)
+        el = Elephant(self._next_eid, 0, src, dst, 0, 0, rate_bps, (sub,), [pl], now, adopted=True)
         self._next_eid += 1
         self.elephants[el.eid] = el
         self.by_subflow[sub] = el.eid
@@ -479,13 +487,70 @@ class FreewayCore:
             placements = place_subflows(paths or live, [el.rate_bps / n] * n,
                                         self.load_bps, self.capacity_bps, float("inf"))
         old_cookie, old_paths = el.cookie, [pl.path for pl in el.placements]
-        el.gen += 1
+        el.gen = (el.gen + 1) & 0x7FFF
         el.placements = placements
         self.alloc.add(el.eid, placements)
         install = self._install(el, new_meter=False)
         after = [(sw, [DeleteFlows(old_cookie)]) for sw in sorted({sw for p in old_paths for sw in p})]
         self.counters["elephant-rerouted"] += 1
         return install, after
+
+    # ----- adopted elephants ------------------------------------------------------------
+    def follow_demand(self, now: float, rates) -> list[tuple[str, list]]:
+        """Adopted elephants' allocations follow their measured rate (``rates``: subflow -> bit/s, None
+        when not measured). One held near its allocation (at least ``GROW_AT`` of it: its meter or its
+        path limits it) grows by the room its path has, up to its access link; one sending less than
+        ``SHRINK_AT`` of it shrinks to its rate plus a quarter (never below the elephant threshold).
+        Bin-Pack, EFM and the partition see the new allocation; the meter follows (a modification)."""
+        ops: list[tuple[str, list]] = []
+        for el in list(self.elephants.values()):
+            rate = rates(el.subflows[0]) if el.adopted else None
+            if rate is None:
+                continue
+            access = self.capacity_bps((el.src.name, el.src.switch))
+            new = el.rate_bps
+            if rate >= GROW_AT * el.rate_bps:
+                room = min(self._free(pl.path) for pl in el.placements)
+                new = min(access, el.rate_bps + max(0.0, room))
+            elif rate < SHRINK_AT * el.rate_bps:
+                new = max(0.1 * access, 1.25 * rate)
+            if abs(new - el.rate_bps) < 0.05 * el.rate_bps:
+                continue  # within 5%: no meter churn
+            self.counters["adopted-grown" if new > el.rate_bps else "adopted-shrunk"] += 1
+            self.alloc.release(el.eid)
+            el.rate_bps = new
+            el.placements = [Placement(pl.path, new, pl.max_util) for pl in el.placements]
+            self.alloc.add(el.eid, el.placements)
+            meter = self.meter_of(el)
+            if meter is not None:
+                ops.append((el.src.switch, [MeterModify(meter)]))
+        return ops
+
+    def hot_adopted(self, now: float, util, threshold: float, hold_down_s: float):
+        """EFM for adopted elephants: on each link above ``threshold`` (measured), the biggest adopted
+        elephant not moved within ``hold_down_s`` goes to a HOL path on which every link it would join
+        stays at or under the threshold with it (EFM's rule), placed by Bin-Pack; an elephant that would
+        make any such path hot stays (moving it would only move the hot spot). Returns [(elephant,
+        install, after)]."""
+        moves = []
+        for link in sorted((ln for ln, u in util.items() if u > threshold), key=lambda ln: -util[ln]):
+            cands = sorted((self.elephants[e] for e in self.alloc.crossing(link) if e in self.elephants
+                            and self.elephants[e].adopted and now - self.elephants[e].moved_at >= hold_down_s),
+                           key=lambda el: -el.rate_bps)
+            for el in cands:
+                mine = {ln for pl in el.placements for ln in links(pl.path)}
+                too_hot = {ln for p in self.hol_paths((el.src.switch, el.dst.switch)) for ln in links(p)
+                           if ln not in mine and (self.load_bps(ln) + el.rate_bps) > threshold * self.capacity_bps(ln)}
+                avoid = {link} | too_hot
+                if not any(not set(links(p)) & avoid for p in self.hol_paths((el.src.switch, el.dst.switch))):
+                    continue
+                plan = self.reroute_plan(el, avoid)
+                if plan is not None:
+                    el.moved_at = now
+                    self.counters["adopted-moved-hot"] += 1
+                    moves.append((el, *plan))
+                    break
+        return moves
 
     def hol_paths(self, pair) -> list[Path]:
         """The HOL paths open to elephants now: live (the partition) and freshly measured (not stale)."""
@@ -559,7 +624,7 @@ class FreewayCore:
     def _rebuild(self, now: float, cookie: int, paths: dict) -> Elephant:
         subs = sorted((hs.Subflow(*ft) for ft in paths), key=str)
         src, dst = self.fabric.host_by_ip(subs[0].src), self.fabric.host_by_ip(subs[0].dst)
-        eid, gen = eid_of(cookie), cookie & 0xFFFF
+        eid, gen, adopted = eid_of(cookie), cookie & 0x7FFF, bool(cookie & ADOPTED_BIT)
         meter = self._held_meters.get((src.switch, pipeline.ELEPHANT_METERS.id(eid)))
         if meter is not None and self.iso is not None:
             rate = self._rate_of_meter(meter.rate)
@@ -567,7 +632,7 @@ class FreewayCore:
             rate = 0.1 * self.capacity_bps((src.name, src.switch)) * len(subs)
         placements = [Placement(paths[(s.src, s.dst, s.proto, s.sport, s.dport)], rate / len(subs), 0.0)
                       for s in subs]
-        el = Elephant(eid, gen, src, dst, 0, 0, rate, tuple(subs), placements, now)
+        el = Elephant(eid, gen, src, dst, 0, 0, rate, tuple(subs), placements, now, adopted)
         self.elephants[eid] = el
         for sub in el.subflows:
             self.by_subflow[sub] = eid

@@ -641,8 +641,27 @@ class FreewayPolicy(Policy):
         res, ops = self.core.period(now, view.active_pairs(self.core.cfg.active_s))
         self._log_partition(res)
         out.ops += ops
+        out += self._adopted(now, view)
         out += self.rerouter.round(now, view, self.core.placed_links,
                                    lambda f: not self.core.is_announced(f), self._elephant_paths)
+        return out
+
+    def _adopted(self, now: float, view: View) -> Reaction:
+        """Adopted elephants: allocations and meters follow their measured rate, and one on a link above
+        EFM's threshold moves to a high-throughput path with room for it (confirmed, make-before-break)."""
+        def rate(sub):
+            r = view.flows.get(FiveTuple(sub.src, sub.dst, sub.proto, sub.sport, sub.dport))
+            return r.rate_bps if r is not None and view.now - r.last_seen < 2.0 else None
+
+        out = Reaction(self.core.follow_demand(now, rate))
+        cfg = self.rerouter.efm.cfg
+        for el, install, after in self.core.hot_adopted(now, view.link_util(), cfg.threshold, cfg.hold_down_s):
+            LOG.info("adopted elephant %d moved off a link over %.0f%% to %s", el.eid, 100 * cfg.threshold,
+                     ", ".join(path_top(pl.path) for pl in el.placements))
+            out.txns.append(Txn(f"adopted elephant {el.eid} off a hot link", install,
+                                lambda after=after: Reaction(after)))
+            out.events.append({"type": "reroute", "elephant": el.eid, "reason": "hot link",
+                               "path": [list(pl.path) for pl in el.placements]})
         return out
 
     def snapshot(self) -> dict:

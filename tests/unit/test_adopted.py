@@ -1,0 +1,83 @@
+"""Adopted elephants (found by monitoring, never announced) in freeway mode (issue 13 items 1 and 3):
+their allocation and meter follow the measured rate, and one on a hot link is moved."""
+
+from monitoring.sflow import FiveTuple
+from ryu_apps.freeway_core import FreewayCore
+from ryu_apps.intents import DeleteFlows, MeterModify
+from ryu_apps.isolation import IsolationConfig, elephant_meter
+from topology.fabric import fattree
+from topology.paths import path_links
+
+ISO = IsolationConfig()
+F = fattree(4, 10)
+SRC, DST = F.hosts_on("e0_0")[0], F.hosts_on("e3_1")[0]
+FLOW = FiveTuple(SRC.ip, DST.ip, 6, 40001, 5201)
+
+
+def _adopted(rate=1.5e6):
+    core = FreewayCore(F, iso=ISO)
+    assert core.adopt(0.0, FLOW, rate)
+    return core, core.elephant_of(FLOW)
+
+
+def test_an_adopted_elephant_held_by_its_meter_grows_to_what_its_path_has_and_shrinks_when_it_sends_less():
+    core, el = _adopted()
+    link = path_links(el.placements[0].path)[1]
+    ops = core.follow_demand(1.0, lambda sub: 1.45e6)  # at its 1.5 Mbit/s allocation: the meter holds it
+    assert el.rate_bps == 10e6 and core.alloc.link[link] == 10e6  # the whole 10 Mbit/s path was free
+    assert ops == [(SRC.switch, [MeterModify(elephant_meter(el.eid, 10e6, ISO))])]
+    assert core.follow_demand(2.0, lambda sub: 9.0e6) == []  # using it: nothing changes
+    ops = core.follow_demand(3.0, lambda sub: 2.0e6)  # sends less: shrinks to its rate and a quarter
+    assert el.rate_bps == 2.5e6 and core.alloc.link[link] == 2.5e6 and ops
+    core.follow_demand(4.0, lambda sub: 0.1e6)
+    assert el.rate_bps == 1e6  # never below the elephant threshold (10% of its access link)
+    assert core.follow_demand(5.0, lambda sub: None) == []  # not measured: left alone
+
+
+def test_a_grown_allocation_is_what_bin_pack_sees():
+    core, el = _adopted()
+    other = FiveTuple(F.hosts_on("e0_0")[1].ip, DST.ip, 6, 40002, 5201)
+    core.follow_demand(1.0, lambda sub: 1.45e6)  # the first one grows to its whole path (e0_0's HOL uplink)
+    assert core.adopt(0.0, other, 4e6)
+    # on k=4 both HOL paths from e0_0 share that uplink: the second is placed seeing 10 + 4 Mbit/s on it
+    assert core.elephant_of(other).placements[0].max_util == 1.4
+
+
+def test_announced_elephants_keep_their_allocation():
+    core, el = _adopted()
+    el.adopted = False
+    assert core.follow_demand(1.0, lambda sub: 1.45e6) == [] and el.rate_bps == 1.5e6
+
+
+def test_an_adopted_elephant_on_a_hot_link_moves_to_a_high_throughput_path_with_room():
+    core, el = _adopted(3e6)
+    old_cookie, hot = el.cookie, path_links(el.placements[0].path)[1]
+    core.alloc.link[("c4", "a3_1")] = 5e6  # the other path would go over 70% with it (5 + 3 of 10)
+    assert core.hot_adopted(10.0, {hot: 0.85}, 0.7, 10.0) == []  # EFM's rule: it stays
+    del core.alloc.link[("c4", "a3_1")]
+    (moved, install, after), = core.hot_adopted(10.0, {hot: 0.85}, 0.7, 10.0)
+    assert moved is el and hot not in path_links(el.placements[0].path)
+    assert after and all(i == DeleteFlows(old_cookie) for _, ops in after for i in ops)
+    assert el.cookie != old_cookie and el.adopted
+    assert core.hot_adopted(12.0, {path_links(el.placements[0].path)[1]: 0.85}, 0.7, 10.0) == []  # held down
+    el.adopted = False  # an announced elephant keeps the path it was given
+    assert core.hot_adopted(30.0, {path_links(el.placements[0].path)[1]: 0.85}, 0.7, 10.0) == []
+
+
+def test_an_adopted_elephant_is_recovered_as_adopted_after_a_restart():
+    from ryu_apps.simtable import SimFabric
+    from tests.unit.test_simtable import policy
+
+    pol = policy("freeway", F, ISO)
+    sim = SimFabric(F, pol)
+    from monitoring.events import ElephantStart
+
+    sim.react(pol.on_elephant_start(1.0, ElephantStart(1.0, FLOW, 2e6, SRC.switch, SRC.port)))
+    el = pol.core.elephant_of(FLOW)
+    assert el is not None and el.adopted
+    fresh = policy("freeway", F, ISO)
+    for sw in F.switches:
+        s = sim.switches[sw]
+        fresh.recover(5.0, sw, s.flows(), list(s.meters.values()), list(s.groups.values()))
+    back = fresh.core.elephant_of(FLOW)
+    assert back.adopted and back.cookie == el.cookie and back.rate_bps == el.rate_bps

@@ -59,6 +59,9 @@ class FreewayConfig(PartitionConfig):
                               "sample", "s")
     mice_weight_step: int = setting(3, "rewrite a mice group when a bucket's weight (1..10) moved by this much "
                                     "(1: always)", min=1, max=10)
+    host_elephants: int = setting(8, "announced elephants one host may have placed at once (more: NACK)", min=1)
+    host_share: float = setting(1.0, "total allocation of one host's announced elephants, as a fraction of its "
+                                "link (more: NACK; a rate-less announce gets at most what is left)", positive=True)
 
     def partition_config(self) -> PartitionConfig:
         return PartitionConfig(**{f.name: getattr(self, f.name) for f in fields(PartitionConfig)})
@@ -386,6 +389,21 @@ class FreewayCore:
         n = len(msg.subflows)
         threshold = 0.1 * access_kbps * 1000
         want = msg.rate_kbps * 1000 if msg.rate_kbps else threshold * n
+        mine = [el for el in self.elephants.values() if el.src.name == host.name and not el.adopted]
+        budget = self.cfg.host_share * access_kbps * 1000 - sum(el.rate_bps for el in mine)
+        if len(mine) >= self.cfg.host_elephants:
+            self.counters["handshake-host-cap"] += 1
+            out = nack(f"host cap: {host.ip} already has {len(mine)} elephants placed (host_elephants="
+                       f"{self.cfg.host_elephants})")
+            out.replaced = replaced
+            return out
+        if want > budget + 1e-6:
+            self.counters["handshake-host-cap"] += 1
+            out = nack(f"host cap: {host.ip} has {max(0.0, budget) / 1e6:.2f} Mbit/s left of its "
+                       f"{self.cfg.host_share:g} x {access_kbps / 1000:.0f} Mbit/s (host_share), asked "
+                       f"{want / 1e6:.2f}")
+            out.replaced = replaced
+            return out
         try:
             placements = place_subflows(self.hol_paths(pair), [want / n] * n, self.load_bps,
                                         self.capacity_bps, self.cfg.headroom)
@@ -393,10 +411,10 @@ class FreewayCore:
             out = nack(str(e))
             out.replaced = replaced
             return out
-        if not msg.rate_kbps:  # "as fast as the path allows": share each path's free capacity
+        if not msg.rate_kbps:  # "as fast as the path allows": share each path's free capacity (within the host's)
             share = Counter(p.path for p in placements)
-            placements = [Placement(p.path, max(p.rate_bps, self._free(p.path) / share[p.path]), p.max_util)
-                          for p in placements]
+            placements = [Placement(p.path, min(budget / n, max(p.rate_bps, self._free(p.path) / share[p.path])),
+                                    p.max_util) for p in placements]
         el = Elephant(self._next_eid, 0, host, dst, msg.nonce, msg.size, sum(p.rate_bps for p in placements),
                       msg.subflows, placements, now)
         self._next_eid += 1

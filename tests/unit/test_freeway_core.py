@@ -200,3 +200,22 @@ def test_mice_groups_follow_big_load_changes_not_jitter():
     assert mods(0.72) == []  # 3 against 2
     with pytest.raises(FreewayConfigError, match="mice_weight_step"):
         FreewayConfig(mice_weight_step=0)
+
+
+def test_one_host_cannot_hold_more_than_its_caps():
+    """Issue 13 item 12: a host's concurrent announced elephants and their total allocation are capped;
+    the NACK names the cap."""
+    core = FreewayCore(fattree(6, 10), FreewayConfig(host_elephants=3))
+    for i in range(3):
+        assert core.handshake(1.0, "e0_0", 1, SRC, _ann(1000, (40001 + i,), nonce=i)).verdict == "ack"
+    out = core.handshake(1.0, "e0_0", 1, SRC, _ann(1000, (40010,), nonce=10))
+    assert out.verdict.startswith("nack: host cap") and "host_elephants=3" in out.verdict
+    assert len(core.elephants) == 3
+    core = _core()  # the total: 10 Mbit/s link, host_share 1.0
+    assert core.handshake(1.0, "e0_0", 1, SRC, _ann(6000, (40001,), nonce=1)).verdict == "ack"
+    out = core.handshake(1.0, "e0_0", 1, SRC, _ann(5000, (40002,), nonce=2))
+    assert "host_share" in out.verdict and "4.00 Mbit/s left" in out.verdict
+    out = core.handshake(1.0, "e0_0", 1, SRC, _ann(0, (40003,), nonce=3))  # rate-less: what is left
+    assert out.verdict == "ack" and out.elephant.rate_bps == pytest.approx(4e6)
+    other = "10.0.0.3"  # the neighbour under the same ToR is not affected by this host's cap
+    assert core.handshake(1.0, "e0_0", 2, other, _ann(1000, (40004,), nonce=4, src=other)).verdict == "ack"

@@ -159,6 +159,8 @@ class FreewayCore:
         self._recovery_open = False
         self._tors_read: set[str] = set()
         self._held_mice: dict[str, list[Flow]] = {}  # mice entries each switch held when it was read back
+        self.moves: list = []  # elephant moves off links that turned LOL, not yet handed out
+        self.moving = 0  # of those, how many are not confirmed or rolled back yet
         self._held_meters: dict[tuple[str, int], Meter] = {}
         self.installed_groups: dict[tuple[str, int], Group] = {}  # what each switch holds
         self.mice_flows: dict[tuple[str, str], int] = {}  # (switch, destination ToR) -> its mice entries' cookie
@@ -481,11 +483,6 @@ class FreewayCore:
             out.setdefault(sw, []).extend(intents)
         return out
 
-    def reroute(self, el: Elephant, avoid: set[Link]) -> list[tuple[str, list]]:
-        """Move an elephant onto HOL paths (make-before-break: new entries egress first, then the old ones go)."""
-        plan = self.reroute_plan(el, avoid, overbook_lol=True)
-        return plan[0] + plan[1] if plan is not None else []
-
     def reroute_plan(self, el: Elephant, avoid: set[Link], overbook_lol: bool = False):
         """(install, after) to move an elephant off ``avoid`` onto HOL paths, overbooked when none has
         room (onto any live path if ``overbook_lol``); None when there is nowhere to go (the caller
@@ -688,6 +685,8 @@ class FreewayCore:
         """Partition step, then: elephants off links that turned LOL, and mice groups brought up to date."""
         if self.recovering(now):  # the partition is still being read back from the ToRs: change nothing
             return StepResult(), []
+        if self.moving:  # elephants are still leaving links that turned LOL: the mice wait for them
+            return StepResult(), []
         res = self.partition.step(now, active_pairs, lambda ln: self.link_util.get(ln, 0.0))
         ops: list[tuple[str, list]] = []
         moved = set()
@@ -695,10 +694,26 @@ class FreewayCore:
             for eid in self.alloc.crossing(ln):
                 if eid not in moved and eid in self.elephants:
                     moved.add(eid)
-                    ops += self.reroute(self.elephants[eid], set())
+                    plan = self.reroute_plan(self.elephants[eid], set(), overbook_lol=True)
+                    if plan is not None:
+                        self.moves.append((self.elephants[eid], *plan))
+        if self.moves:  # the mice groups change once every move is confirmed (``move_finished``)
+            self.moving = len(self.moves)
+            return res, ops
         for sw, intents in self.mice_updates().items():
             ops.append((sw, intents))
         return res, ops
+
+    def take_moves(self) -> list:
+        """Elephant moves off links that turned LOL, to install as confirmed transactions: [(elephant,
+        install, after)]. Each must be reported with ``move_finished`` (confirmed or rolled back)."""
+        moves, self.moves = self.moves, []
+        return moves
+
+    def move_finished(self) -> list[tuple[str, list]]:
+        """One move is confirmed or rolled back; after the last, the mice groups follow the partition."""
+        self.moving = max(0, self.moving - 1)
+        return [] if self.moving else list(self.mice_updates().items())
 
 
 def active_pairs(fabric: Fabric, flows) -> set[tuple[str, str]]:

@@ -641,6 +641,16 @@ class FreewayPolicy(Policy):
         res, ops = self.core.period(now, view.active_pairs(self.core.cfg.active_s))
         self._log_partition(res)
         out.ops += ops
+        for el, install, after in self.core.take_moves():  # off links that turned LOL, then the mice follow
+            LOG.info("elephant %d leaves links that turned low-latency: to %s", el.eid,
+                     ", ".join(path_top(pl.path) for pl in el.placements))
+
+            def done(after=after) -> Reaction:
+                return Reaction(after + self.core.move_finished())
+
+            def failed(_f) -> Reaction:
+                return Reaction(self.core.move_finished())
+            out.txns.append(Txn(f"elephant {el.eid} off new low-latency links", install, done, failed))
         out += self._adopted(now, view)
         out += self.rerouter.round(now, view, self.core.placed_links,
                                    lambda f: not self.core.is_announced(f), self._elephant_paths)

@@ -10,9 +10,11 @@ from ryu_apps.freeway_core import (
     FreewayConfigError,
     FreewayCore,
     active_pairs,
+    cookie_of,
     eid_of,
 )
 from ryu_apps.intents import SEND_FLOW_REM, DeleteFlows, Flow, GroupModify, Meter, Output
+from ryu_apps.partition import StepResult
 from ryu_apps.pipeline import MICE_GROUPS
 from topology.fabric import fattree
 
@@ -119,13 +121,16 @@ def test_new_lol_links_push_elephants_to_other_hol_paths_make_before_break():
     core.link_util = hot
     res, ops = core.period(2.0, active_pairs(core.fabric, [(SRC, DST)]))
     assert res.added == [("e0_0", "e5_2")] and ("a0_1", "c4") in res.became_lol
+    assert ops == []  # issue 13 item 4: no mice group changes while the elephant is still on the link
+    (moved, install, after), = core.take_moves()  # a confirmed transaction: install, barriers, then after
     new = el.placements[0].path
-    assert new[1] == "a0_2" and el.gen == 1
-    kinds = [(sw, type(i[0]).__name__) for sw, i in ops if isinstance(i[0], (Flow, DeleteFlows))]
-    first_delete = next(i for i, (_, k) in enumerate(kinds) if k == "DeleteFlows")
-    assert all(k == "Flow" for _, k in kinds[:first_delete])  # all new entries before any old one goes
-    assert kinds[first_delete - 1][0] == "e0_0"  # ingress last among the new entries
-    # the mice groups of e0_0 now include the new LOL uplink toward e5_2
+    assert moved is el and new[1] == "a0_2" and el.gen == 1
+    assert all(isinstance(i, Flow) for _, intents in install for i in intents)  # new entries only ...
+    assert [sw for sw, _ in install][-1] == "e0_0"  # ... ingress last
+    assert after and all(i == DeleteFlows(cookie_of(el.eid, 0)) for _, intents in after for i in intents)
+    assert core.period(3.0, active_pairs(core.fabric, [(SRC, DST)])) == (StepResult(), [])  # still moving
+    # confirmed: now the mice groups of e0_0 include the new LOL uplink toward e5_2
+    ops = core.move_finished()
     mods = [i for sw, intents in ops if sw == "e0_0" for i in intents if isinstance(i, GroupModify)]
     assert any(len(m.group.buckets) == 2 for m in mods)
 

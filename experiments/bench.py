@@ -161,7 +161,8 @@ def handshake_latency(rates: list[int], seconds: float, out: Path, punt_pps: int
     senders = [("h0_0_0", "10.3.1.3"), ("h1_0_0", "10.2.1.3"), ("h2_0_0", "10.1.1.3"), ("h3_0_0", "10.0.1.3")]
     rows = []
     with ControllerProcess(out / "handshake-fabric.json", mode="freeway", log_file=out / "handshake-controller.log",
-                           extra=["--freeway-set", f"punt_pps={punt_pps}", "--freeway-set", "elephant_idle_s=2"]) as ctl, \
+                           extra=["--freeway-set", f"punt_pps={punt_pps}", "--freeway-set", "elephant_idle_s=2",
+                                  "--freeway-set", "host_elephants=1000000"]) as ctl, \
             FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target)) as fn:
         fn.wait_reachable(60)
         for k, rate in enumerate(rates):

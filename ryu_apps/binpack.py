@@ -44,7 +44,7 @@ def bin_pack(paths: list[Path], rate_bps: float, load_bps: Callable[[Link], floa
         util = max((load_bps(ln) + rate_bps) / capacity_bps(ln) for ln in lk)
         if best is None or util < best.max_util - 1e-12:
             best = Placement(p, rate_bps, util)
-    if best.max_util > headroom:
+    if best.max_util > headroom + 1e-9:  # (a path filled exactly fits, whatever the float rounding)
         free = min(capacity_bps(ln) * headroom - load_bps(ln) for ln in links(best.path))
         raise NoRoom(f"no high-throughput path has {rate_bps / 1e6:.2f} Mbit/s free "
                      f"(best: {max(0.0, free) / 1e6:.2f} Mbit/s via {best.path[len(best.path) // 2]})")

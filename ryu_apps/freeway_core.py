@@ -33,6 +33,7 @@ from .intents import (
     ToGroup,
     match,
 )
+from .maxmin import max_min
 from .partition import Partition, PartitionConfig, StepResult
 
 PRIO_MICE = pipeline.prio("mice")  # above ECMP, below downward prefixes
@@ -80,11 +81,13 @@ class Elephant:
     placements: list[Placement]
     since: float
     adopted: bool = False  # found by monitoring, never announced: its allocation follows its measured rate
+    rateless: bool = False  # announced without a rate: a max-min fair share of what explicit rates leave
     moved_at: float = -1e9  # when it was last moved off a hot link
 
     @property
     def cookie(self) -> int:
-        return cookie_of(self.eid, self.gen | (ADOPTED_BIT if self.adopted else 0))
+        return cookie_of(self.eid, self.gen | (ADOPTED_BIT if self.adopted else 0)
+                         | (RATELESS_BIT if self.rateless else 0))
 
 
 
@@ -119,6 +122,8 @@ def mice_fields(cookie: int) -> tuple[int, int]:
 
 
 ADOPTED_BIT = 0x8000  # in an elephant cookie's generation field: adopted (so a restart reads it back as such)
+RATELESS_BIT = 0x4000  # ... announced without a rate
+GEN_MASK = 0x3FFF
 
 
 def cookie_of(eid: int, gen: int) -> int:
@@ -167,6 +172,7 @@ class FreewayCore:
         self.counters: Counter[str] = Counter()
         self._next_eid = 1
         self._tor_index = {t: i for i, t in enumerate(fabric.tors())}
+        self._hosts = {h.name: h for h in fabric.hosts}
         self._tor_match = tor_prefixes(fabric)
 
     # ----- loads ----------------------------------------------------------------
@@ -392,7 +398,8 @@ class FreewayCore:
         threshold = 0.1 * access_kbps * 1000
         want = msg.rate_kbps * 1000 if msg.rate_kbps else threshold * n
         mine = [el for el in self.elephants.values() if el.src.name == host.name and not el.adopted]
-        budget = self.cfg.host_share * access_kbps * 1000 - sum(el.rate_bps for el in mine)
+        budget = self.cfg.host_share * access_kbps * 1000 - sum(  # rate-less ones count at their floor
+            self._min_rate(el) * len(el.subflows) if el.rateless else el.rate_bps for el in mine)
         if len(mine) >= self.cfg.host_elephants:
             self.counters["handshake-host-cap"] += 1
             out = nack(f"host cap: {host.ip} already has {len(mine)} elephants placed (host_elephants="
@@ -406,26 +413,80 @@ class FreewayCore:
                        f"{want / 1e6:.2f}")
             out.replaced = replaced
             return out
+        comp = self._compressible()  # rate-less elephants give up what they hold above their minimum
         try:
-            placements = place_subflows(self.hol_paths(pair), [want / n] * n, self.load_bps,
-                                        self.capacity_bps, self.cfg.headroom)
+            placements = place_subflows(self.hol_paths(pair), [want / n] * n,
+                                        lambda ln: max(0.0, self.load_bps(ln) - comp[ln]), self.capacity_bps,
+                                        self.cfg.headroom)
         except NoRoom as e:
             out = nack(str(e))
             out.replaced = replaced
             return out
-        if not msg.rate_kbps:  # "as fast as the path allows": share each path's free capacity (within the host's)
-            share = Counter(p.path for p in placements)
-            placements = [Placement(p.path, min(budget / n, max(p.rate_bps, self._free(p.path) / share[p.path])),
-                                    p.max_util) for p in placements]
         el = Elephant(self._next_eid, 0, host, dst, msg.nonce, msg.size, sum(p.rate_bps for p in placements),
-                      msg.subflows, placements, now)
+                      msg.subflows, placements, now, rateless=not msg.rate_kbps)
         self._next_eid += 1
         self.elephants[el.eid] = el
         for s in msg.subflows:
             self.by_subflow[s] = el.eid
         self.alloc.add(el.eid, placements)
+        replaced += self.reshare(skip=el.eid)  # the rate-less ones (this one too) share what is left
         self.counters["handshake-ack"] += 1
         return HandshakeOutcome(self._ack(el), self._install(el), "ack", el, replaced)
+
+    # ----- rate-less elephants: max-min fair shares ----------------------------------------
+    def _min_rate(self, el: Elephant) -> float:
+        """A rate-less subflow's floor: the elephant threshold, 10% of its host's link."""
+        return 0.1 * self.capacity_bps((el.src.name, el.src.switch))
+
+    def _compressible(self) -> Counter:
+        """Per link, what rate-less elephants hold above their floor (an announce may take it)."""
+        out: Counter = Counter()
+        for el in self.elephants.values():
+            if el.rateless:
+                for pl in el.placements:
+                    for ln in links(pl.path):
+                        out[ln] += max(0.0, pl.rate_bps - self._min_rate(el))
+        return out
+
+    def reshare(self, skip: int | None = None) -> list[tuple[str, list]]:
+        """Give every rate-less elephant's subflows their max-min fair share of what the elephants with
+        explicit rates (and adopted ones) leave on the links they cross, and of their host's budget
+        (``host_share`` of its link); never below the floor. Returns the meter modifications of the
+        elephants whose allocation changed by more than 5% (none for ``skip``: not installed yet)."""
+        rl = [el for el in self.elephants.values() if el.rateless]
+        if not rl:
+            return []
+        held: Counter = Counter()  # per link, what rate-less elephants hold now
+        for el in rl:
+            for pl in el.placements:
+                for ln in links(pl.path):
+                    held[ln] += pl.rate_bps
+        flows = {(el.eid, i): [*links(pl.path), ("host", el.src.name)]
+                 for el in rl for i, pl in enumerate(el.placements)}
+        room = {}
+        for ln in {ln for ls in flows.values() for ln in ls}:
+            if ln[0] == "host":
+                h = self._hosts[ln[1]]
+                explicit = sum(e.rate_bps for e in self.elephants.values()
+                               if e.src.name == h.name and not e.rateless and not e.adopted)
+                room[ln] = self.cfg.host_share * self.capacity_bps((h.name, h.switch)) - explicit
+            else:
+                room[ln] = self.capacity_bps(ln) * self.cfg.headroom - (self.alloc.link.get(ln, 0.0) - held[ln])
+        shares = max_min(flows, room)
+        ops: list[tuple[str, list]] = []
+        for el in rl:
+            new = [max(self._min_rate(el), shares[(el.eid, i)]) for i in range(len(el.placements))]
+            if abs(sum(new) - el.rate_bps) <= 0.05 * el.rate_bps and el.eid != skip:
+                continue
+            self.alloc.release(el.eid)
+            el.placements = [Placement(pl.path, r, pl.max_util) for pl, r in zip(el.placements, new, strict=True)]
+            el.rate_bps = sum(new)
+            self.alloc.add(el.eid, el.placements)
+            self.counters["rateless-reshared"] += 1
+            meter = self.meter_of(el)
+            if meter is not None and el.eid != skip:
+                ops.append((el.src.switch, [MeterModify(meter)]))
+        return ops
 
     def adopt(self, now: float, flow, rate_bps: float) -> list[tuple[str, list]]:
         """An elephant that never announced itself (found by monitoring): Bin-Pack it onto a HOL path
@@ -502,7 +563,7 @@ class FreewayCore:
             placements = place_subflows(paths or live, [el.rate_bps / n] * n,
                                         self.load_bps, self.capacity_bps, float("inf"))
         old_cookie, old_paths = el.cookie, [pl.path for pl in el.placements]
-        el.gen = (el.gen + 1) & 0x7FFF
+        el.gen = (el.gen + 1) & GEN_MASK
         el.placements = placements
         self.alloc.add(el.eid, placements)
         install = self._install(el, new_meter=False)
@@ -639,7 +700,7 @@ class FreewayCore:
     def _rebuild(self, now: float, cookie: int, paths: dict) -> Elephant:
         subs = sorted((hs.Subflow(*ft) for ft in paths), key=str)
         src, dst = self.fabric.host_by_ip(subs[0].src), self.fabric.host_by_ip(subs[0].dst)
-        eid, gen, adopted = eid_of(cookie), cookie & 0x7FFF, bool(cookie & ADOPTED_BIT)
+        eid, gen, adopted = eid_of(cookie), cookie & GEN_MASK, bool(cookie & ADOPTED_BIT)
         meter = self._held_meters.get((src.switch, pipeline.ELEPHANT_METERS.id(eid)))
         if meter is not None and self.iso is not None:
             rate = self._rate_of_meter(meter.rate)
@@ -647,7 +708,8 @@ class FreewayCore:
             rate = 0.1 * self.capacity_bps((src.name, src.switch)) * len(subs)
         placements = [Placement(paths[(s.src, s.dst, s.proto, s.sport, s.dport)], rate / len(subs), 0.0)
                       for s in subs]
-        el = Elephant(eid, gen, src, dst, 0, 0, rate, tuple(subs), placements, now, adopted)
+        el = Elephant(eid, gen, src, dst, 0, 0, rate, tuple(subs), placements, now, adopted,
+                      rateless=bool(cookie & RATELESS_BIT))
         self.elephants[eid] = el
         for sub in el.subflows:
             self.by_subflow[sub] = eid

@@ -664,6 +664,7 @@ class FreewayPolicy(Policy):
             return r.rate_bps if r is not None and view.now - r.last_seen < 2.0 else None
 
         out = Reaction(self.core.follow_demand(now, rate))
+        out.ops += self.core.reshare()  # rate-less elephants share what is left (after releases, growth)
         cfg = self.rerouter.efm.cfg
         for el, install, after in self.core.hot_adopted(now, view.link_util(), cfg.threshold, cfg.hold_down_s):
             LOG.info("adopted elephant %d moved off a link over %.0f%% to %s", el.eid, 100 * cfg.threshold,

@@ -261,3 +261,33 @@ def test_a_lone_unannounced_elephant_fills_its_path_in_every_mode(fabric):
     assert mbps >= 0.8 * ecmp, (mode, mbps, LONE_ELEPHANT, ctl.log_tail())
     if mode == "freeway":
         assert "adopted onto" in ctl.log_text(), ctl.log_tail()
+
+
+def test_rate_less_elephants_from_one_tor_all_get_a_fair_share(fabric):
+    """Issue 13 item 2: on k=4 every high-throughput path from a ToR crosses one uplink; two and then four
+    rate-less `freeway send` from under one ToR are all ACKed and, while they all run, each gets at least
+    80% of its fair share (measured at the port toward each destination host, 1.5 to 6 s after the start)."""
+    fn, ctl, mode = fabric
+    if mode != "freeway":
+        pytest.skip("announcing elephants is Freeway's")
+    dsts = [next(h for h in fn.fabric.hosts if h.name == n) for n in ("h3_0_0", "h3_0_1", "h3_1_0", "h3_1_1")]
+    for n, size in ((2, 5_000_000), (4, 3_000_000)):
+        for i in range(n):
+            fn.host(dsts[i].name).cmd(f"{PY} -m experiments.rr sink --port {5600 + 10 * n + i} >/dev/null 2>&1 &")
+        time.sleep(0.5)
+        rates = [PortRate(d.switch, d.port) for d in dsts[:n]]
+        t0 = time.monotonic()
+        running = [fn.host(("h0_0_0", "h0_0_1")[i % 2]).popen(
+            [PY, "-m", "ryu_apps.cli", "send", "--to", dsts[i].ip, "--port", str(5600 + 10 * n + i), "--size",
+             str(size), "--json"], stdout=subprocess.PIPE, text=True) for i in range(n)]
+        reports = [[json.loads(x) for x in p.communicate(timeout=60)[0].splitlines() if x.startswith("{")]
+                   for p in running]
+        for r in rates:
+            r.stop()
+        share = 10.0 / n
+        while_all = [round(r.mbps(t0 + 1.5, t0 + 6.0), 2) for r in rates]
+        print(f"{n} rate-less elephants from e0_0: {while_all} Mbit/s while all ran (fair share {share}); "
+              f"over their whole transfer {[r[-1]['goodput_mbps'] for r in reports]}")
+        assert all(r[0]["answer"] == "ack" for r in reports), [r[0] for r in reports]
+        assert min(while_all) >= 0.8 * share, (n, while_all, ctl.log_tail())
+        time.sleep(11)  # their entries expire (idle 10 s) before the next round

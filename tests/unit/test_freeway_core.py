@@ -224,3 +224,37 @@ def test_one_host_cannot_hold_more_than_its_caps():
     assert out.verdict == "ack" and out.elephant.rate_bps == pytest.approx(4e6)
     other = "10.0.0.3"  # the neighbour under the same ToR is not affected by this host's cap
     assert core.handshake(1.0, "e0_0", 2, other, _ann(1000, (40004,), nonce=4, src=other)).verdict == "ack"
+
+
+def test_rate_less_elephants_share_max_min_fairly_and_explicit_rates_take_from_them():
+    """Issue 13 item 2: rate-less announces from one ToR all get an ACK and a fair share (on k=4 every
+    high-throughput path from a ToR crosses one uplink); the earlier ones shrink, their meters follow;
+    an explicit rate takes from them down to their floor, and only beyond that is refused."""
+    from ryu_apps.intents import MeterModify
+    from ryu_apps.isolation import IsolationConfig
+
+    core = FreewayCore(fattree(4, 10), iso=IsolationConfig())
+    hosts = [("10.0.0.2", 1), ("10.0.0.3", 2)]
+    dst = "10.3.1.3"
+
+    def announce(i, rate_kbps=0):
+        ip, port = hosts[i % 2]
+        ann = hs.encode(hs.Announce(i, 10_000_000, rate_kbps, (hs.Subflow(ip, dst, 6, 41000 + i, 5201),)))
+        return core.handshake(1.0, "e0_0", port, ip, ann)
+
+    first = announce(0)
+    assert first.verdict == "ack" and first.elephant.rate_bps == pytest.approx(10e6)
+    second = announce(1)
+    assert second.verdict == "ack" and second.elephant.rate_bps == pytest.approx(5e6)
+    assert first.elephant.rate_bps == pytest.approx(5e6)
+    assert [type(i) for _, ops in second.replaced for i in ops] == [MeterModify]  # the first one's meter
+    outs = [announce(i) for i in (2, 3)]
+    assert all(o.verdict == "ack" for o in outs)
+    assert all(el.rate_bps == pytest.approx(2.5e6) for el in core.elephants.values())
+    explicit = announce(4, 6000)  # 6 Mbit/s: the four rate-less ones go down to 1 each
+    assert explicit.verdict == "ack" and explicit.elephant.rate_bps == 6e6
+    assert sorted(round(el.rate_bps) for el in core.elephants.values()) == [1_000_000] * 4 + [6_000_000]
+    assert announce(5, 1000).verdict.startswith("nack")  # they are at their floor: full
+    core.flow_removed("e0_0", explicit.elephant.cookie)  # it ends: the rate-less ones grow back
+    ops = core.reshare()
+    assert all(el.rate_bps == pytest.approx(2.5e6) for el in core.elephants.values()) and len(ops) == 4

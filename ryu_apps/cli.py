@@ -34,7 +34,7 @@ def cmd_controller(args) -> int:
 # Config field -> its command-line flag; the type, default, choices and help come from the declaration
 FLAGS = {"fabric": "--fabric", "mode": "--mode", "monitor": "--monitor", "sflow_listen": "--sflow-listen",
          "sflow_rt_url": "--sflow-rt", "ovsdb": "--ovsdb", "events_file": "--events", "isolation": "--isolation",
-         "hedera_poll_s": "--hedera-poll", "link_hold_down_s": "--link-hold-down"}
+         "hedera_poll_s": "--hedera-poll", "link_hold_down_s": "--link-hold-down", "events_max_mb": "--events-max-mb"}
 
 
 def _config_flags(c) -> None:

@@ -45,6 +45,8 @@ class Config:
     sflow_listen: str = setting("127.0.0.1:6343", "UDP address of the built-in sFlow collector (HOST:PORT)")
     sflow_rt_url: str = setting("", "sFlow-RT base URL for monitor sflow-rt, e.g. http://127.0.0.1:8008")
     events_file: str = setting("", "append JSON lines here: elephant events and a link snapshot per second")
+    events_max_mb: float = setting(100.0, "when the events file passes this size it is renamed FILE.1 (the "
+                                   "previous FILE.1 goes) and a new one begun", "MB", positive=True)
     ovsdb: str = setting("", "OVSDB to read ifIndex -> port from ('' = the local Open vSwitch)")
     isolation: bool = setting(False, "mice and elephants in separate queues: mark, set_queue, meter elephants")
     hedera_poll_s: float = setting(5.0, "Hedera: time between flow-statistics polls of the edge switches", "s",

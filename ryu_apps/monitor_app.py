@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 
 from monitoring import portmap
@@ -77,6 +78,7 @@ class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") el
         self.sflowrt = SFlowRT(self.cfg.sflow_rt_url, self.estimator) if self.cfg.monitor == "sflow-rt" else None
         self.sock = bind_udp(*self.cfg.sflow_address) if self.cfg.monitor == "sflow" else None
         self.events_out = open(self.cfg.events_file, "a", buffering=1) if self.cfg.events_file else None
+        self._events_bytes = os.path.getsize(self.cfg.events_file) if self.cfg.events_file else 0
         self._portmap_at = -1e9
         self._unmapped_seen = 0
         self._snapshot_sources = []  # callables returning dicts merged into each snapshot (other apps' state)
@@ -184,6 +186,19 @@ class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") el
 
     def _write(self, obj: dict) -> None:
         try:
-            self.events_out.write(json.dumps(obj) + "\n")
+            line = json.dumps(obj) + "\n"
+            self.events_out.write(line)
+            self._events_bytes += len(line)
+            if self._events_bytes > self.cfg.events_max_mb * 1e6:
+                self._rotate()
         except OSError as e:
             LOG.error("events file: %s", e)
+
+    def _rotate(self) -> None:
+        """The events file passed ``events_max_mb``: it becomes FILE.1 (replacing the previous) and a new
+        one begins, so the file never grows without bound."""
+        self.events_out.close()
+        os.replace(self.cfg.events_file, self.cfg.events_file + ".1")
+        self.events_out = open(self.cfg.events_file, "a", buffering=1)
+        self._events_bytes = 0
+        LOG.info("events file passed %.0f MB: the previous one is %s.1", self.cfg.events_max_mb, self.cfg.events_file)

@@ -444,6 +444,19 @@ class Rerouter:
     def entries_on(self, switch: str) -> list:
         return [f for ops in self.entries.values() for sw, fs in ops if sw == switch for f in fs]
 
+    def expired(self, cookie: int) -> bool:
+        """A pin's ingress entry expired (idle): forget the flow everywhere (pins, entries, EFM's path and
+        hold-down), so that state is bounded by the live pins. True if it was one of ours."""
+        flow = next((f for f, p in self.pins.items() if p[2] == cookie), None)
+        if flow is None:
+            return False
+        del self.pins[flow]
+        self.entries.pop(flow, None)
+        self.efm.forget(flow)
+        self.efm.moved_at.pop(flow, None)
+        self.counters["efm-expired"] += 1
+        return True
+
     def recover(self, now: float, switch: str, flows) -> list[int]:
         """Pins read back from the switches: the same ids, generations, paths and cookies as before
         (held down as if just moved). Returns the ids seen."""
@@ -509,6 +522,12 @@ class EFMPolicy(Policy):
 
     def dynamic_program(self, switch) -> list:
         return super().dynamic_program(switch) + self.rerouter.entries_on(switch)
+
+    def on_flow_removed(self, now, switch, cookie) -> Reaction:
+        """An EFM pin's ingress entry expired: the flow is forgotten (its other hops' entries expire by
+        themselves, idle as long)."""
+        self.rerouter.expired(cookie)
+        return NOTHING()
 
     def after_links(self, now, went_down) -> Reaction:
         return self.rerouter.after_links(now, went_down, self.view, self.live_paths)
@@ -629,6 +648,8 @@ class FreewayPolicy(Policy):
         return NOTHING()
 
     def on_flow_removed(self, now, switch, cookie) -> Reaction:
+        if self.rerouter.expired(cookie):  # an EFM pin of an unannounced elephant: forgotten
+            return NOTHING()
         ops = self.core.flow_removed(switch, cookie)
         if ops:
             LOG.info("elephant entry %x expired on %s: allocation released", cookie, switch)

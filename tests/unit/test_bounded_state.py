@@ -1,0 +1,72 @@
+"""State that must stay at the size of what is live (issue 13 item 7)."""
+
+import json
+import random
+
+from monitoring.sflow import FiveTuple
+from ryu_apps import config, pipeline
+from ryu_apps.efm import Move
+from ryu_apps.monitor_app import FreewayMonitor
+from ryu_apps.simtable import frame, packet
+from tests.unit.test_simtable import policy
+from topology.fabric import fattree
+from topology.paths import tor_paths
+
+F = fattree(4, 10)
+
+
+def test_hedera_forgets_100000_short_flows_once_no_edge_switch_counts_them():
+    pol = policy("hedera", F, None)
+    rnd = random.Random(1)
+    hosts = F.hosts
+    live = []
+    for i in range(100_000):
+        s, d = rnd.sample(hosts, 2)
+        if s.switch == d.switch:
+            continue
+        ft = FiveTuple(s.ip, d.ip, 6, 10_000 + i % 50_000, 80 + i // 50_000)
+        pol.on_packet(0.0, s.switch, s.port, frame(packet(ft), s.mac, d.mac))
+        if i >= 99_990:
+            live.append((s.switch, ft))
+    assert len(pol.edges) > 90_000  # every flow got its edge entry
+    for t in (5.0, 10.0):  # two polls in which the edge switches count only the last ten flows
+        pol.on_period(t, pol.view)
+        for sw in F.tors():
+            entries = [({"ipv4_src": ft.src, "ipv4_dst": ft.dst, "ip_proto": 6, "tcp_src": ft.sport,
+                         "tcp_dst": ft.dport}, 1000 * t) for tor, ft in live if tor == sw]
+            pol.on_flow_stats(t, sw, entries, False)
+    assert len(pol.edges) == len(pol.flow_ids) == len(live)
+    assert len(pol.scheduler.counters) == len(live)
+
+
+def test_efm_forgets_a_pin_whose_entry_expired():
+    pol = policy("efm-biggest", F, None)
+    src, dst = F.hosts_on("e0_0")[0], F.hosts_on("e3_1")[0]
+    path = tor_paths(F, "e0_0", "e3_1")[1]
+    cookies = []
+    for i in range(1000):
+        ft = FiveTuple(src.ip, dst.ip, 6, 20_000 + i, 80)
+        r = pol.rerouter.move(Move(ft, 3e6, frozenset(), path, ("e0_0", "a0_0")))
+        pol.rerouter.efm.paths[ft] = path
+        pol.rerouter.efm.moved_at[ft] = 0.0
+        r.txns[0].done()
+        cookies.append(pol.rerouter.pins[ft][2])
+    assert len(pol.rerouter.pins) == 1000
+    for c in cookies:
+        pol.on_flow_removed(30.0, "e0_0", c)
+    r = pol.rerouter
+    assert not r.pins and not r.entries and not r.efm.paths and not r.efm.moved_at
+    assert pipeline.owner_of(cookies[0]) is pipeline.EFM
+
+
+def test_the_events_file_is_rotated_by_size(tmp_path, monkeypatch):
+    F.save(tmp_path / "f.json")
+    events = tmp_path / "ev.jsonl"
+    monkeypatch.setattr(config, "_active", config.Config(fabric=str(tmp_path / "f.json"), events_file=str(events),
+                                                         events_max_mb=0.01))
+    mon = FreewayMonitor()
+    for i in range(1000):
+        mon.write_event({"type": "test", "i": i, "pad": "x" * 50})
+    assert events.stat().st_size <= 10_000 + 200 and (tmp_path / "ev.jsonl.1").stat().st_size > 9_000
+    assert json.loads(events.read_text().splitlines()[-1])["i"] == 999
+    assert not (tmp_path / "ev.jsonl.2").exists()

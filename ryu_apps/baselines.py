@@ -23,10 +23,12 @@ def cookie(space: pipeline.CookieSpace, kind: int, ident: int) -> int:
 
 
 def hedera_edge_flows(fabric: Fabric, switch: str) -> list[Flow]:
-    """The punt rule a Hedera-mode ToR needs (other switches need nothing extra)."""
+    """The punt rules a Hedera-mode ToR needs, one per host port through that host's punt meter (other
+    switches need nothing extra)."""
     if not fabric.switches[switch].is_tor:
         return []
-    return [Flow(PRIO_HEDERA_PUNT, match(eth_type=ETH_IPV4, ip_proto=6), (ToController(128),))]
+    return [Flow(PRIO_HEDERA_PUNT, match(eth_type=ETH_IPV4, ip_proto=6, in_port=h.port), (ToController(128),),
+                 meter_id=pipeline.HOST_PUNT_METERS.id(h.port)) for h in fabric.hosts_on(switch)]
 
 
 def hedera_edge_entry(flow, ident: int, idle_s: int, two_tables: bool = False, group: int = UPLINK_GROUP) -> Flow:

@@ -23,7 +23,7 @@ from topology.fabric import Fabric
 from topology.paths import Reachability
 
 from . import pipeline
-from .intents import Bucket, Flow, Group, Output, ToController, ToGroup, match
+from .intents import Bucket, Flow, Group, Meter, Output, ToController, ToGroup, match
 
 UPLINK_GROUP = pipeline.UPLINK_GROUP.first
 
@@ -107,7 +107,9 @@ def base_program(fabric: Fabric, switch: str, dead=frozenset(), reach: Reachabil
     sw = fabric.switches[switch]
     all_sorted = sorted(int(ipaddress.IPv4Address(h.ip)) for h in fabric.hosts)
     if sw.is_tor:
-        flows.append(Flow(PRIO_ARP, match(eth_type=ETH_ARP), (ToController(),)))
+        for h in fabric.hosts_on(switch):  # ARP from each host through its own punt meter (``punt_meters``)
+            flows.append(Flow(PRIO_ARP, match(eth_type=ETH_ARP, in_port=h.port), (ToController(),),
+                              meter_id=pipeline.HOST_PUNT_METERS.id(h.port)))
         for h in fabric.hosts_on(switch):
             flows.append(Flow(PRIO_HOST, match(eth_type=ETH_IPV4, ipv4_dst=h.ip), (Output(h.port),)))
     for n in fabric.down_neighbors(switch):
@@ -130,6 +132,18 @@ def base_program(fabric: Fabric, switch: str, dead=frozenset(), reach: Reachabil
                 actions = (ToGroup(g.group_id),)
             flows += [Flow(PRIO_AVOID, m, actions) for m in prefixes[t]]
     return groups, flows
+
+
+PUNT_PPS, PUNT_BURST = 200, 50  # what one host may send to the controller, unless the mode says otherwise
+
+
+def punt_meters(fabric: Fabric, switch: str, pps: int = PUNT_PPS, burst: int = PUNT_BURST) -> list[Meter]:
+    """At a ToR, one packets-per-second meter per host port for everything that host sends to the
+    controller (ARP, handshakes, Hedera's first packets): a host flooding the controller is held to
+    ``pps`` and its neighbours keep theirs."""
+    if not fabric.switches[switch].is_tor:
+        return []
+    return [Meter(pipeline.HOST_PUNT_METERS.id(h.port), pps, burst, pktps=True) for h in fabric.hosts_on(switch)]
 
 
 def up_group(fabric: Fabric, switch: str, dst_tor: str | None, dead=frozenset(),

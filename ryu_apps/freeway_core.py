@@ -19,7 +19,7 @@ from . import handshake as hs
 from . import pipeline
 from .binpack import Allocations, NoRoom, Placement, links, place_subflows
 from .elephant_entries import PRIO_ELEPHANT, HeldPins, path_entries
-from .forwarding import ETH_IPV4, base_program, tor_prefixes
+from .forwarding import ETH_IPV4, base_program, punt_meters, tor_prefixes
 from .intents import (
     Bucket,
     DeleteFlows,
@@ -39,7 +39,6 @@ from .partition import Partition, PartitionConfig, StepResult
 PRIO_MICE = pipeline.prio("mice")  # above ECMP, below downward prefixes
 PRIO_SERVICE_DROP = pipeline.prio("service-drop")
 PRIO_HANDSHAKE = pipeline.prio("handshake")
-PUNT_METER = pipeline.PUNT_METER.first
 Link = tuple[str, str]
 __all__ = ["PRIO_ELEPHANT", "FreewayCore", "FreewayConfig", "FreewayConfigError", "HandshakeOutcome", "active_pairs"]
 
@@ -51,8 +50,9 @@ FreewayConfigError = SettingError  # an invalid Freeway setting; the message nam
 class FreewayConfig(PartitionConfig):
     """The partition's settings and Freeway's own."""
 
-    punt_pps: int = setting(200, "handshakes per second a ToR may send to the controller", "packets/s", min=1)
-    punt_burst: int = setting(50, "burst of the handshake punt meter", "packets", min=1)
+    punt_pps: int = setting(200, "packets per second one host may send to the controller (handshakes and ARP, "
+                            "through its port's punt meter)", "packets/s", min=1)
+    punt_burst: int = setting(50, "burst of each host port's punt meter", "packets", min=1)
     elephant_idle_s: int = setting(10, "an elephant's entries expire after this long without packets", "s", min=1)
     headroom: float = setting(1.0, "a path has room while its maximum utilisation with the flow stays at or "
                               "below this", positive=True)
@@ -104,6 +104,7 @@ def _reweighted(held: Group, want: Group, step: int) -> bool:
 
 GROW_AT = 0.8  # an adopted elephant measured at this fraction of its allocation or more grows
 SHRINK_AT = 0.5  # ... below this fraction it shrinks
+MOVE_WAIT_S = 10.0  # the longest the mice groups wait for elephant moves to report back
 RECOVER_S = 10.0  # after a restart, the longest the partition waits for the ToRs to be read back
 
 
@@ -166,6 +167,7 @@ class FreewayCore:
         self._held_mice: dict[str, list[Flow]] = {}  # mice entries each switch held when it was read back
         self.moves: list = []  # elephant moves off links that turned LOL, not yet handed out
         self.moving = 0  # of those, how many are not confirmed or rolled back yet
+        self._moving_since = 0.0
         self._held_meters: dict[tuple[str, int], Meter] = {}
         self.installed_groups: dict[tuple[str, int], Group] = {}  # what each switch holds
         self.mice_flows: dict[tuple[str, str], int] = {}  # (switch, destination ToR) -> its mice entries' cookie
@@ -207,18 +209,20 @@ class FreewayCore:
         flows += [i for i in dyn if isinstance(i, Flow)]
         fixed = self.fixed_entries(switch)
         flows += [i for i in fixed if isinstance(i, Flow)]
-        extra = [i for i in fixed + dyn if not isinstance(i, (Group, Flow))]
+        extra = punt_meters(self.fabric, switch, self.cfg.punt_pps, self.cfg.punt_burst) + [
+            i for i in fixed + dyn if not isinstance(i, (Group, Flow))]
         return groups, flows, extra
 
     def fixed_entries(self, switch: str) -> list:
-        """What Freeway adds to base forwarding whatever the traffic: at a ToR, the handshake's punt
-        through its meter, and a drop for anything else sent to the service address."""
+        """What Freeway adds to base forwarding whatever the traffic: at a ToR, each host's handshakes
+        punted through its port's punt meter (``forwarding.punt_meters``), and a drop for anything else
+        sent to the service address."""
         if not self.fabric.switches[switch].is_tor:
             return []
-        return [Meter(PUNT_METER, self.cfg.punt_pps, self.cfg.punt_burst, pktps=True),
-                Flow(PRIO_HANDSHAKE, match(eth_type=ETH_IPV4, ip_proto=17, ipv4_dst=hs.SERVICE_IP,
-                                           udp_dst=hs.SERVICE_PORT), (ToController(),), meter_id=PUNT_METER),
-                Flow(PRIO_SERVICE_DROP, match(eth_type=ETH_IPV4, ipv4_dst=hs.SERVICE_IP))]
+        return [Flow(PRIO_HANDSHAKE, match(eth_type=ETH_IPV4, ip_proto=17, ipv4_dst=hs.SERVICE_IP,
+                                           udp_dst=hs.SERVICE_PORT, in_port=h.port), (ToController(),),
+                     meter_id=pipeline.HOST_PUNT_METERS.id(h.port)) for h in self.fabric.hosts_on(switch)] + [
+            Flow(PRIO_SERVICE_DROP, match(eth_type=ETH_IPV4, ipv4_dst=hs.SERVICE_IP))]
 
     def dynamic_program(self, switch: str) -> list:
         """What the traffic put on a switch: its mice groups and entries, and the placed elephants'
@@ -656,6 +660,12 @@ class FreewayCore:
                 self._held_meters[(switch, m.meter_id)] = m
         self._held_mice[switch] = [f for f in flows if f.priority == PRIO_MICE
                                    and pipeline.owner_of(f.cookie) is pipeline.FREEWAY_MICE]
+        for f in flows:  # a new elephant never takes the id of one whose path is not read back yet
+            if eid_of(f.cookie) is not None:
+                self._next_eid = max(self._next_eid, eid_of(f.cookie) + 1)
+        for m in meters:
+            if m.meter_id >= pipeline.ELEPHANT_METERS.first:
+                self._next_eid = max(self._next_eid, m.meter_id - pipeline.ELEPHANT_METERS.first + 1)
         self._recover_partition(now, switch, flows)
         done = []
         known = {el.cookie for el in self.elephants.values()}
@@ -747,8 +757,11 @@ class FreewayCore:
         """Partition step, then: elephants off links that turned LOL, and mice groups brought up to date."""
         if self.recovering(now):  # the partition is still being read back from the ToRs: change nothing
             return StepResult(), []
-        if self.moving:  # elephants are still leaving links that turned LOL: the mice wait for them
-            return StepResult(), []
+        if self.moving and now - self._moving_since < MOVE_WAIT_S:  # elephants are still leaving links that
+            return StepResult(), []  # turned LOL: the mice wait for them
+        if self.moving:  # a move that never reported back must not freeze the partition
+            self.counters["moves-never-finished"] += self.moving
+            self.moving = 0
         res = self.partition.step(now, active_pairs, lambda ln: self.link_util.get(ln, 0.0))
         ops: list[tuple[str, list]] = []
         moved = set()
@@ -760,11 +773,22 @@ class FreewayCore:
                     if plan is not None:
                         self.moves.append((self.elephants[eid], *plan))
         if self.moves:  # the mice groups change once every move is confirmed (``move_finished``)
-            self.moving = len(self.moves)
+            self.moving, self._moving_since = len(self.moves), now
             return res, ops
         for sw, intents in self.mice_updates().items():
             ops.append((sw, intents))
         return res, ops
+
+    def abandon(self, el: Elephant, after: list[tuple[str, list]]) -> list[tuple[str, list]]:
+        """A move was rolled back: the state already says the new path, and the rollback deleted the new
+        entries where they had replaced the old ones, so neither is whole. The elephant is released
+        (it travels with the mice until monitoring adopts it): its old entries (``after``), any new
+        ones left, and its meter go."""
+        if self.elephants.get(el.eid) is not el:
+            return []
+        self._release(el.eid)
+        self.counters["elephant-move-abandoned"] += 1
+        return after + self.release_ops(el)
 
     def take_moves(self) -> list:
         """Elephant moves off links that turned LOL, to install as confirmed transactions: [(elephant,

@@ -190,7 +190,8 @@ class HederaScheduler:
         for k, d in zip(large, demands, strict=True):
             if k in self.recovered:  # read back after a restart: same path, the demand as estimated now
                 self.recovered.discard(k)
-                self.gff.hold(k, self.gff.placed[k].path, d * nic)
+                if k in self.gff.placed:
+                    self.gff.hold(k, self.gff.placed[k].path, d * nic)
             if k in self.gff.placed:
                 continue
             s, t = self.fabric.host_by_ip(k.src), self.fabric.host_by_ip(k.dst)

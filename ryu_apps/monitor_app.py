@@ -191,14 +191,17 @@ class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") el
             self._events_bytes += len(line)
             if self._events_bytes > self.cfg.events_max_mb * 1e6:
                 self._rotate()
-        except OSError as e:
+        except (OSError, ValueError) as e:  # a full disk, a file moved away: logged, never fatal
             LOG.error("events file: %s", e)
 
     def _rotate(self) -> None:
         """The events file passed ``events_max_mb``: it becomes FILE.1 (replacing the previous) and a new
-        one begins, so the file never grows without bound."""
-        self.events_out.close()
-        os.replace(self.cfg.events_file, self.cfg.events_file + ".1")
-        self.events_out = open(self.cfg.events_file, "a", buffering=1)
+        one begins, so the file never grows without bound. If the rename fails the file is reopened as it
+        is (and tried again after another ``events_max_mb``)."""
         self._events_bytes = 0
+        self.events_out.close()
+        try:
+            os.replace(self.cfg.events_file, self.cfg.events_file + ".1")
+        finally:
+            self.events_out = open(self.cfg.events_file, "a", buffering=1)
         LOG.info("events file passed %.0f MB: the previous one is %s.1", self.cfg.events_max_mb, self.cfg.events_file)

@@ -117,11 +117,12 @@ class IdRange:
 UPLINK_GROUP = IdRange("uplink group", 1, 1)  # ECMP over the uplinks
 MICE_GROUPS = IdRange("mice groups", 1000, 1000 + 0xFFFF)  # + index of the destination ToR
 AVOID_GROUPS = IdRange("failure groups", 70000, 70000 + 0xFFFF)  # + index of the destination ToR
-PUNT_METER = IdRange("punt meter", 1, 1)  # handshakes to the controller, per ToR
+HOST_PUNT_METERS = IdRange("host punt meters", 2, 99)  # + host port: what one host may send to the controller
+# (ARP, handshakes, Hedera's first packets), so that one host cannot starve its neighbours' (meter 1 is unused)
 MICE_METERS = IdRange("mice meters", 100, 999)  # + host port (isolation's optional mice cap)
 ELEPHANT_METERS = IdRange("elephant meters", 1000, 0xFFFF0000)  # + elephant id
 GROUP_RANGES = (UPLINK_GROUP, MICE_GROUPS, AVOID_GROUPS)
-METER_RANGES = (PUNT_METER, MICE_METERS, ELEPHANT_METERS)
+METER_RANGES = (HOST_PUNT_METERS, MICE_METERS, ELEPHANT_METERS)
 
 
 def describe() -> str:

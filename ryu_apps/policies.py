@@ -85,6 +85,7 @@ class Policy:
         self.view = View(0.0)  # the latest monitoring view
         self._reach: Reachability | None = None
         self._prefixes = forwarding.tor_prefixes(fabric)
+        self.punt = (forwarding.PUNT_PPS, forwarding.PUNT_BURST)  # each host port's punt meter
 
     def next_id(self) -> int:
         self._ids += 1
@@ -106,7 +107,7 @@ class Policy:
 
     def switch_program(self, switch: str) -> list:
         groups, flows = forwarding.base_program(self.fabric, switch, self.dead, self.reach(), self._prefixes)
-        return [*groups, *flows]
+        return [*forwarding.punt_meters(self.fabric, switch, *self.punt), *groups, *flows]
 
     def dynamic_program(self, switch: str) -> list:
         """What traffic put on a switch (placed elephants, marks): it stays across a reconnect."""
@@ -544,6 +545,7 @@ class FreewayPolicy(Policy):
                  efm: EFMConfig | None = None):
         super().__init__(fabric, iso)
         self.core = FreewayCore(fabric, cfg or FreewayConfig(), iso)
+        self.punt = (self.core.cfg.punt_pps, self.core.cfg.punt_burst)
         self.services = {hs.SERVICE_IP: hs.SERVICE_MAC}
         self.rerouter = Rerouter(fabric, efm or EFMConfig(), iso, self.counters, self.next_id)
 
@@ -563,7 +565,8 @@ class FreewayPolicy(Policy):
         for el, install, after in moves:
             LOG.warning("elephant %d moved around a failure to %s", el.eid,
                         ", ".join(path_top(pl.path) for pl in el.placements))
-            out.txns.append(Txn(f"elephant {el.eid} around a failure", install, lambda after=after: Reaction(after)))
+            out.txns.append(Txn(f"elephant {el.eid} around a failure", install, lambda after=after: Reaction(after),
+                                lambda _f, el=el, after=after: Reaction(self._abandon(el, after))))
             out.events.append({"type": "reroute", "elephant": el.eid, "reason": "link down",
                                "path": [list(pl.path) for pl in el.placements]})
         for el, ops in released:
@@ -580,6 +583,13 @@ class FreewayPolicy(Policy):
         for el in self.core.recover(now, switch, flows, meters, groups):
             LOG.info("elephant %d (%s -> %s, %.2f Mbit/s) recovered from the switches on %s", el.eid, el.src.ip,
                      el.dst.ip, el.rate_bps / 1e6, ", ".join(path_top(pl.path) for pl in el.placements))
+
+    def _abandon(self, el, after) -> list:
+        """A move of ``el`` was rolled back: it is released (see ``FreewayCore.abandon``) and says so."""
+        ops = self.core.abandon(el, after)
+        if ops:
+            LOG.warning("elephant %d: its move was rolled back; released, it travels with the mice", el.eid)
+        return ops
 
     def _elephant_paths(self, s: str, d: str) -> list:
         return self.core.hol_paths((s, d))
@@ -669,8 +679,8 @@ class FreewayPolicy(Policy):
             def done(after=after) -> Reaction:
                 return Reaction(after + self.core.move_finished())
 
-            def failed(_f) -> Reaction:
-                return Reaction(self.core.move_finished())
+            def failed(_f, el=el, after=after) -> Reaction:
+                return Reaction(self._abandon(el, after) + self.core.move_finished())
             out.txns.append(Txn(f"elephant {el.eid} off new low-latency links", install, done, failed))
         out += self._adopted(now, view)
         out += self.rerouter.round(now, view, self.core.placed_links,
@@ -691,7 +701,8 @@ class FreewayPolicy(Policy):
             LOG.info("adopted elephant %d moved off a link over %.0f%% to %s", el.eid, 100 * cfg.threshold,
                      ", ".join(path_top(pl.path) for pl in el.placements))
             out.txns.append(Txn(f"adopted elephant {el.eid} off a hot link", install,
-                                lambda after=after: Reaction(after)))
+                                lambda after=after: Reaction(after),
+                                lambda _f, el=el, after=after: Reaction(self._abandon(el, after))))
             out.events.append({"type": "reroute", "elephant": el.eid, "reason": "hot link",
                                "path": [list(pl.path) for pl in el.placements]})
         return out

@@ -163,3 +163,34 @@ def test_unannounced_elephant_is_found_and_moved_to_a_hol_path(k4_freeway):
     fn.host("h0_0_1").waitOutput()
     assert "unannounced elephant 10.0.0.3:46001->10.3.0.3:5701/6 adopted" in ctl.log_text()
     assert "actions=output:4" in entry  # e0_0's HOL uplink (to a0_1); the LOL uplink is port 3
+
+
+def test_a_host_flooding_the_controller_does_not_starve_its_neighbours_handshakes(k4_freeway):
+    """Issue 13 item 10: h0_0_0 sends 2000 datagrams/s to the handshake service (garbage, so the controller
+    drops them after the punt); its neighbour h0_0_1 under the same ToR still gets its announce ACKed,
+    first time, because each host port has its own punt meter (it was one meter per ToR)."""
+    fn, ctl = k4_freeway
+    flood = fn.host("h0_0_0").popen([PY, "-c", (
+        "import socket, time\n"
+        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "end = time.time() + 6\n"
+        "while time.time() < end:\n"
+        "    for _ in range(20):\n"
+        "        s.sendto(b'garbage' * 10, ('%s', %d))\n"
+        "    time.sleep(0.01)\n") % (hs.SERVICE_IP, hs.SERVICE_PORT)])
+    try:
+        time.sleep(1.5)
+        t0 = time.monotonic()
+        reps = _send(fn, "h0_0_1", "10.3.1.3", 5031, "--size 10M --rate 2 --announce-only --retries 0 --timeout 1")
+        took = time.monotonic() - t0
+    finally:
+        flood.kill()
+        flood.wait()
+    assert reps and reps[0]["answer"] == "ack", reps
+    assert took < 1.5, took
+    meters = ofctl("meter-stats", "e0_0")
+    # the flooder's meter dropped most of its datagrams; the neighbour's dropped none
+    flooder = re.search(r"meter:3 .*?0: packet_count:(\d+)", meters, re.S)
+    neighbour = re.search(r"meter:4 .*?0: packet_count:(\d+)", meters, re.S)
+    assert flooder and int(flooder.group(1)) > 1000, meters
+    assert neighbour and int(neighbour.group(1)) == 0, meters

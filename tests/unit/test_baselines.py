@@ -25,9 +25,11 @@ def test_pin_is_make_before_break():
 
 
 def test_hedera_punt_only_at_tors_and_edge_entry_uses_ecmp():
-    (punt,) = baselines.hedera_edge_flows(F, "e1_1")
-    assert punt.priority == baselines.PRIO_HEDERA_PUNT and punt.actions == (ToController(128),)
-    assert dict(punt.match) == {"eth_type": 0x0800, "ip_proto": 6}
+    punts = baselines.hedera_edge_flows(F, "e1_1")  # one per host port, through that host's punt meter
+    assert [dict(p.match) for p in punts] == [{"eth_type": 0x0800, "ip_proto": 6, "in_port": h.port}
+                                              for h in F.hosts_on("e1_1")]
+    assert all(p.priority == baselines.PRIO_HEDERA_PUNT and p.actions == (ToController(128),) for p in punts)
+    assert [p.meter_id for p in punts] == [2 + h.port for h in F.hosts_on("e1_1")]
     assert baselines.hedera_edge_flows(F, "a1_1") == [] and baselines.hedera_edge_flows(F, "c1") == []
     e = baselines.hedera_edge_entry(FLOW, 9, 10)
     assert e.priority == baselines.PRIO_HEDERA_EDGE and e.actions == (ToGroup(1),) and e.idle_timeout == 10

@@ -70,3 +70,19 @@ def test_the_events_file_is_rotated_by_size(tmp_path, monkeypatch):
     assert events.stat().st_size <= 10_000 + 200 and (tmp_path / "ev.jsonl.1").stat().st_size > 9_000
     assert json.loads(events.read_text().splitlines()[-1])["i"] == 999
     assert not (tmp_path / "ev.jsonl.2").exists()
+
+
+def test_a_failed_rotation_keeps_the_events_file_working(tmp_path, monkeypatch):
+    F.save(tmp_path / "f.json")
+    events = tmp_path / "ev.jsonl"
+    monkeypatch.setattr(config, "_active", config.Config(fabric=str(tmp_path / "f.json"), events_file=str(events),
+                                                         events_max_mb=0.001))
+    mon = FreewayMonitor()
+    import os
+
+    def refuse(a, b):
+        raise OSError("read-only")
+    monkeypatch.setattr(os, "replace", refuse)
+    for i in range(100):
+        mon.write_event({"type": "test", "i": i, "pad": "x" * 50})
+    assert json.loads(events.read_text().splitlines()[-1])["i"] == 99

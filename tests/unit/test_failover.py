@@ -410,3 +410,50 @@ def test_a_draining_link_carries_no_mouse_at_once_it_only_stays_closed_to_elepha
     draining = {ln for ln in res.began_draining if ln in part.draining}
     assert draining and all(part.is_lol(ln) and not part.is_hol(ln) for ln in draining)
     assert not any(set(sim.send(src.name, m).links()) & draining for m in mice)
+
+
+def test_review_fixes_ids_after_a_partial_read_back_and_a_rolled_back_move():
+    """Found in review: after a restart that has read back only the ingress ToR, a new announce must not
+    take the unrecovered elephant's id (same cookie, same meter); a move that a switch does not confirm
+    releases the elephant instead of leaving the state on a path the switches do not hold."""
+    fabric = fattree(4)
+    pol = policy("freeway", fabric, ISO)
+    sim = SimFabric(fabric, pol)
+    src, dst = fabric.hosts_on("e0_0")[0], fabric.hosts_on("e3_1")[0]
+    _, el = _announce(sim, pol, src, dst, 40001, rate_kbps=3000)
+    fresh = policy("freeway", fabric, ISO)
+    flows, groups, meters = _held(sim, "e0_0")
+    fresh.recover(5.0, "e0_0", flows, meters, groups)  # only the ingress ToR so far
+    assert fresh.core.elephant_of(next(iter(el.subflows))) is None and fresh.core._next_eid > el.eid
+    # a rolled-back move: released, and the ops remove both generations' entries and the meter
+    core = pol.core
+    install, after = core.reroute_plan(el, set())
+    ops = core.abandon(el, after)
+    assert core.elephant_of(next(iter(el.subflows))) is None
+    kinds = {type(i).__name__ for _, intents in ops for i in intents}
+    assert kinds == {"DeleteFlows", "DeleteMeter"} and core.abandon(el, after) == []
+
+
+def test_review_fixes_a_move_that_never_reports_back_does_not_freeze_the_partition():
+    from ryu_apps.freeway_core import MOVE_WAIT_S
+
+    pol = policy("freeway", fattree(6), None)
+    core = pol.core
+    core.moving, core._moving_since = 1, 0.0
+    _, ops = core.period(1.0, set())
+    assert ops == [] and core.moving == 1  # waiting for the move
+    core.period(MOVE_WAIT_S + 1.0, set())
+    assert core.moving == 0 and core.counters["moves-never-finished"] == 1
+
+
+def test_review_fixes_a_recovered_hedera_placement_released_around_a_failure():
+    from monitoring.sflow import FiveTuple
+    from topology.paths import tor_paths
+
+    fabric = fattree(4)
+    pol = policy("hedera", fabric, None)
+    flow = FiveTuple(fabric.hosts_on("e0_0")[0].ip, fabric.hosts_on("e3_1")[0].ip, 6, 40001, 80)
+    pol.scheduler.recover(flow, tor_paths(fabric, "e0_0", "e3_1")[0])
+    pol.scheduler.gff.release(flow)  # as after_links does when no live path has room
+    pol.scheduler.rates(0.0, {flow: 0})
+    assert pol.scheduler.schedule(5.0, {flow: 10_000_000})  # large now: no KeyError

@@ -64,8 +64,12 @@ def test_edge_program_shape():
     f = fattree(4)
     groups, flows = base_program(f, "e0_0")
     assert [(g.group_id, [b.actions[0].port for b in g.buckets]) for g in groups] == [(UPLINK_GROUP, [3, 4])]
-    arp = [x for x in flows if x.priority == PRIO_ARP]
-    assert len(arp) == 1 and arp[0].actions == (ToController(),)
+    arp = [x for x in flows if x.priority == PRIO_ARP]  # per host port, through its punt meter
+    assert [(dict(x.match)["in_port"], x.meter_id) for x in arp] == [(1, 3), (2, 4)]
+    assert all(x.actions == (ToController(),) for x in arp)
+    from ryu_apps.forwarding import punt_meters
+    assert [(m.meter_id, m.pktps) for m in punt_meters(f, "e0_0")] == [(3, True), (4, True)]
+    assert punt_meters(f, "a0_0") == []
     assert _lookup(flows, "10.0.0.3").actions == (Output(2),)
 
 

@@ -36,9 +36,10 @@ def test_edge_program_has_mice_groups_punt_meter_and_service_drop():
     mice = [g for g in groups if g.group_id >= MICE_GROUPS.first]
     assert len(mice) == 7  # one per other ToR
     assert all([b.actions[0].port for b in g.buckets] == [3] for g in mice)  # only the LOL uplink to a0_0
-    assert extra == [Meter(1, 200, 50, pktps=True)]
+    assert extra == [Meter(3, 200, 50, pktps=True), Meter(4, 200, 50, pktps=True)]  # one per host port
     punt = [f for f in flows if f.priority == PRIO_HANDSHAKE]
-    assert len(punt) == 1 and punt[0].meter_id == 1 and dict(punt[0].match)["udp_dst"] == hs.SERVICE_PORT
+    assert [(dict(f.match)["in_port"], f.meter_id) for f in punt] == [(1, 3), (2, 4)]
+    assert all(dict(f.match)["udp_dst"] == hs.SERVICE_PORT for f in punt)
     _, core_flows, core_extra = core.switch_program("c1")
     assert core_extra == [] and not any(f.priority == PRIO_HANDSHAKE for f in core_flows)
 

@@ -112,3 +112,28 @@ def test_the_configuration_page_is_the_declarations():
     page = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
     assert settings_epilog() in page
     assert all(line in page for line in describe(Config))
+
+
+@pytest.mark.parametrize("mode", ["ecmp", "hedera", "efm-biggest", "freeway"])
+def test_everything_sent_to_the_controller_goes_through_the_sending_hosts_own_punt_meter(mode):
+    """Issue 13 item 10: ARP, handshakes and Hedera's first packets are metered per host port, so one host
+    flooding the controller cannot starve its neighbours (the handshake meter was one per ToR, ARP had none)."""
+    from ryu_apps import pipeline
+    from ryu_apps.intents import Flow, Meter, ToController
+    from tests.unit.test_simtable import policy
+    from topology.fabric import fattree
+
+    fabric = fattree(4)
+    pol = policy(mode, fabric, None)
+    for sw in fabric.switches:
+        prog = pol.program(sw)
+        meters = {m.meter_id: m for m in prog if isinstance(m, Meter)}
+        punts = [f for f in prog if isinstance(f, Flow) and any(isinstance(a, ToController) for a in f.actions)]
+        if not fabric.switches[sw].is_tor:
+            assert not punts
+            continue
+        hosts = {h.port for h in fabric.hosts_on(sw)}
+        assert punts and all(dict(f.match).get("in_port") in hosts for f in punts), sw
+        for f in punts:
+            m = meters[f.meter_id]
+            assert m.pktps and f.meter_id == pipeline.HOST_PUNT_METERS.id(dict(f.match)["in_port"])

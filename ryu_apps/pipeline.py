@@ -41,7 +41,8 @@ _BANDS = (
     Band("miss", 0, False, "explicit drop, so misses are counted"),
     Band("ecmp-up", 10, False, "everything not below: the ECMP select group over the uplinks"),
     Band("ecmp-avoid", 12, False, "after a failure: a destination ToR that only some uplinks still reach"),
-    Band("hedera-punt", 15, False, "Hedera: a new TCP flow's first packet to the controller"),
+    Band("hedera-punt", 15, False, "Hedera: a new TCP flow's first packet to the controller, through the host's "
+                                   "punt meter"),
     Band("mice", 20, False, "Freeway: mice to the select group over low-latency next hops"),
     Band("classify", 100, True, "isolation: mark host traffic as mice (DSCP, queue), go to forward"),
     Band("down", 200, False, "destination prefix below a down port"),
@@ -49,9 +50,9 @@ _BANDS = (
     Band("hedera-edge", 400, False, "Hedera: one entry per flow at its ingress ToR, counting its bytes"),
     Band("elephant-mark", 450, True, "a detected elephant that keeps its path: mark it, go to forward"),
     Band("elephant", 500, True, "a placed elephant: exact 5-tuple, its own path"),
-    Band("arp", 1000, False, "ARP to the controller (proxy ARP from the host table)"),
+    Band("arp", 1000, False, "ARP to the controller (proxy ARP from the host table), through the host's punt meter"),
     Band("service-drop", 1900, False, "anything else to the handshake service address"),
-    Band("handshake", 2000, False, "the elephant handshake to the controller, through the punt meter"),
+    Band("handshake", 2000, False, "the elephant handshake to the controller, through the host's punt meter"),
 )
 BANDS = {b.name: b for b in _BANDS}
 _BY_PRIORITY = {b.priority: b for b in _BANDS}
@@ -81,7 +82,8 @@ class CookieSpace:
     layout: str
 
 
-FREEWAY_ELEPHANT = CookieSpace(0xF5, "freeway-elephant", "eid << 16 | generation")
+FREEWAY_ELEPHANT = CookieSpace(0xF5, "freeway-elephant", "eid << 16 | generation (bit 15: adopted, bit 14: "
+                                                          "rate-less)")
 FREEWAY_MICE = CookieSpace(0x3C, "freeway-mice", "n_lol << 32 | index of the destination ToR (n_lol: at a source "
                                                   "ToR, the pair's low-latency path count)")
 HEDERA = CookieSpace(0xD5, "hedera", "kind << 48 | flow id (kind 1: edge counter, 2: placed)")

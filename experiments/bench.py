@@ -10,7 +10,7 @@ from pathlib import Path
 from topology.builder import FabricNet
 from topology.fabric import fattree
 
-from .procs import ControllerProcess
+from .procs import ControllerProcess, PortRate, busiest_link, ping_bg, start_elephant
 
 
 def machine() -> dict:
@@ -462,49 +462,13 @@ def isolation_bench(seconds: float, mice_rate: float, elephants: int, out: Path)
     return result
 
 
-def _ping_bg(fn, src: str, dst: str, count: int):
-    """A 50 Hz ping in the background; the returned function waits and gives (sent, received)."""
-    import re
-    import subprocess
-
-    proc = fn.host(src).popen(["ping", "-n", "-q", "-i", "0.02", "-W", "1", "-c", str(count), fn.host(dst).IP()],
-                              stdout=subprocess.PIPE, text=True)
-
-    def result() -> tuple[int, int]:
-        out = proc.communicate(timeout=count / 50 + 15)[0]
-        m = re.search(r"(\d+) packets transmitted, (\d+) received", out)
-        return (int(m.group(1)), int(m.group(2))) if m else (count, 0)
-    return result
-
-
 def _failover_elephant(fn, mode: str, port: int, seconds: float):
-    """An elephant h0_0_0 -> h3_1_0 for about ``seconds``: Freeway announces it with 3 Mbit/s (``freeway
-    send`` to a sink), the other modes run iperf3. Returns (process, the path Freeway placed it on)."""
-    import subprocess
-    import sys
-
-    dst = fn.host("h3_1_0")
-    if mode == "freeway":
-        dst.cmd(f"{sys.executable} -m experiments.rr sink --port {port} >/dev/null 2>&1 &")
-        time.sleep(0.3)
-        proc = fn.host("h0_0_0").popen([sys.executable, "-m", "ryu_apps.cli", "send", "--to", dst.IP(), "--port",
-                                        str(port), "--size", str(int(seconds * 3e6 / 8)), "--rate", "3", "--json"],
-                                       stdout=subprocess.PIPE, text=True)
-        ack = json.loads(proc.stdout.readline() or "{}")
-        if ack.get("answer") != "ack":
-            return proc, None
-        return proc, [fn.fabric.switch_by_dpid(int(x, 16)).name for x in ack["paths"][0]["dpids"]]
-    dst.cmd(f"iperf3 -s -1 -p {port} -D >/dev/null 2>&1")
-    time.sleep(0.3)
-    return fn.host("h0_0_0").popen(["iperf3", "-c", dst.IP(), "-p", str(port), "-t", str(int(seconds))],
-                                   stdout=subprocess.DEVNULL), None
-
-
-def _busiest(fn, links, seconds: float = 1.0):
-    ports = {ln: fn.fabric.port_to(*ln) for ln in links}
-    before = {ln: _port_tx(ln[0], p) for ln, p in ports.items()}
-    time.sleep(seconds)
-    return max(links, key=lambda ln: _port_tx(ln[0], ports[ln]) - before[ln])
+    """An elephant h0_0_0 -> h3_1_0: Freeway announces it with 3 Mbit/s, the other modes run iperf3.
+    Returns (process, the path Freeway placed it on, or None)."""
+    proc, ack = start_elephant(fn, mode == "freeway", "h0_0_0", "h3_1_0", port, seconds, 3.0)
+    if not ack or ack.get("answer") != "ack":
+        return proc, None
+    return proc, [fn.fabric.switch_by_dpid(int(x, 16)).name for x in ack["paths"][0]["dpids"]]
 
 
 def failover(modes: list[str], trials: int, out: Path) -> dict:
@@ -514,7 +478,6 @@ def failover(modes: list[str], trials: int, out: Path) -> dict:
     worst second across a SIGKILLed controller's restart."""
     import re
 
-    from experiments.procs import PortRate
     from topology.builder import ofctl
     from topology.sflow_agent import SFlowAgentConfig
 
@@ -545,9 +508,9 @@ def failover(modes: list[str], trials: int, out: Path) -> dict:
                     if path is not None:  # Freeway: the cut is on the announced elephant's own path
                         a, b = (path[1], path[2]) if cut == "agg-core" else (path[0], path[1])
                     else:
-                        a, b = _busiest(fn, candidates)
+                        a, b = busiest_link(fn, candidates)
                     row["cut_link"] = f"{a}-{b}"
-                    pings = [_ping_bg(fn, "h0_0_0", "h1_1_0", 300), _ping_bg(fn, "h0_0_1", "h3_1_1", 300)]
+                    pings = [ping_bg(fn, "h0_0_0", "h1_1_0", 300), ping_bg(fn, "h0_0_1", "h3_1_1", 300)]
                     time.sleep(1.0)
                     before = ofctl("dump-flows", "e0_0")
                     t0 = time.monotonic()
@@ -586,7 +549,7 @@ def failover(modes: list[str], trials: int, out: Path) -> dict:
                     rows.append(row)
                 proc, _ = _failover_elephant(fn, mode, 6000 + len(rows), settle + 16)
                 time.sleep(settle)
-                pings = [_ping_bg(fn, "h0_0_0", "h3_1_0", 400), _ping_bg(fn, "h2_0_0", "h1_1_1", 400)]
+                pings = [ping_bg(fn, "h0_0_0", "h3_1_0", 400), ping_bg(fn, "h2_0_0", "h1_1_1", 400)]
                 time.sleep(1.0)
                 t_kill = time.monotonic()
                 ref = 3.0 if mode == "freeway" else goodput.mbps(t_kill - 2.0, t_kill)

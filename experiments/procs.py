@@ -206,3 +206,45 @@ class PortRate:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def ping_bg(fn, src: str, dst: str, count: int):
+    """A 50 Hz ping of ``count`` packets in the background (a count, not a deadline: ping waits for the
+    last answer instead of counting it lost); the returned function waits and gives (sent, received)."""
+    import re
+
+    proc = fn.host(src).popen(["ping", "-n", "-q", "-i", "0.02", "-W", "1", "-c", str(count), fn.host(dst).IP()],
+                              stdout=subprocess.PIPE, text=True)
+
+    def result() -> tuple[int, int]:
+        out = proc.communicate(timeout=count / 50 + 15)[0]
+        m = re.search(r"(\d+) packets transmitted, (\d+) received", out)
+        return (int(m.group(1)), int(m.group(2))) if m else (count, 0)
+    return result
+
+
+def start_elephant(fn, announced: bool, src: str, dst: str, port: int, seconds: float, rate_mbps: float = 4.0):
+    """An elephant from ``src`` to ``dst`` for about ``seconds``: announced with ``rate_mbps`` (``freeway
+    send`` to a sink) or an iperf3 client. Returns (process, the announce's answer, or None for iperf3)."""
+    d = fn.host(dst)
+    if announced:
+        d.cmd(f"{sys.executable} -m experiments.rr sink --port {port} >/dev/null 2>&1 &")
+        time.sleep(0.3)
+        proc = fn.host(src).popen([sys.executable, "-m", "ryu_apps.cli", "send", "--to", d.IP(), "--port", str(port),
+                                   "--size", str(int(seconds * rate_mbps * 1e6 / 8)), "--rate", f"{rate_mbps:g}",
+                                   "--json"], stdout=subprocess.PIPE, text=True)
+        return proc, json.loads(proc.stdout.readline() or "{}")
+    d.cmd(f"iperf3 -s -1 -p {port} -D >/dev/null 2>&1")
+    time.sleep(0.3)
+    return fn.host(src).popen(["iperf3", "-c", d.IP(), "-p", str(port), "-t", str(int(seconds))],
+                              stdout=subprocess.DEVNULL), None
+
+
+def busiest_link(fn, links, seconds: float = 1.0):
+    """Of the directed links, the one that sent the most over ``seconds`` (where an elephant is)."""
+    from topology.builder import port_tx_bytes
+
+    ports = {ln: fn.fabric.port_to(*ln) for ln in links}
+    before = {ln: port_tx_bytes(ln[0], p).get(p, 0) for ln, p in ports.items()}
+    time.sleep(seconds)
+    return max(links, key=lambda ln: port_tx_bytes(ln[0], ports[ln]).get(ports[ln], 0) - before[ln])

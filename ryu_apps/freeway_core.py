@@ -144,8 +144,9 @@ class HandshakeOutcome:
     ops: list[tuple[str, list]] = field(default_factory=list)
     verdict: str = ""  # ack | nack: reason | dropped: reason
     elephant: Elephant | None = None
-    replaced: list[tuple[str, list]] = field(default_factory=list)  # removes elephants this one replaced: send
-    # after the install is confirmed (or rolled back): entries with the same match were overwritten
+    replaced: list[tuple[str, list]] = field(default_factory=list)  # sent after the install is confirmed (or
+    # rolled back), before the reply: removes the elephants this one replaced, and modifies the meters of the
+    # rate-less elephants whose share changed
 
 
 class FreewayCore:
@@ -587,13 +588,12 @@ class FreewayCore:
             rate = rates(el.subflows[0]) if el.adopted else None
             if rate is None:
                 continue
-            access = self.capacity_bps((el.src.name, el.src.switch))
             new = el.rate_bps
             if rate >= GROW_AT * el.rate_bps:
                 room = min(self._free(pl.path) for pl in el.placements)
-                new = min(access, el.rate_bps + max(0.0, room))
+                new = min(self.capacity_bps((el.src.name, el.src.switch)), el.rate_bps + max(0.0, room))
             elif rate < SHRINK_AT * el.rate_bps:
-                new = max(0.1 * access, 1.25 * rate)
+                new = max(self._min_rate(el), 1.25 * rate)
             if abs(new - el.rate_bps) < 0.05 * el.rate_bps:
                 continue  # within 5%: no meter churn
             self.counters["adopted-grown" if new > el.rate_bps else "adopted-shrunk"] += 1

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from experiments.procs import PortRate
+from experiments.procs import PortRate, busiest_link, ping_bg, start_elephant
 from tests.integration.conftest import start_fabric
-from topology.builder import ofctl, port_tx_bytes
+from topology.builder import ofctl
 from topology.fabric import fattree
 
 PY = sys.executable
@@ -39,17 +39,7 @@ def _cross_pairs(fn):
 
 
 def _ping(fn, src, dst, seconds):
-    """A 50 Hz ping in the background; returns a function that waits and gives (sent, received).
-    A count, not a deadline: ping then waits for the last answer instead of counting it lost."""
-    h = fn.host(src)
-    proc = h.popen(["ping", "-n", "-q", "-i", "0.02", "-W", "1", "-c", str(int(seconds * 50)), fn.host(dst).IP()],
-                   stdout=subprocess.PIPE, text=True)
-
-    def result():
-        out = proc.communicate(timeout=seconds + 10)[0]
-        m = re.search(r"(\d+) packets transmitted, (\d+) received", out)
-        return int(m.group(1)), int(m.group(2))
-    return result
+    return ping_bg(fn, src, dst, int(seconds * 50))
 
 
 @pytest.mark.parametrize("cut", list(CUTS))
@@ -79,30 +69,10 @@ def test_every_pair_reachable_within_a_second_of_a_cut_and_the_link_used_again(f
 
 
 def _elephant(fn, mode, src, dst, port, seconds):
-    """An elephant from ``src`` to ``dst`` for about ``seconds``: in freeway mode announced with 4 Mbit/s
-    (``freeway send`` to a sink), else an iperf3 client. Returns (process, the send's JSON lines or None)."""
-    d = fn.host(dst)
-    if mode == "freeway":
-        d.cmd(f"{PY} -m experiments.rr sink --port {port} >/dev/null 2>&1 &")
-        time.sleep(0.3)
-        proc = fn.host(src).popen([PY, "-m", "ryu_apps.cli", "send", "--to", d.IP(), "--port", str(port), "--size",
-                                   f"{int(seconds * 4 / 8 * 1e6)}", "--rate", "4", "--json"],
-                                  stdout=subprocess.PIPE, text=True)
-        first = json.loads(proc.stdout.readline())
-        assert first["answer"] == "ack", first
-        return proc, first
-    d.cmd(f"iperf3 -s -1 -p {port} -D >/dev/null 2>&1")
-    time.sleep(0.3)
-    return fn.host(src).popen(["iperf3", "-c", d.IP(), "-p", str(port), "-t", str(seconds)],
-                              stdout=subprocess.DEVNULL), None
-
-
-def _busiest(fn, links, seconds=1.0):
-    """Of the directed links, the one that sent the most over ``seconds`` (where the elephant is)."""
-    ports = {(a, b): fn.fabric.port_to(a, b) for a, b in links}
-    before = {ln: port_tx_bytes(ln[0], p).get(p, 0) for ln, p in ports.items()}
-    time.sleep(seconds)
-    return max(links, key=lambda ln: port_tx_bytes(ln[0], ports[ln]).get(ports[ln], 0) - before[ln])
+    """Freeway announces it with 4 Mbit/s; the other modes run iperf3."""
+    proc, ack = start_elephant(fn, mode == "freeway", src, dst, port, seconds, 4.0)
+    assert ack is None or ack["answer"] == "ack", ack
+    return proc, ack
 
 
 def _forwards_onto(switch, port):
@@ -132,7 +102,7 @@ def test_an_elephant_on_a_cut_link_is_on_a_live_path_within_a_second_with_its_go
     proc, _ = _elephant(fn, mode, src, dst, 5400 + list(ELEPHANT_CUTS).index(cut), 16)
     try:
         time.sleep(6.0 if mode == "hedera" else 3.0)  # Hedera places large flows after a 5 s poll
-        a, b = _busiest(fn, candidates)
+        a, b = busiest_link(fn, candidates)
         t = time.monotonic()
         before = meter.mbps(t - 2.0, t)
         fn.net.configLinkStatus(a, b, "down")

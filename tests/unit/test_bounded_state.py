@@ -59,12 +59,17 @@ def test_efm_forgets_a_pin_whose_entry_expired():
     assert pipeline.owner_of(cookies[0]) is pipeline.EFM
 
 
-def test_the_events_file_is_rotated_by_size(tmp_path, monkeypatch):
+def _monitor(tmp_path, monkeypatch, max_mb):
+    """The monitoring app writing its events to ``tmp_path/ev.jsonl``, rotated at ``max_mb``."""
     F.save(tmp_path / "f.json")
     events = tmp_path / "ev.jsonl"
     monkeypatch.setattr(config, "_active", config.Config(fabric=str(tmp_path / "f.json"), events_file=str(events),
-                                                         events_max_mb=0.01))
-    mon = FreewayMonitor()
+                                                         events_max_mb=max_mb))
+    return FreewayMonitor(), events
+
+
+def test_the_events_file_is_rotated_by_size(tmp_path, monkeypatch):
+    mon, events = _monitor(tmp_path, monkeypatch, 0.01)
     for i in range(1000):
         mon.write_event({"type": "test", "i": i, "pad": "x" * 50})
     assert events.stat().st_size <= 10_000 + 200 and (tmp_path / "ev.jsonl.1").stat().st_size > 9_000
@@ -73,11 +78,7 @@ def test_the_events_file_is_rotated_by_size(tmp_path, monkeypatch):
 
 
 def test_a_failed_rotation_keeps_the_events_file_working(tmp_path, monkeypatch):
-    F.save(tmp_path / "f.json")
-    events = tmp_path / "ev.jsonl"
-    monkeypatch.setattr(config, "_active", config.Config(fabric=str(tmp_path / "f.json"), events_file=str(events),
-                                                         events_max_mb=0.001))
-    mon = FreewayMonitor()
+    mon, events = _monitor(tmp_path, monkeypatch, 0.001)
     import os
 
     def refuse(a, b):

@@ -48,7 +48,8 @@ class Sync:
         self.groups: list = []
         self.meters: list = []
         self.unreadable = 0  # entries Freeway could not have sent (deleted by the difference)
-        self.requested = False  # read-back sent (it waits for the switch's links' hold-down)
+        self.requested = False  # read-back sent (a reconnecting switch's waits for its links' hold-down)
+        self.reconnect = False
 
 
 class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else app_manager.RyuApp):
@@ -151,18 +152,21 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             LOG.warning("datapath %016x is not in the fabric description: ignored", dp.id)
             return
         now = time.monotonic()
+        sync = Sync(dp, [], now)
+        sync.reconnect = sw in self.liveness.switch_down  # it was connected before, and went away
         self.links_changed(now, self.liveness.switch(now, sw, True))
         for port in getattr(dp, "ports", {}).values():
             self.port_changed(now, sw, port)
-        self.syncs[sw] = Sync(dp, [], now)
+        self.syncs[sw] = sync
         self._read_back_when_settled(sw, now)
 
     def _read_back_when_settled(self, sw: str, now: float) -> None:
-        """Ask a connecting switch for its tables once none of its links is in its hold-down (a switch
-        that reconnects has its links re-admitted first, so that what it is sent is computed with them:
-        until then it keeps forwarding with what it holds, and the others avoid it)."""
+        """Ask a connecting switch for its tables; one that reconnects, once none of its links is in its
+        hold-down (its links are re-admitted first, so that what it is sent is computed with them: until
+        then it keeps forwarding with what it holds, and the others avoid it). A switch seen for the first
+        time is asked at once: its ports coming up as the fabric starts must not delay its program."""
         sync = self.syncs[sw]
-        if sync.requested or self.liveness.settling(sw):
+        if sync.requested or (sync.reconnect and self.liveness.settling(sw)):
             return
         reqs = ofmsg.bind(ofmsg.state_requests(), sync.dp)
         for r in reqs:

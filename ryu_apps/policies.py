@@ -402,8 +402,13 @@ class Rerouter:
         self.entries: dict[FiveTuple, Ops] = {}  # flow -> its pinned entries
         self._said: dict[tuple[str, str], tuple[str, float]] = {}  # link -> (reason logged, when)
         self._held = HeldPins(fabric, lambda c: pipeline.owner_of(c) is pipeline.EFM)
+        self._took_over = False
+        self.quiet_until = -1e9  # after a restart onto a running fabric: no move before this (one hold-down)
 
     def round(self, now: float, view: View, flow_links=None, eligible=lambda f: True, paths=None) -> Reaction:
+        if now < self.quiet_until:  # taken over a running fabric: the flows' rates are not measured well yet
+            return NOTHING()
+
         def links_of(f):
             pinned = self.efm.paths.get(f)
             if pinned is not None:
@@ -460,7 +465,12 @@ class Rerouter:
 
     def recover(self, now: float, switch: str, flows) -> list[int]:
         """Pins read back from the switches: the same ids, generations, paths and cookies as before
-        (held down as if just moved). Returns the ids seen."""
+        (held down as if just moved). A controller that takes over a fabric already holding entries makes
+        no move for one hold-down: the monitor starts from nothing and reads young flows low, which made
+        EFM move an elephant 2 s after a restart. Returns the ids seen."""
+        if not self._took_over and flows:  # the first switch read back holds entries: a restart, traffic on
+            self._took_over = True  # (the monitor's rates start from nothing and read young flows low)
+            self.quiet_until = now + self.efm.cfg.hold_down_s
         known = {p[2] for p in self.pins.values()}
         ids = []
         for cookie, (paths, entries) in self._held.add(switch, flows, known.__contains__).items():

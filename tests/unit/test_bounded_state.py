@@ -87,3 +87,18 @@ def test_a_failed_rotation_keeps_the_events_file_working(tmp_path, monkeypatch):
     for i in range(100):
         mon.write_event({"type": "test", "i": i, "pad": "x" * 50})
     assert json.loads(events.read_text().splitlines()[-1])["i"] == 99
+
+
+def test_efm_moves_nothing_for_one_hold_down_after_taking_over_a_running_fabric():
+    from monitoring.view import FlowReading, LinkReading, View
+
+    pol = policy("efm-biggest", F, None)
+    src, dst = F.hosts_on("e0_0")[0], F.hosts_on("e3_1")[0]
+    ft = FiveTuple(src.ip, dst.ip, 6, 40001, 80)
+    hot = ("a3_1", "e3_1")
+    view = View(20.0, {hot: LinkReading(0.95, 9.5e6, 20.0)},
+                {ft: FlowReading(6e6, frozenset({hot}), True, 20.0)})
+    pol.recover(15.0, "e0_0", [f for f in pol.program("e0_0") if hasattr(f, "match")], [], [])  # a restart
+    assert not pol.on_period(20.0, view).txns  # within the hold-down: nothing moves
+    later = View(26.0, {hot: LinkReading(0.95, 9.5e6, 26.0)}, {ft: FlowReading(6e6, frozenset({hot}), True, 26.0)})
+    assert pol.on_period(26.0, later).txns  # after it, EFM acts as always

@@ -17,11 +17,13 @@ import json
 import time
 from dataclasses import dataclass
 
+from ryu_apps import pipeline
 from topology.builder import ofctl
 from topology.fabric import Fabric
 from topology.paths import path_ports
 
-PRIO_STEER = 450
+PRIO_STEER = pipeline.prio("elephant-mark")  # below the reroutes' entries, in the same table (at a ToR: ingress,
+# after the guard)
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ TESTS = {
 
 
 def steer(fabric: Fabric, flows: list[CFlow], base_port: int = 5300) -> list[CFlow]:
-    """Pin each flow's initial path (priority 450, exact 5-tuple: the client's port is fixed at
+    """Pin each flow's initial path (below the reroutes' entries, exact 5-tuple: the client's port is fixed at
     ``port + 1000``, so the entry at the ingress ToR is also the per-flow counter Hedera polls);
     returns the flows with their ports set."""
     out = []
@@ -65,7 +67,8 @@ def steer(fabric: Fabric, flows: list[CFlow], base_port: int = 5300) -> list[CFl
         hops = path_ports(fabric, f.path)
         hops.append((dst.switch, dst.port))
         for sw, p in hops:
-            ofctl("add-flow", sw, f"priority={PRIO_STEER},tcp,nw_src={src.ip},nw_dst={dst.ip},tp_src={port + 1000},"
+            table = pipeline.table_for(PRIO_STEER, fabric.switches[sw].is_tor)
+            ofctl("add-flow", sw, f"table={table},priority={PRIO_STEER},tcp,nw_src={src.ip},nw_dst={dst.ip},tp_src={port + 1000},"
                                   f"tp_dst={port},actions=output:{p}")
         out.append(CFlow(f.name, f.src, f.dst, f.path, f.rate_mbps, port))
     return out

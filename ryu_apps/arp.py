@@ -57,6 +57,11 @@ def decode(data: bytes) -> tuple[int, str, str, str] | None:
     return a.opcode, a.src_mac, a.src_ip, a.dst_ip
 
 
+def source_mac(frame: bytes) -> str:
+    """The source MAC of an Ethernet frame (the caller has decoded the frame, so it is long enough)."""
+    return ":".join("%02x" % b for b in frame[6:12])
+
+
 def decode_udp(data: bytes) -> tuple[str, int, int, bytes] | None:
     """(source IP, source port, destination port, payload) of an Ethernet/IPv4/UDP frame, else None."""
     from .framework import pkt_ipv4, pkt_packet, pkt_udp

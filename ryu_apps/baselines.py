@@ -31,12 +31,12 @@ def hedera_edge_flows(fabric: Fabric, switch: str) -> list[Flow]:
                  meter_id=pipeline.HOST_PUNT_METERS.id(h.port)) for h in fabric.hosts_on(switch)]
 
 
-def hedera_edge_entry(flow, ident: int, idle_s: int, two_tables: bool = False, group: int = UPLINK_GROUP) -> Flow:
+def hedera_edge_entry(flow, ident: int, idle_s: int, group: int = UPLINK_GROUP) -> Flow:
     """Per-flow entry at the ingress ToR: ECMP as before (through ``group``: the uplink group, or the
-    destination's group after a failure), but with its own byte counter (with isolation, in the forward
-    table, after the packet was classified)."""
+    destination's group after a failure), but with its own byte counter (in the forward table, after the
+    guard and, with isolation, the classification)."""
     return Flow(PRIO_HEDERA_EDGE, flow_match(flow.src, flow.dst, flow.proto, flow.sport, flow.dport),
-                (ToGroup(group),), table_id=pipeline.table_for(PRIO_HEDERA_EDGE, two_tables),
+                (ToGroup(group),), table_id=pipeline.table_for(PRIO_HEDERA_EDGE, True),
                 cookie=cookie(HEDERA, KIND_EDGE, ident), idle_timeout=idle_s)
 
 

@@ -32,7 +32,8 @@ def path_entries(fabric: Fabric, path: Path, flow, cookie: int, idle_timeout: in
         actions = (Output(port),)
         if iso is not None:
             actions = elephant_actions(actions, i == 0, iso)
-        out.append((sw, Flow(PRIO_ELEPHANT, m, actions, cookie=cookie, idle_timeout=idle_timeout,
+        out.append((sw, Flow(PRIO_ELEPHANT, m, actions, table_id=pipeline.table_for(PRIO_ELEPHANT, fabric.switches[sw].is_tor),
+                             cookie=cookie, idle_timeout=idle_timeout,
                              flags=SEND_FLOW_REM if i == 0 else 0, meter_id=meter_id if i == 0 else 0)))
     return out
 

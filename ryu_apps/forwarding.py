@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import ipaddress
+from dataclasses import replace
 
 from topology.fabric import Fabric
 from topology.paths import Reachability
@@ -33,6 +34,8 @@ PRIO_AVOID = pipeline.prio("ecmp-avoid")
 PRIO_DOWN = pipeline.prio("down")
 PRIO_HOST = pipeline.prio("host")
 PRIO_ARP = pipeline.prio("arp")
+PRIO_GUARD_PASS = pipeline.prio("guard-pass")
+PRIO_GUARD_DROP = pipeline.prio("guard-drop")
 
 ETH_ARP = 0x0806
 ETH_IPV4 = 0x0800
@@ -132,6 +135,24 @@ def base_program(fabric: Fabric, switch: str, dead=frozenset(), reach: Reachabil
                 actions = (ToGroup(g.group_id),)
             flows += [Flow(PRIO_AVOID, m, actions) for m in prefixes[t]]
     return groups, flows
+
+
+def tor_tables(fabric: Fabric, switch: str, flows: list[Flow]) -> list[Flow]:
+    """A ToR's flows in its three tables (``pipeline``): each in its band's table, then the guard
+    (per host port: that host's own IPv4 and ARP go on, anything else from the port is dropped) and
+    the misses that go on from guard to ingress and from ingress to forward."""
+    out = [replace(f, table_id=pipeline.table_for(f.priority, True)) for f in flows]
+    guard, ingress, fwd = (t.table_id for t in pipeline.TABLES)
+    for h in fabric.hosts_on(switch):
+        mac = h.mac.lower()
+        out += [Flow(PRIO_GUARD_PASS, match(in_port=h.port, eth_type=ETH_IPV4, eth_src=mac, ipv4_src=h.ip),
+                     table_id=guard, goto=ingress),
+                Flow(PRIO_GUARD_PASS, match(in_port=h.port, eth_type=ETH_ARP, eth_src=mac, arp_spa=h.ip),
+                     table_id=guard, goto=ingress),
+                Flow(PRIO_GUARD_DROP, match(in_port=h.port), table_id=guard)]
+    out += [Flow(PRIO_MISS, match(), table_id=guard, goto=ingress),  # from the uplinks
+            Flow(PRIO_MISS, match(), table_id=ingress, goto=fwd)]
+    return out
 
 
 PUNT_PPS, PUNT_BURST = 200, 50  # what one host may send to the controller, unless the mode says otherwise

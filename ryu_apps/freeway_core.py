@@ -261,7 +261,7 @@ class FreewayCore:
     def _mice_flows(self, switch: str, dst: str, group_id: int) -> list[Flow]:
         """The entries sending mice for ``dst`` to its group, in the mice band's table (and records
         their cookie as held)."""
-        table = pipeline.table_for(PRIO_MICE, self.iso is not None and self.fabric.switches[switch].is_tor)
+        table = pipeline.table_for(PRIO_MICE, self.fabric.switches[switch].is_tor)
         cookie = self._mice_cookie(switch, dst)
         self.mice_flows[(switch, dst)] = cookie
         return [Flow(PRIO_MICE, m, (ToGroup(group_id),), table_id=table, cookie=cookie) for m in self._tor_match[dst]]
@@ -360,8 +360,10 @@ class FreewayCore:
             ops.append((el.src.switch, [DeleteMeter(meter.meter_id)]))
         return ops
 
-    def handshake(self, now: float, switch: str, in_port: int, ip_src: str, payload: bytes) -> HandshakeOutcome:
-        """Check, place and install an announced elephant; say what to answer."""
+    def handshake(self, now: float, switch: str, in_port: int, ip_src: str, payload: bytes,
+                  mac: str | None = None) -> HandshakeOutcome:
+        """Check, place and install an announced elephant; say what to answer. The sender must be the
+        host on ``in_port``: its IP and (the app always passes the frame's source ``mac``) its MAC."""
         try:
             msg = hs.decode(payload)
         except hs.HandshakeError as e:
@@ -375,6 +377,9 @@ class FreewayCore:
         if peer is None or host is None or host.name != peer[0]:
             self.counters["handshake-spoofed"] += 1
             return HandshakeOutcome(verdict=f"dropped: spoofed ({ip_src} is not the host on {switch} port {in_port})")
+        if mac is not None and mac.lower() != host.mac.lower():
+            self.counters["handshake-spoofed"] += 1
+            return HandshakeOutcome(verdict=f"dropped: spoofed (source MAC {mac} is not {host.name}'s {host.mac})")
 
         def nack(reason: str) -> HandshakeOutcome:
             self.counters["handshake-nack"] += 1

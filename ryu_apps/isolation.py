@@ -2,17 +2,16 @@
 
 Switch side: ``topology.queues`` (the two queues per port, built with the fabric).
 
-Controller side (``tor_program``, ``elephant_actions``): at every ToR, table 0
-classifies what enters from a host port: the mice DSCP and queue (host DSCP
-is never trusted), then forwarding continues in table 1. Elephant entries
-(announced, detected or rerouted) sit in table 0 too: at their ingress ToR
-they set the elephant DSCP and queue, elsewhere the queue. Each placed
+Controller side (``tor_program``, ``elephant_actions``): at every ToR, the
+ingress table classifies what enters from a host port: the mice DSCP and
+queue (host DSCP is never trusted), then forwarding continues in the forward
+table. Elephant entries (announced, detected or rerouted) sit in ingress too
+(``pipeline``): at their ingress ToR they set the elephant DSCP and queue,
+elsewhere the queue. Each placed
 elephant can be held to its allocated rate by a meter at its ingress.
 """
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 from topology.fabric import Fabric
 from topology.queues import ELEPHANT_Q, MICE_Q, IsolationConfig, IsolationConfigError, queue_args, tc_commands
@@ -27,21 +26,21 @@ __all__ = ["ELEPHANT_Q", "MICE_Q", "IsolationConfig", "IsolationConfigError", "q
            "tor_program", "elephant_actions", "elephant_meter", "mark_detected"]
 
 
-def tor_program(fabric: Fabric, switch: str, flows: list[Flow], cfg: IsolationConfig) -> tuple[list[Flow], list[Meter]]:
-    """A ToR's flows with isolation: forwarding moves to table 1, table 0 classifies host traffic.
-
-    Each entry goes to the table of its band (``pipeline``): elephant entries stay in ingress."""
-    out: list[Flow] = [replace(f, table_id=pipeline.table_for(f.priority, True)) for f in flows]
+def tor_program(fabric: Fabric, switch: str, cfg: IsolationConfig) -> tuple[list[Flow], list[Meter]]:
+    """A ToR's classification (table ``ingress``): host traffic is marked mice (DSCP and queue; the
+    host's DSCP is never trusted, and the guard has already checked who sent it), then forwarded;
+    with a mice cap, through a meter per host port."""
+    out: list[Flow] = []
     meters: list[Meter] = []
-    fwd = pipeline.FORWARD.table_id
-    out.append(Flow(pipeline.prio("miss"), match(), goto=fwd))  # from uplinks, ARP, anything unclassified
+    ingress, fwd = pipeline.INGRESS.table_id, pipeline.FORWARD.table_id
     for h in fabric.hosts_on(switch):
         meter = 0
         if cfg.mice_meter_mbps > 0:
             meter = pipeline.MICE_METERS.id(h.port)
             meters.append(Meter(meter, int(cfg.mice_meter_mbps * 1000), int(cfg.mice_meter_mbps * 1000 * 0.05) + 12))
         out.append(Flow(PRIO_CLASSIFY, match(in_port=h.port, eth_type=ETH_IPV4),
-                        (SetField("ip_dscp", cfg.mice_dscp), SetQueue(MICE_Q)), goto=fwd, meter_id=meter))
+                        (SetField("ip_dscp", cfg.mice_dscp), SetQueue(MICE_Q)), table_id=ingress, goto=fwd,
+                        meter_id=meter))
     return out, meters
 
 
@@ -61,4 +60,4 @@ def mark_detected(flow_match, in_port: int, cfg: IsolationConfig, cookie: int) -
     m = dict(flow_match)
     m["in_port"] = in_port
     return Flow(PRIO_ELEPHANT_MARK, match(**m), (SetField("ip_dscp", cfg.elephant_dscp), SetQueue(ELEPHANT_Q)),
-                cookie=cookie, goto=1)
+                table_id=pipeline.INGRESS.table_id, cookie=cookie, goto=pipeline.FORWARD.table_id)

@@ -5,10 +5,13 @@ meter id comes from a declared space, so two owners can never collide and a
 switch's entries tell who installed them (owner byte, then id and
 generation). ``describe()`` prints the whole layout.
 
-Tables: without isolation every switch forwards in table 0. With isolation a
-ToR uses two tables: table 0 ("ingress") classifies what enters from a host
-port (mice DSCP and queue) and holds the exact-match elephant entries, then
-forwarding continues in table 1 ("forward"), where everything else goes.
+Tables: an aggregation or core switch forwards in table 0, its only table.
+A ToR uses three, in every mode: table 0 ("guard") lets a packet from a host
+port go on only if its source MAC and IP (for ARP: sender MAC and IP) are
+that host's, and drops it otherwise (anti-spoofing: a host cannot send as
+another, nor keep another's elephant entries alive); table 1 ("ingress")
+holds the exact-match elephant entries and, with isolation, classifies host
+traffic as mice; table 2 ("forward") holds everything else.
 """
 
 from __future__ import annotations
@@ -23,36 +26,41 @@ class Table:
     purpose: str
 
 
-INGRESS = Table(0, "ingress", "every switch's only table; at a ToR with isolation: classify host traffic "
-                              "and exact-match elephant entries, then go to forward")
-FORWARD = Table(1, "forward", "at a ToR with isolation: prefix, host, ECMP and mice forwarding")
-TABLES = (INGRESS, FORWARD)
+GUARD = Table(0, "guard", "at a ToR: a host port's packets go on only with that host's MAC and IP, "
+                          "everything from the uplinks goes on; aggregation and core switches: the only table")
+INGRESS = Table(1, "ingress", "at a ToR: exact-match elephant entries, isolation's classification of host "
+                              "traffic, then go to forward")
+FORWARD = Table(2, "forward", "at a ToR: prefix, host, ECMP and mice forwarding, and the controller punts")
+TABLES = (GUARD, INGRESS, FORWARD)
 
 
 @dataclass(frozen=True)
 class Band:
     name: str
     priority: int
-    ingress: bool  # stays in table 0 when a ToR uses two tables (else it moves to forward)
+    table: Table  # where it sits at a ToR (elsewhere everything is in table 0)
     purpose: str
 
 
 _BANDS = (
-    Band("miss", 0, False, "explicit drop, so misses are counted"),
-    Band("ecmp-up", 10, False, "everything not below: the ECMP select group over the uplinks"),
-    Band("ecmp-avoid", 12, False, "after a failure: a destination ToR that only some uplinks still reach"),
-    Band("hedera-punt", 15, False, "Hedera: a new TCP flow's first packet to the controller, through the host's "
-                                   "punt meter"),
-    Band("mice", 20, False, "Freeway: mice to the select group over low-latency next hops"),
-    Band("classify", 100, True, "isolation: mark host traffic as mice (DSCP, queue), go to forward"),
-    Band("down", 200, False, "destination prefix below a down port"),
-    Band("host", 300, False, "a host on this ToR"),
-    Band("hedera-edge", 400, False, "Hedera: one entry per flow at its ingress ToR, counting its bytes"),
-    Band("elephant-mark", 450, True, "a detected elephant that keeps its path: mark it, go to forward"),
-    Band("elephant", 500, True, "a placed elephant: exact 5-tuple, its own path"),
-    Band("arp", 1000, False, "ARP to the controller (proxy ARP from the host table), through the host's punt meter"),
-    Band("service-drop", 1900, False, "anything else to the handshake service address"),
-    Band("handshake", 2000, False, "the elephant handshake to the controller, through the host's punt meter"),
+    Band("miss", 0, FORWARD, "forward (and the only table): explicit drop, so misses are counted; "
+                             "guard and ingress: go to the next table"),
+    Band("ecmp-up", 10, FORWARD, "everything not below: the ECMP select group over the uplinks"),
+    Band("ecmp-avoid", 12, FORWARD, "after a failure: a destination ToR that only some uplinks still reach"),
+    Band("hedera-punt", 15, FORWARD, "Hedera: a new TCP flow's first packet to the controller, through the "
+                                     "host's punt meter"),
+    Band("mice", 20, FORWARD, "Freeway: mice to the select group over low-latency next hops"),
+    Band("guard-drop", 90, GUARD, "a host port's packets that are not from its host (dropped, counted)"),
+    Band("classify", 100, INGRESS, "isolation: mark host traffic as mice (DSCP, queue), go to forward"),
+    Band("guard-pass", 110, GUARD, "a host's own packets (its MAC and IP; ARP: sender MAC and IP): go to ingress"),
+    Band("down", 200, FORWARD, "destination prefix below a down port"),
+    Band("host", 300, FORWARD, "a host on this ToR"),
+    Band("hedera-edge", 400, FORWARD, "Hedera: one entry per flow at its ingress ToR, counting its bytes"),
+    Band("elephant-mark", 450, INGRESS, "a detected elephant that keeps its path: mark it, go to forward"),
+    Band("elephant", 500, INGRESS, "a placed elephant: exact 5-tuple, its own path"),
+    Band("arp", 1000, FORWARD, "ARP to the controller (proxy ARP from the host table), through the host's punt meter"),
+    Band("service-drop", 1900, FORWARD, "anything else to the handshake service address"),
+    Band("handshake", 2000, FORWARD, "the elephant handshake to the controller, through the host's punt meter"),
 )
 BANDS = {b.name: b for b in _BANDS}
 _BY_PRIORITY = {b.priority: b for b in _BANDS}
@@ -67,11 +75,9 @@ def band_of(priority: int) -> Band:
     return _BY_PRIORITY[priority]
 
 
-def table_for(priority: int, two_tables: bool) -> int:
-    """Where an entry of this band goes on a switch with one table or (ToR with isolation) two."""
-    if not two_tables:
-        return INGRESS.table_id
-    return INGRESS.table_id if band_of(priority).ingress else FORWARD.table_id
+def table_for(priority: int, tor: bool) -> int:
+    """Where an entry of this band goes: at a ToR, its band's table; elsewhere table 0."""
+    return band_of(priority).table.table_id if tor else 0
 
 
 # ----- cookies: owner byte | id and generation ----------------------------------------
@@ -130,7 +136,7 @@ METER_RANGES = (HOST_PUNT_METERS, MICE_METERS, ELEPHANT_METERS)
 def describe() -> str:
     """The pipeline as text (for the docs and the operator)."""
     lines = ["tables:"] + [f"  {t.table_id} {t.name}: {t.purpose}" for t in TABLES]
-    lines += ["priority bands:"] + [f"  {b.priority:5d} {b.name}{' (ingress)' if b.ingress else ''}: {b.purpose}"
+    lines += ["priority bands:"] + [f"  {b.priority:5d} {b.name} ({b.table.name}): {b.purpose}"
                                     for b in _BANDS]
     lines += ["cookie owners:"] + [f"  0x{s.owner:02X} {s.name}: {s.layout}" for s in COOKIE_SPACES]
     lines += ["ids:"] + [f"  {r.name}: {r.first}..{r.last}" for r in GROUP_RANGES + METER_RANGES]

@@ -100,10 +100,15 @@ class Policy:
         """What a switch holds whatever the traffic: base forwarding around dead links, the mode's fixed
         entries, and isolation's classification at a ToR."""
         intents = self.switch_program(switch)
-        if self.iso is not None and self.fabric.switches[switch].is_tor:
-            flows, meters = tor_program(self.fabric, switch, [i for i in intents if isinstance(i, Flow)], self.iso)
-            intents = [i for i in intents if not isinstance(i, Flow)] + meters + flows
-        return intents
+        if not self.fabric.switches[switch].is_tor:
+            return intents
+        flows = forwarding.tor_tables(self.fabric, switch, [i for i in intents if isinstance(i, Flow)])
+        intents = [i for i in intents if not isinstance(i, Flow)]
+        if self.iso is not None:
+            classify, meters = tor_program(self.fabric, switch, self.iso)
+            intents += meters
+            flows += classify
+        return intents + flows
 
     def switch_program(self, switch: str) -> list:
         groups, flows = forwarding.base_program(self.fabric, switch, self.dead, self.reach(), self._prefixes)
@@ -183,9 +188,6 @@ class Policy:
 
     def after_links(self, now: float, went_down: frozenset) -> Reaction:
         return NOTHING()
-
-    def two_tables(self, switch: str) -> bool:
-        return self.iso is not None and self.fabric.switches[switch].is_tor
 
     # ----- events ---------------------------------------------------------------------
     def on_switch(self, switch: str, up: bool) -> Reaction:
@@ -272,7 +274,7 @@ class HederaPolicy(Policy):
             self.counters["packet-in-unreachable"] += 1
             return NOTHING()
         ident = self.flow_ids.setdefault(ft, self.next_id())
-        entry = baselines.hedera_edge_entry(ft, ident, 10, self.two_tables(switch), group)
+        entry = baselines.hedera_edge_entry(ft, ident, 10, group)
         self.edges[ft] = (switch, entry)
         return Reaction([(switch, [entry, PacketThrough((ToGroup(group),), data, port)])])
 
@@ -619,7 +621,7 @@ class FreewayPolicy(Policy):
             self.counters["packet-in-dropped"] += 1
             return NOTHING()
         ip_src, sport, _, payload = udp
-        out = self.core.handshake(now, switch, port, ip_src, payload)
+        out = self.core.handshake(now, switch, port, ip_src, payload, arp.source_mac(data))
         if out.verdict != "ack":
             LOG.info("handshake from %s on %s port %d: %s", ip_src, switch, port, out.verdict)
         if out.reply is None:

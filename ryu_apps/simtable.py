@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import zlib
+from collections import Counter
 from dataclasses import dataclass, field
 
 from monitoring.sflow import FiveTuple
@@ -78,6 +79,7 @@ class SimSwitch:
     def __init__(self, name: str):
         self.name = name
         self.tables: dict[int, list[it.Flow]] = {}
+        self.hits: Counter = Counter()  # (table, priority, match) -> packets that entry matched
         self.groups: dict[int, it.Group] = {}
         self.meters: dict[int, it.Meter] = {}
         self.down_ports: set[int] = set()
@@ -131,6 +133,7 @@ class SimSwitch:
             f = self.lookup(table, pkt)
             if f is None:
                 return out
+            self.hits[(table, f.priority, f.match)] += 1
             if f.meter_id:
                 if f.meter_id not in self.meters:
                     raise SimError(f"{self.name}: entry uses unknown meter {f.meter_id}")
@@ -263,11 +266,15 @@ class SimFabric:
             self.link_up(a, b)
         self.react(self.policy.on_links(self.now, self.dead()))
 
-    def send(self, src_host: str, flow: FiveTuple, dscp: int = 0, payload: bytes = b"") -> Trace:
-        """Walk one packet from a host through the fabric; packet-ins go to the policy first."""
+    def send(self, src_host: str, flow: FiveTuple, dscp: int = 0, payload: bytes = b"",
+             src_mac: str | None = None) -> Trace:
+        """Walk one packet from a host through the fabric; packet-ins go to the policy first. The
+        packet has the host's MAC unless ``src_mac`` says otherwise (and ``flow``'s source IP, which
+        may be another host's: a spoofed packet)."""
         h = next(x for x in self.fabric.hosts if x.name == src_host)
-        pkt = packet(flow, dscp)
-        return self._walk(h.switch, h.port, pkt, Trace(), payload, h.mac)
+        mac = (src_mac or h.mac).lower()
+        pkt = {**packet(flow, dscp), "eth_src": mac}
+        return self._walk(h.switch, h.port, pkt, Trace(), payload, mac)
 
     def _walk(self, sw: str, in_port: int, pkt: dict, trace: Trace, payload: bytes, src_mac: str) -> Trace:
         for _ in range(MAX_HOPS):

@@ -89,26 +89,56 @@ def test_mice_cross_only_lol_links(k4_freeway):
     assert hol_bytes == {}, hol_bytes
 
 
-def test_spoofed_handshake_is_refused(k4_freeway):
+def _guard_drops(switch, port):
+    """Packets the ToR's guard dropped from a host port (table 0, band guard-drop)."""
+    out = ofctl("dump-flows", switch, f"table=0,in_port={port}")
+    return sum(int(m) for m in re.findall(r"n_packets=(\d+),.*priority=90,in_port", out))
+
+
+def test_a_host_sending_as_another_is_dropped_at_its_tor(k4_freeway):
+    """Anti-spoofing: h0_0_1 (e0_0 port 2) sends with h0_0_0's address, a handshake and a copy of
+    h0_0_0's announced elephant, then with h0_0_0's MAC; the guard drops all of it at e0_0, nothing
+    reaches the controller or the elephant's entries."""
     fn, ctl = k4_freeway
-    att = fn.host("h0_0_1")
-    victim = "10.0.0.2"
-    att.cmd(f"ip addr add {victim}/32 dev h0_0_1-eth0")
-    # an ARP request from the spoofed address is refused by the controller too; seed the entry so the
-    # forged datagram really reaches the edge switch and the handshake check is what refuses it
-    att.cmd(f"ip neigh replace {hs.SERVICE_IP} lladdr {hs.SERVICE_MAC} dev h0_0_1-eth0")
+    att, dev = fn.host("h0_0_1"), "h0_0_1-eth0"
+    victim, dst = "10.0.0.2", fn.fabric.host_by_ip("10.3.1.3")
+    (rep,) = _send(fn, "h0_0_0", dst.ip, 5009, "--size 50M --rate 2 --announce-only")
+    assert rep["answer"] == "ack", rep
+    sport = rep["sports"][0]
+    drops0 = _guard_drops("e0_0", 2)
+    att.cmd(f"ip addr add {victim}/32 dev {dev}")
+    att.cmd(f"ip neigh replace {hs.SERVICE_IP} lladdr {hs.SERVICE_MAC} dev {dev}")
+    att.cmd(f"ip neigh replace {dst.ip} lladdr {dst.mac} dev {dev}")
     try:
         ann = hs.encode(hs.Announce(77, 10_000_000, 1000, (hs.Subflow(victim, "10.2.0.2", 6, 45555, 5001),)))
-        code = ("import socket,sys;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.bind(('%s',0));"
-                "s.settimeout(1.5);s.sendto(bytes.fromhex('%s'),('%s',%d));"
-                "print(len(s.recvfrom(2048)[0]))" % (victim, ann.hex(), hs.SERVICE_IP, hs.SERVICE_PORT))
+        code = ("import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.bind(('%s',0));"
+                "s.settimeout(1.5);s.sendto(bytes.fromhex('%s'),('%s',%d))\n"
+                "try: s.recvfrom(2048); print('answered')\nexcept OSError as e: print('handshake', e)\n"
+                "t=socket.socket();t.bind(('%s',%d));t.settimeout(1.5)\n"
+                "try: t.connect(('%s',5009)); print('connected')\nexcept OSError as e: print('tcp', e)"
+                % (victim, ann.hex(), hs.SERVICE_IP, hs.SERVICE_PORT, victim, sport, dst.ip))
         out = att.cmd(f"{PY} -c \"{code}\" 2>&1")
     finally:
-        att.cmd(f"ip addr del {victim}/32 dev h0_0_1-eth0")
-        att.cmd(f"ip neigh del {hs.SERVICE_IP} dev h0_0_1-eth0")
-    assert "timed out" in out, out
-    assert "dropped: spoofed (10.0.0.2 is not the host on e0_0 port 2)" in ctl.log_text()
+        att.cmd(f"ip addr del {victim}/32 dev {dev}")
+        att.cmd(f"ip neigh del {hs.SERVICE_IP} dev {dev}")
+    assert "handshake timed out" in out and "tcp timed out" in out, out
+    time.sleep(1.5)  # OVS refreshes flow statistics lazily
+    spoofed = _guard_drops("e0_0", 2) - drops0
+    assert spoofed >= 3, spoofed  # the forged handshake and at least two SYNs
+    assert "spoofed" not in ctl.log_text()  # the controller never saw the forged handshake
     assert all(not _elephant_entries(sw, 45555) for sw in fn.fabric.switches)
+    (ingress,) = _elephant_entries("e0_0", sport)
+    assert "n_packets=0," in ingress, ingress  # the copy never refreshed h0_0_0's elephant entry
+    mac = att.cmd(f"cat /sys/class/net/{dev}/address").strip()  # now h0_0_0's MAC with its own address
+    att.cmd(f"ip link set dev {dev} address {fn.fabric.host_by_ip(victim).mac}")
+    try:
+        ping = att.cmd(f"ping -c 2 -W 1 -i 0.3 {dst.ip}")
+    finally:
+        att.cmd(f"ip link set dev {dev} address {mac}")
+    assert " 0 received" in ping, ping
+    time.sleep(1.5)
+    assert _guard_drops("e0_0", 2) - drops0 >= spoofed + 2
+    assert " 0% packet loss" in att.cmd(f"ping -c 2 -W 1 -i 0.3 {dst.ip}")  # itself again: it goes through
 
 
 def test_handshake_flood_is_metered_and_a_legitimate_one_is_answered(k4_freeway):

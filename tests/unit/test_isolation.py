@@ -6,7 +6,6 @@ from monitoring.sflow import FiveTuple
 from ryu_apps import handshake as hs
 from ryu_apps import isolation as iso
 from ryu_apps.baselines import pin
-from ryu_apps.forwarding import base_program
 from ryu_apps.freeway_core import FreewayCore
 from ryu_apps.intents import DeleteMeter, Meter, SetField, SetQueue
 from ryu_apps.pipeline import EFM
@@ -36,16 +35,13 @@ def test_tc_maps_dscp_to_classes_and_sizes_the_fifos():
     assert [(c[c.index("parent") + 1], c[-1]) for c in fifo] == [("1:1", "60"), ("1:2", "40")]
 
 
-def test_tor_classifies_host_traffic_and_forwards_in_table_1():
-    groups, flows = base_program(F, "e0_0")
-    out, meters = iso.tor_program(F, "e0_0", flows, CFG)
+def test_tor_classifies_host_traffic_in_ingress_and_goes_on_to_forward():
+    out, meters = iso.tor_program(F, "e0_0", CFG)
     assert meters == []
-    cls = [f for f in out if f.table_id == 0 and f.priority == iso.PRIO_CLASSIFY]
-    assert sorted(dict(f.match)["in_port"] for f in cls) == [1, 2]  # host ports only: uplinks keep their marks
-    assert all(f.actions == (SetField("ip_dscp", 46), SetQueue(0)) and f.goto == 1 for f in cls)
-    assert [f.goto for f in out if f.table_id == 0 and f.priority == 0] == [1]
-    assert all(f.table_id == 1 for f in out if f not in cls and f.priority > 0)
-    _, metered = iso.tor_program(F, "e0_0", flows, iso.IsolationConfig(mice_meter_mbps=8))
+    assert all(f.table_id == 1 and f.priority == iso.PRIO_CLASSIFY for f in out)
+    assert sorted(dict(f.match)["in_port"] for f in out) == [1, 2]  # host ports only: uplinks keep their marks
+    assert all(f.actions == (SetField("ip_dscp", 46), SetQueue(0)) and f.goto == 2 for f in out)
+    _, metered = iso.tor_program(F, "e0_0", iso.IsolationConfig(mice_meter_mbps=8))
     assert metered == [Meter(101, 8000, 412), Meter(102, 8000, 412)]
 
 
@@ -58,7 +54,8 @@ def test_elephant_entries_are_marked_at_ingress_and_queued_everywhere():
     plain, _, _, _ = pin(F, ("e0_0", "a0_0", "c2", "a2_0", "e2_0"), flow, EFM, 1, 0, 10)
     assert not any(isinstance(a, (SetField, SetQueue)) for _, fs in plain for f in fs for a in f.actions)
     mark = iso.mark_detected((("eth_type", 0x800),), 2, CFG, 5)
-    assert dict(mark.match)["in_port"] == 2 and mark.goto == 1 and mark.priority == iso.PRIO_ELEPHANT_MARK
+    assert dict(mark.match)["in_port"] == 2 and (mark.table_id, mark.goto) == (1, 2)
+    assert mark.priority == iso.PRIO_ELEPHANT_MARK
 
 
 def test_freeway_meters_each_placed_elephant_and_releases_it():

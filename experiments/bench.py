@@ -590,3 +590,99 @@ def failover(modes: list[str], trials: int, out: Path) -> dict:
     result = {"bench": "failover", "machine": machine(), "trials": trials, "summary": summary, "rows": rows}
     (out / "failover.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
+
+
+def _rss_mib(pid: int) -> float:
+    """A process's resident set size (VmRSS), MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    raise RuntimeError(f"process {pid} has no VmRSS")
+
+
+def _state(ctl: ControllerProcess) -> tuple[dict, int]:
+    """The controller's per-flow table sizes and Hedera edge entries installed, from its last snapshot."""
+    snaps = ctl.events(("links",))
+    if not snaps:
+        return {}, 0
+    last = snaps[-1]
+    return {**last.get("state", {}), "monitor_flows": last["stats"].get("flows_tracked", 0)}, \
+        last["controller"].get("hedera-edges", 0)
+
+
+def state(flows: int, rate: float, waves: int, out: Path) -> dict:
+    """Hedera mode on a k=4 fat-tree under the real controller process: ``waves`` waves of short TCP
+    flows (each a new 5-tuple: a packet-in and an edge entry), ``flows`` per wave, at ``rate`` flows/s.
+    Before, at each wave's highest RSS (sampled every 5 s while it runs, every 2 s while its flows
+    expire) and once its flows have expired: the process RSS and the size of every per-flow table the
+    controller keeps."""
+    import subprocess
+    import sys
+
+    from topology.sflow_agent import SFlowAgentConfig
+
+    from . import flowgen
+
+    out.mkdir(parents=True, exist_ok=True)
+    fabric = fattree(4, 100)
+    fabric.save(out / "state.json.fabric")
+    ctl = ControllerProcess(out / "state.json.fabric", mode="hedera",
+                            log_file=out / "state.controller.log").start()
+    fn = FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(100, target=ctl.sflow_target))
+    samples, rows = [], []
+
+    def sample(label: str) -> dict:
+        sizes, installed = _state(ctl)
+        row = {"label": label, "t": round(time.monotonic() - t0, 1), "rss_mib": _rss_mib(ctl.proc.pid),
+               "edges_installed": installed, **sizes}
+        samples.append(row)
+        return row
+
+    try:
+        fn.start()
+        fn.wait_reachable(30)
+        t0 = time.monotonic()
+        time.sleep(3.0)
+        before = sample("before")
+        print(f"[bench state] before: {before}", flush=True)
+        hosts = fabric.hosts
+        per_host = -(-flows // (2 * len(hosts)))  # each connect is a flow each way
+        for wave in range(1, waves + 1):
+            start_installed = sample(f"wave {wave} start")["edges_installed"]
+            procs = []
+            for h in hosts:
+                dsts = ",".join(d.ip for d in hosts if d.switch != h.switch)
+                procs.append(fn.host(h.name).popen(
+                    [sys.executable, flowgen.__file__, "--to", dsts, "--count", str(per_host),
+                     "--rate", str(rate / 2 / len(hosts)), "--first-port", str(20000 + 1000 * wave)],
+                    stdout=subprocess.PIPE, text=True))
+            peak = None
+            while any(p.poll() is None for p in procs):
+                time.sleep(5.0)
+                row = sample(f"wave {wave} running")
+                peak = row if peak is None or row["rss_mib"] > peak["rss_mib"] else peak
+                print(f"[bench state] wave {wave}: {row['edges_installed'] - start_installed} flows installed, "
+                      f"{row.get('hedera_edges')} live, RSS {row['rss_mib']} MiB", flush=True)
+            sent = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
+            deadline = time.monotonic() + 60  # edge entries idle out after 10 s; a poll every 5 s forgets them
+            while True:
+                time.sleep(2.0)
+                row = sample(f"wave {wave} after")
+                peak = row if peak is None or row["rss_mib"] > peak["rss_mib"] else peak
+                if row.get("hedera_edges", 1) <= before.get("hedera_edges", 0) or time.monotonic() > deadline:
+                    break
+            after = {**row, "label": f"wave {wave} expired"}
+            rows.append({"wave": wave, "connects": sum(s["sent"] for s in sent),
+                         "connect_errors": sum(s["errors"] for s in sent),
+                         "flows_installed": after["edges_installed"] - start_installed,
+                         "peak": peak, "after": after})
+            print(f"[bench state] wave {wave}: {rows[-1]['flows_installed']} flows installed; peak RSS "
+                  f"{peak['rss_mib'] if peak else None} MiB with {peak.get('hedera_edges') if peak else None} live; "
+                  f"after: RSS {after['rss_mib']} MiB, tables {after}", flush=True)
+    finally:
+        fn.stop()
+        ctl.stop()
+    result = {"bench": "state", "machine": machine(), "mode": "hedera", "flows_per_wave": flows,
+              "rate_flows_per_s": rate, "before": before, "waves": rows, "samples": samples}
+    (out / "state.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result

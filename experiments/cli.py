@@ -61,6 +61,13 @@ def cmd_bench(args) -> int:
                   f"bottleneck {100 * row['bottleneck_utilisation']:.1f}%")
         print(f"mice latency with isolation: p50 -{r['mice_p50_reduction_pct']}%, p99 -{r['mice_p99_reduction_pct']}%")
         print(f"results in {Path(args.out) / 'isolation.json'}")
+    elif args.bench == "state":
+        r = bench.state(args.flows, args.rate, args.waves, Path(args.out))
+        print(f"RSS before {r['before']['rss_mib']} MiB; " + "; ".join(
+            f"wave {w['wave']}: {w['flows_installed']} flows, peak {w['peak']['rss_mib'] if w['peak'] else None} "
+            f"MiB, after {w['after']['rss_mib']} MiB with {w['after'].get('hedera_edges')} edge entries"
+            for w in r["waves"]))
+        print(f"results in {Path(args.out) / 'state.json'}")
     return 0
 
 
@@ -169,4 +176,9 @@ def add_commands(sub) -> None:
     bi.add_argument("--mice-rate", type=float, default=6.0, help="10 KB mice per second (6: about 5%% of the link)")
     bi.add_argument("--elephants", type=int, default=3, help="elephant senders (3)")
     bi.add_argument("--out", default="results/bench", help="output directory (results/bench)")
+    bt = bsub.add_parser("state", help="Hedera mode, waves of short TCP flows: the controller's RSS and tables")
+    bt.add_argument("--flows", type=int, default=100_000, help="flows per wave (100000; each connect is two)")
+    bt.add_argument("--rate", type=float, default=1000.0, help="flows per second, all hosts together (1000)")
+    bt.add_argument("--waves", type=int, default=2, help="waves, each after the last one's flows expired (2)")
+    bt.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     b.set_defaults(func=cmd_bench)

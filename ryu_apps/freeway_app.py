@@ -354,4 +354,6 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             self.finish(o)
 
     def snapshot(self) -> dict:
-        return {"controller": dict(self.counters + self.policy.counters)} | self.policy.snapshot()
+        return ({"controller": dict(self.counters + self.policy.counters),
+                 "state": self.policy.table_sizes() | {"transactions": len(self.tracker)}}
+                | self.policy.snapshot())

@@ -162,7 +162,8 @@ class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") el
         if self.events_out is None:
             return
         util = {f"{a}>{b}": round(u, 4) for (a, b), u in sorted(self.estimator.link_util.items())}
-        stats = {**self.collector.stats, **self.estimator.stats, "monitor_loop_errors": self.loop_errors}
+        stats = {**self.collector.stats, **self.estimator.stats, "monitor_loop_errors": self.loop_errors,
+                 "flows_tracked": len(self.estimator.flows)}
         if self.sflowrt is not None:
             stats.update({f"sflowrt_{k}": v for k, v in self.sflowrt.stats.items()})
         snap = {"type": "links", "time": now, "wall": time.time(), "utilisation": util, "stats": stats,

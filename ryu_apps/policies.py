@@ -238,6 +238,11 @@ class Policy:
         """The mode's state for the events file (and, later, the operator API); counters are separate."""
         return {}
 
+    def table_sizes(self) -> dict[str, int]:
+        """How many entries each of the mode's per-flow tables holds (they must stay at the size of
+        what is live: ``freeway bench state``)."""
+        return {"marks": len(self.marks), "marks_unconfirmed": len(self.unconfirmed)}
+
 
 class HederaPolicy(Policy):
     """Hedera: every new TCP flow gets an edge entry; large flows are placed by Global First Fit."""
@@ -275,8 +280,16 @@ class HederaPolicy(Policy):
             return NOTHING()
         ident = self.flow_ids.setdefault(ft, self.next_id())
         entry = baselines.hedera_edge_entry(ft, ident, 10, group)
+        self.counters["hedera-edges"] += 1
         self.edges[ft] = (switch, entry)
         return Reaction([(switch, [entry, PacketThrough((ToGroup(group),), data, port)])])
+
+    def table_sizes(self) -> dict[str, int]:
+        gff = self.scheduler.gff
+        return super().table_sizes() | {
+            "hedera_edges": len(self.edges), "hedera_flow_ids": len(self.flow_ids), "hedera_counts": len(self.counts),
+            "hedera_pins": len(self.pins), "hedera_demand": len(self.scheduler.counters),
+            "hedera_placed": len(gff.placed)}
 
     def dynamic_program(self, switch) -> list:
         return (super().dynamic_program(switch) + [e for sw, e in self.edges.values() if sw == switch]
@@ -514,6 +527,11 @@ class Rerouter:
         return out
 
 
+def _rerouter_sizes(r: Rerouter) -> dict[str, int]:
+    return {"efm_pins": len(r.pins), "efm_entries": len(r.entries), "efm_paths": len(r.efm.paths),
+            "efm_moved_at": len(r.efm.moved_at), "efm_triggered": len(r.efm.triggered_at)}
+
+
 class EFMPolicy(Policy):
     periodic = True
     owned = (pipeline.EFM, pipeline.DETECTED)
@@ -535,6 +553,9 @@ class EFMPolicy(Policy):
 
     def dynamic_program(self, switch) -> list:
         return super().dynamic_program(switch) + self.rerouter.entries_on(switch)
+
+    def table_sizes(self) -> dict[str, int]:
+        return super().table_sizes() | _rerouter_sizes(self.rerouter)
 
     def on_flow_removed(self, now, switch, cookie) -> Reaction:
         """An EFM pin's ingress entry expired: the flow is forgotten (its other hops' entries expire by
@@ -718,6 +739,11 @@ class FreewayPolicy(Policy):
             out.events.append({"type": "reroute", "elephant": el.eid, "reason": "hot link",
                                "path": [list(pl.path) for pl in el.placements]})
         return out
+
+    def table_sizes(self) -> dict[str, int]:
+        core = self.core
+        return super().table_sizes() | _rerouter_sizes(self.rerouter) | {
+            "elephants": len(core.elephants), "elephant_subflows": len(core.by_subflow)}
 
     def snapshot(self) -> dict:
         part = self.core.partition

@@ -19,13 +19,14 @@ def test_hedera_forgets_100000_short_flows_once_no_edge_switch_counts_them():
     pol = policy("hedera", F, None)
     rnd = random.Random(1)
     hosts = F.hosts
-    live = []
+    live, sent = [], 0
     for i in range(100_000):
         s, d = rnd.sample(hosts, 2)
         if s.switch == d.switch:
             continue
         ft = FiveTuple(s.ip, d.ip, 6, 10_000 + i % 50_000, 80 + i // 50_000)
         pol.on_packet(0.0, s.switch, s.port, frame(packet(ft), s.mac, d.mac))
+        sent += 1
         if i >= 99_990:
             live.append((s.switch, ft))
     assert len(pol.edges) > 90_000  # every flow got its edge entry
@@ -37,6 +38,9 @@ def test_hedera_forgets_100000_short_flows_once_no_edge_switch_counts_them():
             pol.on_flow_stats(t, sw, entries, False)
     assert len(pol.edges) == len(pol.flow_ids) == len(live)
     assert len(pol.scheduler.counters) == len(live)
+    sizes = pol.table_sizes()  # what the events file and `freeway bench state` report
+    assert sizes["hedera_edges"] == sizes["hedera_flow_ids"] == sizes["hedera_demand"] == len(live)
+    assert pol.counters["hedera-edges"] == sent  # every flow's first packet installed its edge entry
 
 
 def test_efm_forgets_a_pin_whose_entry_expired():

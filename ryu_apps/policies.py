@@ -86,6 +86,7 @@ class Policy:
         self._reach: Reachability | None = None
         self._prefixes = forwarding.tor_prefixes(fabric)
         self.punt = (forwarding.PUNT_PPS, forwarding.PUNT_BURST)  # each host port's punt meter
+        self._recovered_with_dead = False  # placements read back while links were dead: check them
 
     def next_id(self) -> int:
         self._ids += 1
@@ -122,6 +123,7 @@ class Policy:
         """After a restart (or a reconnect): rebuild what the mode placed from what a switch holds
         (cookies say whose). Here: isolation's marks on detected elephants; a mark whose elephant
         monitoring does not report within ``MARK_GRACE_S`` goes (it ended while nobody watched)."""
+        self._recovered_with_dead |= bool(self.dead)
         for f in flows:
             ft = tuple_of(f.match)
             if (f.priority != PRIO_MARK or pipeline.owner_of(f.cookie) is not pipeline.DETECTED or ft is None
@@ -152,10 +154,14 @@ class Policy:
 
     def observe(self, view: View) -> Reaction:
         """Every period: keep the view and which links are stale; marks read back after a restart whose
-        elephant monitoring has not reported within ``MARK_GRACE_S`` go."""
+        elephant monitoring has not reported within ``MARK_GRACE_S`` go; placements read back while
+        links were dead (a link that died during a restart's read-back) are moved off them."""
         self.view = view
         self.stale = view.stale(STALE_S)
         out = Reaction()
+        if self._recovered_with_dead:  # a placement read back after its link died moves as if it just died
+            self._recovered_with_dead = False
+            out += self.after_links(view.now, self.dead)
         for ft, since in list(self.unconfirmed.items()):
             r = view.flows.get(ft)
             if r is not None and r.elephant:

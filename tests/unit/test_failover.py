@@ -3,6 +3,7 @@ around the dead links, nothing placed on them, and everything back once they ret
 
 import pytest
 
+from monitoring.view import View
 from ryu_apps import forwarding, pipeline, reconcile
 from ryu_apps.intents import DeleteFlow, DeleteFlows, Flow, Group, GroupModify, Meter, MeterModify, match
 from ryu_apps.partition import StepResult
@@ -457,3 +458,79 @@ def test_review_fixes_a_recovered_hedera_placement_released_around_a_failure():
     pol.scheduler.gff.release(flow)  # as after_links does when no live path has room
     pol.scheduler.rates(0.0, {flow: 0})
     assert pol.scheduler.schedule(5.0, {flow: 10_000_000})  # large now: no KeyError
+
+
+@pytest.mark.parametrize("iso", [None, ISO], ids=["plain", "isolation"])
+def test_rate_less_elephants_are_recovered_rate_less_and_keep_sharing_after_a_restart(iso):
+    """The rate-less bit of an elephant's cookie is all a restarted controller has to tell a rate-less
+    elephant from one with an explicit rate: read back, two rate-less elephants from one ToR are
+    rate-less again, keep their shares, and a third one shares with them."""
+    fabric = fattree(4, 10)
+    pol = policy("freeway", fabric, iso)
+    sim = SimFabric(fabric, pol)
+    src = fabric.hosts_on("e0_0")
+    dsts = fabric.hosts_on("e3_0") + fabric.hosts_on("e3_1")
+    placed = [_announce(sim, pol, src[i % 2], dsts[i], 41000 + i, rate_kbps=0) for i in range(2)]
+    assert all(el.rateless for _, el in placed)
+    fresh = policy("freeway", fabric, iso)
+    for sw in fabric.switches:
+        flows, groups, meters = _held(sim, sw)
+        fresh.recover(5.0, sw, flows, meters, groups)
+    back = [fresh.core.elephant_of(f) for f, _ in placed]
+    assert all(b is not None and b.rateless for b in back)
+    if iso is not None:  # read back from their meters
+        assert [b.rate_bps for b in back] == [el.rate_bps for _, el in placed]
+    sim.react(fresh.on_period(6.0, View(6.0)))  # without meters: their floor until the period reshares
+    assert [b.rate_bps for b in back] == pytest.approx([el.rate_bps for _, el in placed], rel=0.01)
+    sim.policy = fresh
+    flow3, el3 = _announce(sim, fresh, src[0], dsts[2], 41002, rate_kbps=0)
+    shares = [fresh.core.elephant_of(f).rate_bps for f, _ in placed] + [el3.rate_bps]
+    assert el3.rateless and max(shares) - min(shares) <= 0.01 * max(shares), shares
+    assert sum(shares) <= 10e6 * 1.001, shares
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_link_that_fails_while_a_restarted_controller_reads_the_switches_back(mode):
+    """Half the switches read back, then a link on the announced elephant's path dies, then the rest
+    come back: every pair is reachable around the dead link, nothing uses it, and the elephant is on a
+    live path (or released) once every switch is back."""
+    fabric = fattree(4)
+    pol = policy(mode, fabric, ISO)
+    sim = SimFabric(fabric, pol)
+    el = None
+    if mode == "freeway":
+        src, dst = fabric.hosts_on("e0_0")[0], fabric.hosts_on("e3_1")[0]
+        flow, el = _announce(sim, pol, src, dst, 40001, rate_kbps=3000)
+        cut = tuple(el.placements[0].path[1:3])  # its aggregation-core link
+    else:
+        cut = ("a0_0", "c1")
+    fresh = policy(mode, fabric, ISO)
+    sim.policy = fresh
+    order = sorted(fabric.switches)
+    first, rest = order[: len(order) // 2], order[len(order) // 2:]
+
+    connected: set[str] = set()  # as the app does, nothing is sent to a switch before it connects
+    sim.apply = lambda ops: SimFabric.apply(sim, [(sw, i) for sw, i in ops if sw in connected])
+
+    def read_back(switches, now):
+        for sw in switches:
+            connected.add(sw)
+            flows, groups, meters = _held(sim, sw)
+            fresh.recover(now, sw, flows, meters, groups)
+            sim.apply([(sw, reconcile.connect_ops(flows + groups + meters, fresh.program(sw), fresh.owned))])
+
+    read_back(first, 5.0)
+    sim.fail(cut)
+    read_back(rest, 5.5)
+    sim.react(fresh.on_period(16.0, View(16.0)))  # after the recovery window
+    bad = unreachable(sim, mice_flows(fabric))
+    assert not bad, bad[:3]
+    dead = {cut, cut[::-1]}
+    used = {ln for s, d, ft in mice_flows(fabric) for ln in sim.send(s.name, ft).links()}
+    assert not used & dead
+    if el is not None:
+        back = fresh.core.elephant_of(flow)
+        if back is not None:
+            assert not set(path_links(back.placements[0].path)) & dead
+            t = sim.send(src.name, flow)
+            assert t.delivered_to == dst.name and not set(t.links()) & dead

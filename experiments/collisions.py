@@ -78,7 +78,7 @@ def unsteer(fabric: Fabric) -> None:
     """Remove the pinning entries."""
     for sw in fabric.switches:
         for line in ofctl("dump-flows", sw).splitlines():
-            if f"priority={PRIO_STEER}," in line:
+            if f"priority={PRIO_STEER}," in line and "cookie=0x0," in line:  # not the controller's marks
                 match = line.split(f"priority={PRIO_STEER},", 1)[1].split(" actions=")[0]
                 ofctl("--strict", "del-flows", sw, f"priority={PRIO_STEER},{match}")
 

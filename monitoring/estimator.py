@@ -99,7 +99,7 @@ class Estimator:
         self._counters: dict[tuple[tuple[str, str], str], _Counter] = {}
         self.port_up: dict[tuple[str, int], bool] = {}  # fabric port -> operational status as sFlow reports it
         self.stats = {"flow_samples": 0, "counter_samples": 0, "unmapped_ifindex": 0, "packets_without_ip": 0,
-                      "unknown_counter": 0}
+                      "unknown_counter": 0, "discarded_samples": 0}
 
     # ----- mapping -----------------------------------------------------
     def set_ifmap(self, ifmap: dict[int, tuple[str, int]]) -> None:
@@ -163,6 +163,9 @@ class Estimator:
 
     # ----- flow samples -> flow rates -------------------------------------
     def on_flow_sample(self, now: float, sample: FlowSample) -> None:
+        if sample.output_if >> 30 == 1:  # sFlow's "discarded" format: the switch dropped it (e.g. the
+            self.stats["discarded_samples"] += 1  # ToR's anti-spoofing guard); it carries no flow's rate
+            return
         where = self.ifmap.get(sample.input_if)
         if where is None:
             self.stats["unmapped_ifindex"] += 1

@@ -139,8 +139,9 @@ def base_program(fabric: Fabric, switch: str, dead=frozenset(), reach: Reachabil
 
 def tor_tables(fabric: Fabric, switch: str, flows: list[Flow]) -> list[Flow]:
     """A ToR's flows in its three tables (``pipeline``): each in its band's table, then the guard
-    (per host port: that host's own IPv4 and ARP go on, anything else from the port is dropped) and
-    the misses that go on from guard to ingress and from ingress to forward."""
+    (per host port: that host's own IPv4 and ARP go on, anything else from the port is dropped; per
+    uplink: everything goes on; any other port: dropped) and the miss that goes on from ingress to
+    forward."""
     out = [replace(f, table_id=pipeline.table_for(f.priority, True)) for f in flows]
     guard, ingress, fwd = (t.table_id for t in pipeline.TABLES)
     for h in fabric.hosts_on(switch):
@@ -150,7 +151,9 @@ def tor_tables(fabric: Fabric, switch: str, flows: list[Flow]) -> list[Flow]:
                 Flow(PRIO_GUARD_PASS, match(in_port=h.port, eth_type=ETH_ARP, eth_src=mac, arp_spa=h.ip),
                      table_id=guard, goto=ingress),
                 Flow(PRIO_GUARD_DROP, match(in_port=h.port), table_id=guard)]
-    out += [Flow(PRIO_MISS, match(), table_id=guard, goto=ingress),  # from the uplinks
+    out += [Flow(PRIO_GUARD_PASS, match(in_port=fabric.port_to(switch, n)), table_id=guard, goto=ingress)
+            for n in fabric.up_neighbors(switch)]  # what comes down from the fabric goes on
+    out += [Flow(PRIO_MISS, match(), table_id=guard),  # any other port (undescribed, LOCAL): dropped
             Flow(PRIO_MISS, match(), table_id=ingress, goto=fwd)]
     return out
 

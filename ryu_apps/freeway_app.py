@@ -180,9 +180,11 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         del self.syncs[sw]
         dp = sync.dp
         if complete:
-            self.policy.recover(time.monotonic(), sw, sync.flows, sync.meters, sync.groups)
+            tor = self.fabric.switches[sw].is_tor
+            self.policy.recover(time.monotonic(), sw, reconcile.rehome(sync.flows, tor, self.policy.owned),
+                                sync.meters, sync.groups)
             ops = reconcile.connect_ops(sync.flows + sync.groups + sync.meters, self.policy.program(sw),
-                                        self.policy.owned)
+                                        self.policy.owned, tor)
             msgs = ofmsg.messages(ops) + [ofmsg.barrier()]
             kinds = Counter(type(o).__name__ for o in ops)
             how = (f"{len(sync.flows) + len(sync.groups) + len(sync.meters)} entries read back, {len(ops)} changes "

@@ -203,7 +203,8 @@ class FreewayCore:
         return out
 
     def switch_program(self, switch: str) -> tuple[list[Group], list[Flow], list]:
-        """Everything a (re)connecting switch should hold in Freeway mode, with no link down."""
+        """Freeway's part of what a switch holds, with no link down, in one table (for tests of the core
+        alone: the policy places a ToR's entries in its tables, ``forwarding.tor_tables``)."""
         groups, flows = base_program(self.fabric, switch)
         dyn = self.dynamic_program(switch)
         groups += [i for i in dyn if isinstance(i, Group)]

@@ -7,8 +7,9 @@ generation). ``describe()`` prints the whole layout.
 
 Tables: an aggregation or core switch forwards in table 0, its only table.
 A ToR uses three, in every mode: table 0 ("guard") lets a packet from a host
-port go on only if its source MAC and IP (for ARP: sender MAC and IP) are
-that host's, and drops it otherwise (anti-spoofing: a host cannot send as
+port go on only if its source MAC and IP (for ARP: source MAC and sender
+IP) are that host's, and drops it otherwise, as it drops what comes from a
+port that is neither a host's nor an uplink (anti-spoofing: a host cannot send as
 another, nor keep another's elephant entries alive); table 1 ("ingress")
 holds the exact-match elephant entries and, with isolation, classifies host
 traffic as mice; table 2 ("forward") holds everything else.
@@ -27,7 +28,8 @@ class Table:
 
 
 GUARD = Table(0, "guard", "at a ToR: a host port's packets go on only with that host's MAC and IP, "
-                          "everything from the uplinks goes on; aggregation and core switches: the only table")
+                          "everything from the uplinks goes on, nothing else; aggregation and core switches: "
+                          "the only table")
 INGRESS = Table(1, "ingress", "at a ToR: exact-match elephant entries, isolation's classification of host "
                               "traffic, then go to forward")
 FORWARD = Table(2, "forward", "at a ToR: prefix, host, ECMP and mice forwarding, and the controller punts")
@@ -43,8 +45,8 @@ class Band:
 
 
 _BANDS = (
-    Band("miss", 0, FORWARD, "forward (and the only table): explicit drop, so misses are counted; "
-                             "guard and ingress: go to the next table"),
+    Band("miss", 0, FORWARD, "forward, guard (and the only table): explicit drop, so misses are "
+                             "counted; ingress: go to forward"),
     Band("ecmp-up", 10, FORWARD, "everything not below: the ECMP select group over the uplinks"),
     Band("ecmp-avoid", 12, FORWARD, "after a failure: a destination ToR that only some uplinks still reach"),
     Band("hedera-punt", 15, FORWARD, "Hedera: a new TCP flow's first packet to the controller, through the "
@@ -52,7 +54,8 @@ _BANDS = (
     Band("mice", 20, FORWARD, "Freeway: mice to the select group over low-latency next hops"),
     Band("guard-drop", 90, GUARD, "a host port's packets that are not from its host (dropped, counted)"),
     Band("classify", 100, INGRESS, "isolation: mark host traffic as mice (DSCP, queue), go to forward"),
-    Band("guard-pass", 110, GUARD, "a host's own packets (its MAC and IP; ARP: sender MAC and IP): go to ingress"),
+    Band("guard-pass", 110, GUARD, "a host's own packets (source MAC and IP; ARP: source MAC and sender IP), "
+                                   "and everything from an uplink: go to ingress"),
     Band("down", 200, FORWARD, "destination prefix below a down port"),
     Band("host", 300, FORWARD, "a host on this ToR"),
     Band("hedera-edge", 400, FORWARD, "Hedera: one entry per flow at its ingress ToR, counting its bytes"),
@@ -64,6 +67,7 @@ _BANDS = (
 )
 BANDS = {b.name: b for b in _BANDS}
 _BY_PRIORITY = {b.priority: b for b in _BANDS}
+PRIORITIES = frozenset(_BY_PRIORITY) - {0}  # every band's priority but the misses' (one in each table)
 
 
 def prio(name: str) -> int:

@@ -39,6 +39,7 @@ LOG = logging.getLogger("freeway")
 Ops = list[tuple[str, list]]
 STALE_S = 5.0  # a link measured longer ago than this is stale: no placement chooses it
 MARK_GRACE_S = 10.0  # a mark read back after a restart goes unless monitoring reports its elephant by then
+SETTLE_S = 2.0  # a read-back is over when no switch has been read back for this long
 PRIO_MARK = pipeline.prio("elephant-mark")
 
 
@@ -87,6 +88,7 @@ class Policy:
         self._prefixes = forwarding.tor_prefixes(fabric)
         self.punt = (forwarding.PUNT_PPS, forwarding.PUNT_BURST)  # each host port's punt meter
         self._recovered_with_dead = False  # placements read back while links were dead: check them
+        self._recovered_at = -1e9  # the latest read-back
 
     def next_id(self) -> int:
         self._ids += 1
@@ -124,6 +126,7 @@ class Policy:
         (cookies say whose). Here: isolation's marks on detected elephants; a mark whose elephant
         monitoring does not report within ``MARK_GRACE_S`` goes (it ended while nobody watched)."""
         self._recovered_with_dead |= bool(self.dead)
+        self._recovered_at = now
         for f in flows:
             ft = tuple_of(f.match)
             if (f.priority != PRIO_MARK or pipeline.owner_of(f.cookie) is not pipeline.DETECTED or ft is None
@@ -133,6 +136,11 @@ class Policy:
             self.unconfirmed[FiveTuple(*ft)] = now
             self.seen_id(f.cookie & 0xFFFFFFFFFFFF)
             self.counters["marks-recovered"] += 1
+
+    def settled(self, now: float) -> bool:
+        """Whether the switches' read-back is over (none for ``SETTLE_S``), so that what it rebuilt can
+        be moved: a move before would fail on a switch that has not connected yet."""
+        return now - self._recovered_at >= SETTLE_S
 
     def seen_id(self, ident: int) -> None:
         """An id read back from a switch: new ones are above it."""
@@ -159,8 +167,8 @@ class Policy:
         self.view = view
         self.stale = view.stale(STALE_S)
         out = Reaction()
-        if self._recovered_with_dead:  # a placement read back after its link died moves as if it just died
-            self._recovered_with_dead = False
+        if self._recovered_with_dead and self.settled(view.now):
+            self._recovered_with_dead = False  # a placement read back after its link died moves as if it just died
             out += self.after_links(view.now, self.dead)
         for ft, since in list(self.unconfirmed.items()):
             r = view.flows.get(ft)
@@ -307,7 +315,7 @@ class HederaPolicy(Policy):
         out = Reaction()
         for ft, (sw, entry) in list(self.edges.items()):
             dst = self.fabric.host_by_ip(ft.dst)
-            group = forwarding.up_group(self.fabric, sw, dst.switch, self.dead, self.reach())
+            group = forwarding.up_group(self.fabric, sw, dst.switch if dst else None, self.dead, self.reach())
             new = replace(entry, actions=(ToGroup(group),) if group is not None else ())
             if new != entry:
                 self.edges[ft] = (sw, new)
@@ -462,7 +470,14 @@ class Rerouter:
             return Reaction(after)
 
         def failed(_failure):
+            """Rolled back: the flow is unpinned, back on base forwarding (which avoids dead links),
+            rather than left on an old pin that may cross the link it was leaving."""
             self.efm.forget(mv.flow)
+            self.entries.pop(mv.flow, None)
+            pin = self.pins.pop(mv.flow, None)
+            if pin is None:
+                return None
+            return Reaction([(sw, [DeleteFlows(pin[2])]) for sw in self.fabric.switches])
 
         event = {"type": "reroute", "flow": str(mv.flow), "link": "%s>%s" % mv.link, "path": list(mv.new_path),
                  "rate_bps": mv.rate_bps}
@@ -622,6 +637,9 @@ class FreewayPolicy(Policy):
         for el in self.core.recover(now, switch, flows, meters, groups):
             LOG.info("elephant %d (%s -> %s, %.2f Mbit/s) recovered from the switches on %s", el.eid, el.src.ip,
                      el.dst.ip, el.rate_bps / 1e6, ", ".join(path_top(pl.path) for pl in el.placements))
+
+    def settled(self, now: float) -> bool:
+        return super().settled(now) and not self.core.recovering(now)
 
     def _abandon(self, el, after) -> list:
         """A move of ``el`` was rolled back: it is released (see ``FreewayCore.abandon``) and says so."""

@@ -13,6 +13,8 @@ longer wanted (entries before the groups and meters they use).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from . import pipeline
 from .intents import DeleteFlow, DeleteGroup, DeleteMeter, Flow, Group, GroupModify, Meter, MeterModify
 
@@ -68,7 +70,38 @@ def placed_by_traffic(entry, owned=None) -> bool:
     return False
 
 
-def connect_ops(held, want, owned=None) -> list:
+def at_home(entry, tor: bool) -> bool:
+    """Whether an entry sits in the table its band lives in on this switch (entries of priorities no
+    band declares are another tool's: left where they are)."""
+    if not isinstance(entry, Flow) or entry.priority not in pipeline.PRIORITIES:
+        return True
+    return entry.table_id == pipeline.table_for(entry.priority, tor)
+
+
+def _homed(f: Flow, tor: bool) -> Flow:
+    goto = pipeline.FORWARD.table_id if f.goto is not None else None  # a mark went to forward: it still does
+    return replace(f, table_id=pipeline.table_for(f.priority, tor), goto=goto if tor else None)
+
+
+def rehome(flows, tor: bool, owned=None) -> list:
+    """Entries traffic placed, read back from a table their band no longer lives in (the layout of an
+    older Freeway, before the ToRs' guard table), as they are after ``connect_ops`` moved them: what
+    ``recover`` rebuilds from."""
+    return [_homed(f, tor) if placed_by_traffic(f, owned) and not at_home(f, tor) else f for f in flows]
+
+
+def connect_ops(held, want, owned=None, tor: bool | None = None) -> list:
     """What a (re)connecting switch is sent: the difference, keeping what traffic placed under the cookie
-    spaces ``owned`` by the running mode (another mode's entries, left by an earlier controller, go)."""
-    return diff(held, want, keep=lambda e: placed_by_traffic(e, owned))
+    spaces ``owned`` by the running mode (another mode's entries, left by an earlier controller, go).
+    With ``tor`` (whether the switch is a ToR) such an entry held in a table its band no longer lives in
+    (an older layout) is moved there: added in its table first, then deleted where it was."""
+    def keep(e) -> bool:
+        return placed_by_traffic(e, owned)
+
+    moved = [f for f in held if isinstance(f, Flow) and tor is not None and keep(f) and not at_home(f, tor)]
+    if not moved:
+        return diff(held, want, keep)
+    homed = [_homed(f, tor) for f in moved]  # moved as they are (same match, actions, cookie), new one first
+    gone = {id(f) for f in moved}
+    ops = diff([i for i in held if id(i) not in gone] + homed, want, keep)
+    return homed + ops + [DeleteFlow(f.table_id, f.priority, f.match) for f in moved]

@@ -164,3 +164,16 @@ def test_a_fabric_port_going_down_or_up_in_sflow_is_reported_once_per_change():
     assert states(e.on_counters(4.0, _ifc(101, 0, 0, status=0))) == []  # a host port is not a fabric link
     assert states(e.on_counters(5.0, _ifc(201, 0, 0, status=1))) == [PortState(5.0, "a0_0", 3, False)]  # first: down
     assert to_json(PortState(5.0, "a0_0", 3, False))["type"] == "port_state"
+
+
+def test_samples_of_packets_the_switch_dropped_carry_no_flow():
+    """A packet the ToR's guard dropped (a spoofed copy of someone's flow) is sampled with sFlow's
+    "discarded" output format (0x40000000 | reason): it must not make that flow an elephant."""
+    from dataclasses import replace
+
+    e = _est()
+    for i in range(200):
+        e.on_flow_sample(0.01 * i, replace(_sample(101), output_if=0x40000000 | 256))
+    assert not e.flows and e.stats["discarded_samples"] == 200 and e.stats["flow_samples"] == 0
+    e.on_flow_sample(2.0, _sample(101))
+    assert FLOW in e.flows

@@ -11,12 +11,22 @@ from dataclasses import fields
 
 from topology.settings import spec
 
-from .config import SECTIONS, Config, ConfigError, parse_settings, settings_epilog, settings_help
+from .config import (
+    SECTIONS,
+    Config,
+    ConfigError,
+    defaults_file,
+    load_file,
+    parse_settings,
+    settings_epilog,
+    settings_help,
+)
 
 
-def cmd_controller(args) -> int:
-    from .launcher import run
-
+def controller_config(args) -> Config:
+    """The configuration of ``freeway controller``: the config file's settings, then the command line's
+    (a flag overrides the file; a module setting given as KEY=VALUE overrides the file's)."""
+    values = load_file(args.config) if args.config else {}
     monitor = list(parse_settings(args.monitor_set))
     if args.elephant_fraction is not None:
         monitor.append(("elephant_fraction", args.elephant_fraction))
@@ -25,14 +35,34 @@ def cmd_controller(args) -> int:
         efm.append(("threshold", args.efm_threshold))
     if args.efm_hold_down is not None:
         efm.append(("hold_down_s", args.efm_hold_down))
-    values = {name: getattr(args, name) for name in FLAGS if getattr(args, name) is not None}
-    values.update(monitor_settings=tuple(monitor), freeway_settings=parse_settings(args.freeway_set),
-                  isolation_settings=parse_settings(args.isolation_set), efm_settings=tuple(efm))
-    return run(Config.from_mapping(values), args.listen, args.verbose)
+    values.update({name: getattr(args, name) for name in FLAGS if getattr(args, name) is not None})
+    given = {"monitor_settings": monitor, "freeway_settings": parse_settings(args.freeway_set),
+             "isolation_settings": parse_settings(args.isolation_set), "efm_settings": efm}
+    for key, pairs in given.items():
+        values[key] = tuple(values.get(key, ())) + tuple(pairs)
+    return Config.from_mapping(values)
+
+
+def cmd_controller(args) -> int:
+    from .launcher import run
+
+    cfg = controller_config(args)
+    return run(cfg, cfg.listen, args.verbose)
+
+
+def cmd_config(args) -> int:
+    text = defaults_file()
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.out, "w") as fh:
+            fh.write(text)
+        print(f"wrote every setting at its default to {args.out}")
+    return 0
 
 
 # Config field -> its command-line flag; the type, default, choices and help come from the declaration
-FLAGS = {"fabric": "--fabric", "mode": "--mode", "monitor": "--monitor", "sflow_listen": "--sflow-listen",
+FLAGS = {"fabric": "--fabric", "listen": "--listen", "mode": "--mode", "monitor": "--monitor", "sflow_listen": "--sflow-listen",
          "sflow_rt_url": "--sflow-rt", "ovsdb": "--ovsdb", "events_file": "--events", "isolation": "--isolation",
          "hedera_poll_s": "--hedera-poll", "link_hold_down_s": "--link-hold-down", "events_max_mb": "--events-max-mb"}
 
@@ -50,14 +80,15 @@ def _config_flags(c) -> None:
         unit = f" {s.unit}" if s.unit else ""
         shown = ("on" if f.default else "off") if isinstance(f.default, bool) else f.default
         kw["help"] = s.help + (f" ({shown}{unit})" if shown != "" else "")
-        c.add_argument(FLAGS[f.name], required=f.name == "fabric", **kw)
+        c.add_argument(FLAGS[f.name], **kw)
 
 
 def add_controller(sub) -> None:
     c = sub.add_parser("controller", help="run the controller apps on os-ken",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="module settings (KEY=VALUE, repeatable):\n\n" + settings_epilog())
-    c.add_argument("--listen", default="127.0.0.1:6653", help="OpenFlow listen address HOST:PORT (127.0.0.1:6653)")
+    c.add_argument("--config", metavar="FILE", help="a YAML file of settings, nested by section ('freeway config "
+                                                    "--defaults' writes one); flags override it")
     _config_flags(c)
     c.add_argument("--elephant-fraction", type=float, help="same as --monitor-set elephant_fraction=F (0.1)")
     c.add_argument("--efm-threshold", type=float, help="same as --efm-set threshold=F (0.7)")
@@ -67,6 +98,10 @@ def add_controller(sub) -> None:
         c.add_argument(flag, action="append", default=[], metavar="KEY=VALUE", help=settings_help(key))
     c.add_argument("--verbose", action="store_true", help="debug logging")
     c.set_defaults(func=cmd_controller)
+    g = sub.add_parser("config", help="write a config file of every setting at its default, with its help")
+    g.add_argument("--defaults", action="store_true", required=True, help="every setting at its default")
+    g.add_argument("--out", default="-", help="where to write it (- for standard output, the default)")
+    g.set_defaults(func=cmd_config)
 
 
 # Each package adds its own commands; loaded by name, so no package imports one above it.

@@ -2,19 +2,36 @@
 
 The controller's own settings are ``Config``'s fields; each module's settings
 are their own dataclass (``SECTIONS``), given as ``KEY=VALUE`` overrides
-(``--freeway-set lol_high=0.4``) and converted by the declared type. The
-launcher sets the configuration explicitly; under ``osken-manager`` the apps
-read it from FREEWAY_* environment variables instead.
+(``--freeway-set lol_high=0.4``) and converted by the declared type. A YAML
+file (``--config``, ``load_file``) holds them nested by section: ``controller``
+for ``Config``'s own, then one section per module; ``defaults_file`` writes
+every setting with its default and help. The launcher sets the configuration
+explicitly; under ``osken-manager`` the apps read it from FREEWAY_* environment
+variables instead.
 """
 
 from __future__ import annotations
 
+import difflib
+import json
 import os
+import typing
 from dataclasses import dataclass, fields
 
 from monitoring.estimator import MonitorConfig
 from topology.queues import IsolationConfig
-from topology.settings import SettingError, build, convert, describe, hostport, parse_pairs, setting, validate
+from topology.settings import (
+    SettingError,
+    build,
+    convert,
+    default_of,
+    describe,
+    hostport,
+    parse_pairs,
+    setting,
+    spec,
+    validate,
+)
 
 from .efm import EFMConfig
 from .freeway_core import FreewayConfig
@@ -39,6 +56,7 @@ Pairs = tuple[tuple[str, object], ...]
 @dataclass(frozen=True)
 class Config:
     fabric: str = setting("", "the fabric description (JSON) written by 'freeway fabric --describe'")
+    listen: str = setting("127.0.0.1:6653", "OpenFlow listen address (HOST:PORT)")
     mode: str = setting("ecmp", "scheduling mode", choices=MODES)
     monitor: str = setting("sflow", "monitoring backend: built-in sFlow collector, sFlow-RT REST, or none",
                            choices=MONITORS)
@@ -63,6 +81,7 @@ class Config:
         if not self.fabric:
             raise ConfigError("fabric: a path to the fabric description is required")
         hostport("sflow_listen", self.sflow_listen)
+        hostport("listen", self.listen)
         if self.monitor == "sflow-rt" and not self.sflow_rt_url.startswith(("http://", "https://")):
             raise ConfigError(f"sflow_rt_url: the sflow-rt monitor needs an http(s) URL, got {self.sflow_rt_url!r}")
         for key in SECTIONS:
@@ -102,6 +121,99 @@ class Config:
                 raise ConfigError(f"{key}: unknown setting (known: {', '.join(sorted(known))})")
             kw[key] = value if key in SECTIONS else convert(cls, key, value)
         return cls(**kw)
+
+
+CONTROLLER = "controller"  # the config file's section for Config's own settings
+FILE_SECTIONS = {CONTROLLER: None, **{name: key for key, (_, name, _) in SECTIONS.items()}}
+
+
+def _nearest(word: str, names) -> str:
+    close = difflib.get_close_matches(word, list(names), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else f" (known: {', '.join(sorted(names))})"
+
+
+def _section_names(section: str) -> list[str]:
+    if section == CONTROLLER:
+        return [f.name for f in fields(Config) if f.name not in SECTIONS]
+    cls = SECTIONS[FILE_SECTIONS[section]][0]
+    return [f.name for f in fields(cls) if f.name != "pick"]
+
+
+def load_file(path: str) -> dict:
+    """A config file's settings as a mapping for ``Config.from_mapping`` (and the command line's flags to
+    override). Every key is checked against the declarations: an unknown one is refused with its path
+    and the nearest valid name, a wrong value names its path and the problem."""
+    import yaml
+
+    try:
+        with open(path) as fh:
+            data = yaml.safe_load(fh)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not YAML: {e}".replace("\n", " ")) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected sections ({', '.join(FILE_SECTIONS)}), got {type(data).__name__}")
+    values: dict = {}
+    for section, body in data.items():
+        if section not in FILE_SECTIONS:
+            raise ConfigError(f"{section}: unknown section{_nearest(str(section), FILE_SECTIONS)}")
+        if body is None:
+            continue
+        if not isinstance(body, dict):
+            raise ConfigError(f"{section}: expected KEY: VALUE lines, got {type(body).__name__}")
+        names = _section_names(section)
+        for key in body:
+            if key not in names:
+                raise ConfigError(f"{section}.{key}: unknown setting{_nearest(str(key), names)}")
+        if section == CONTROLLER:
+            for key, value in body.items():
+                try:
+                    values[key] = convert(Config, key, value)
+                except SettingError as e:
+                    raise ConfigError(f"{section}.{e}") from None
+        else:
+            cls = SECTIONS[FILE_SECTIONS[section]][0]
+            pairs = tuple(body.items())
+            build(cls, pairs, section)  # every value checked now, its error naming section.key
+            values[FILE_SECTIONS[section]] = pairs
+    return values
+
+
+def _yaml_value(value) -> str:
+    return json.dumps(value)  # a JSON scalar is a YAML scalar
+
+
+def defaults_file() -> str:
+    """A complete config file of the defaults: every setting of every section, each with a comment that
+    says what it does, its unit and its range (``freeway config --defaults``)."""
+    out = ["# Freeway controller configuration: every setting, at its default.",
+           "# freeway controller --config FILE; a command-line flag overrides the file.", ""]
+    for section in FILE_SECTIONS:
+        cls = Config if section == CONTROLLER else SECTIONS[FILE_SECTIONS[section]][0]
+        what = "the controller" if section == CONTROLLER else SECTIONS[FILE_SECTIONS[section]][2]
+        out.append(f"{section}:  # {what}")
+        names = _section_names(section)
+        hints = typing.get_type_hints(cls)
+        for f in fields(cls):
+            if f.name not in names:
+                continue
+            sp = spec(f)
+            facts = [hints[f.name].__name__] + ([sp.unit] if sp.unit else [])
+            if sp.choices:
+                facts.append("one of " + ", ".join(map(str, sp.choices)))
+            if sp.min is not None:
+                facts.append(f"{'>' if sp.positive else '>='} {sp.min:g}")
+            elif sp.positive:
+                facts.append("> 0")
+            if sp.max is not None:
+                facts.append(f"<= {sp.max:g}")
+            out.append(f"  # {sp.help} [{'; '.join(facts)}]")
+            out.append(f"  {f.name}: {_yaml_value(default_of(f))}")
+        out.append("")
+    return "\n".join(out)
 
 
 def settings_help(key: str) -> str:

@@ -117,3 +117,44 @@ def test_monitoring_options_are_validated_by_name(tmp_path):
     assert r.returncode == 2 and "cannot receive sFlow on 192.0.2.1:6343" in r.stderr
     r = run("fabric", "--sflow-sampling", "0", "--controller-wait", "0")
     assert r.returncode == 2 and "sflow sampling: must be a positive integer" in r.stderr
+
+
+def test_controller_runs_from_a_config_file_and_refuses_a_wrong_one(tmp_path):
+    """`freeway controller --config FILE` (issue 14): the file's sections reach the switches (mode and the
+    punt meter's rate from it, seen on a bridge that claims to be ToR e0_0); a flag overrides the file;
+    a wrong key is refused with the nearest name and nothing listens."""
+    import socket
+    import time
+
+    from topology.builder import ofctl
+
+    desc = tmp_path / "k4.json"
+    fattree(4).save(desc)
+    port = free_port()
+    cfg = tmp_path / "freeway.yaml"
+    cfg.write_text(f"controller:\n  fabric: {desc}\n  listen: 127.0.0.1:{port}\n  mode: freeway\n"
+                   f"  sflow_listen: 127.0.0.1:{free_port(socket.SOCK_DGRAM)}\n"
+                   "freeway:\n  punt_pps: 150\n  punt_burst: 30\n")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(cfg.read_text() + "  lol_hgh: 0.4\n")
+    r = run("controller", "--config", str(bad))
+    assert r.returncode == 2 and "freeway.lol_hgh: unknown setting; did you mean lol_high?" in r.stderr, r.stderr
+    log = open(tmp_path / "ctl.log", "wb")
+    proc = subprocess.Popen([*freeway_command(), "controller", "--config", str(cfg), "--freeway-set", "punt_burst=40"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        subprocess.run(["ovs-vsctl", "add-br", "fwe00", "--", "set", "bridge", "fwe00", "datapath_type=netdev",
+                        "protocols=OpenFlow13", "other-config:datapath-id=0003000000000000", "fail-mode=secure",
+                        "--", "set-controller", "fwe00", f"tcp:127.0.0.1:{port}"], check=True)
+        deadline = time.monotonic() + 20
+        while "priority=2000" not in (flows := ofctl("dump-flows", "fwe00")):  # Freeway's handshake entries
+            assert time.monotonic() < deadline, (tmp_path / "ctl.log").read_text()[-2000:]
+            time.sleep(0.2)
+        meters = ofctl("dump-meters", "fwe00")
+        assert "meter=3 pktps burst stats bands=\ntype=drop rate=150 burst_size=40" in meters, meters
+        assert "table=0" in flows and "table=2" in flows  # the ToR's guard and forward tables
+    finally:
+        subprocess.run(["ovs-vsctl", "--if-exists", "del-br", "fwe00"])
+        proc.terminate()
+        proc.wait(10)
+        log.close()

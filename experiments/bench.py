@@ -600,16 +600,6 @@ def _rss_mib(pid: int) -> float:
     raise RuntimeError(f"process {pid} has no VmRSS")
 
 
-def _state(ctl: ControllerProcess) -> tuple[dict, int]:
-    """The controller's per-flow table sizes and Hedera edge entries installed, from its last snapshot."""
-    snaps = ctl.events(("links",))
-    if not snaps:
-        return {}, 0
-    last = snaps[-1]
-    return {**last.get("state", {}), "monitor_flows": last["stats"].get("flows_tracked", 0)}, \
-        last["controller"].get("hedera-edges", 0)
-
-
 def state(flows: int, rate: float, waves: int, out: Path) -> dict:
     """Hedera mode on a k=4 fat-tree under the real controller process: ``waves`` waves of short TCP
     flows (each a new 5-tuple: a packet-in and an edge entry), ``flows`` per wave, at ``rate`` flows/s.
@@ -632,7 +622,7 @@ def state(flows: int, rate: float, waves: int, out: Path) -> dict:
     samples, rows = [], []
 
     def sample(label: str) -> dict:
-        sizes, installed = _state(ctl)
+        sizes, installed = ctl.tables()
         row = {"label": label, "t": round(time.monotonic() - t0, 1), "rss_mib": _rss_mib(ctl.proc.pid),
                "edges_installed": installed, **sizes}
         samples.append(row)

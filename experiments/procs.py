@@ -107,6 +107,13 @@ class ControllerProcess:
                 out.append(ev)
         return out
 
+    def tables(self) -> tuple[dict, int]:
+        """From the latest per-second snapshot: the size of every per-flow table the controller keeps
+        (its ``state`` and monitoring's tracked flows), and how many Hedera edge entries it installed."""
+        last = self.events(("links",))[-1]
+        return ({**last["state"], "monitor_flows": last["stats"]["flows_tracked"]},
+                last["controller"].get("hedera-edges", 0))
+
     def wait_programmed(self, switches: int, timeout: float = 30.0) -> None:
         """Wait until this controller has programmed ``switches`` switches (counted in its log since start)."""
         deadline = time.monotonic() + timeout

@@ -15,7 +15,6 @@ from __future__ import annotations
 import difflib
 import json
 import os
-import typing
 from dataclasses import dataclass, fields
 
 from monitoring.estimator import MonitorConfig
@@ -27,9 +26,11 @@ from topology.settings import (
     default_of,
     describe,
     hostport,
+    limits,
     parse_pairs,
     setting,
     spec,
+    types_of,
     validate,
 )
 
@@ -196,20 +197,12 @@ def defaults_file() -> str:
         what = "the controller" if section == CONTROLLER else SECTIONS[FILE_SECTIONS[section]][2]
         out.append(f"{section}:  # {what}")
         names = _section_names(section)
-        hints = typing.get_type_hints(cls)
+        hints = types_of(cls)
         for f in fields(cls):
             if f.name not in names:
                 continue
             sp = spec(f)
-            facts = [hints[f.name].__name__] + ([sp.unit] if sp.unit else [])
-            if sp.choices:
-                facts.append("one of " + ", ".join(map(str, sp.choices)))
-            if sp.min is not None:
-                facts.append(f"{'>' if sp.positive else '>='} {sp.min:g}")
-            elif sp.positive:
-                facts.append("> 0")
-            if sp.max is not None:
-                facts.append(f"<= {sp.max:g}")
+            facts = [hints[f.name].__name__] + ([sp.unit] if sp.unit else []) + limits(sp)
             out.append(f"  # {sp.help} [{'; '.join(facts)}]")
             out.append(f"  {f.name}: {_yaml_value(default_of(f))}")
         out.append("")

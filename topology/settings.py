@@ -149,6 +149,20 @@ def default_of(f: dataclasses.Field):
     return None
 
 
+def limits(s: Spec, choice_sep: str = ", ") -> list[str]:
+    """A setting's allowed values as text: its choices, lower and upper bounds."""
+    out = []
+    if s.choices:
+        out.append("one of " + choice_sep.join(map(str, s.choices)))
+    if s.min is not None:
+        out.append(f"{'>' if s.positive else '>='} {s.min:g}")
+    elif s.positive:
+        out.append("> 0")
+    if s.max is not None:
+        out.append(f"<= {s.max:g}")
+    return out
+
+
 def describe(cls) -> list[str]:
     """One help line per setting: name, type, default, unit, range and what it does."""
     hints = types_of(cls)
@@ -157,15 +171,7 @@ def describe(cls) -> list[str]:
         s = spec(f)
         if not s.help:
             continue
-        rng = []
-        if s.choices:
-            rng.append("one of " + "|".join(map(str, s.choices)))
-        if s.min is not None:
-            rng.append(f"{'>' if s.positive else '>='} {s.min:g}")
-        elif s.positive:
-            rng.append("> 0")
-        if s.max is not None:
-            rng.append(f"<= {s.max:g}")
+        rng = limits(s, "|")
         unit = f" {s.unit}" if s.unit else ""
         rng_text = f"; {', '.join(rng)}" if rng else ""
         out.append(f"{f.name} ({hints[f.name].__name__}, default {default_of(f)!r}{unit}{rng_text}): {s.help}")

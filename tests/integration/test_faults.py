@@ -263,13 +263,6 @@ def test_rate_less_elephants_from_one_tor_all_get_a_fair_share(fabric):
         time.sleep(11)  # their entries expire (idle 10 s) before the next round
 
 
-def _tables(ctl):
-    """The controller's per-flow table sizes and Hedera edges installed, from its latest snapshot."""
-    last = ctl.events(("links",))[-1]
-    return {**last["state"], "monitor_flows": last["stats"]["flows_tracked"]}, \
-        last["controller"].get("hedera-edges", 0)
-
-
 def test_thousands_of_short_flows_leave_the_controllers_tables_as_they_were(fabric):
     """Issue 13 item 7: 3,200 short TCP flows (every host connects 100 times to closed ports across the
     fabric: a SYN and a RST, two 5-tuples each) leave every per-flow table of the controller back at its
@@ -279,7 +272,7 @@ def test_thousands_of_short_flows_leave_the_controllers_tables_as_they_were(fabr
     from experiments import flowgen
 
     time.sleep(2.0)
-    before, installed0 = _tables(ctl)
+    before, installed0 = ctl.tables()
     hosts = fn.fabric.hosts
     gens = [fn.host(h.name).popen([PY, flowgen.__file__, "--to", ",".join(d.ip for d in hosts if d.switch != h.switch),
                                    "--count", "100", "--rate", "25"], stdout=subprocess.PIPE, text=True)
@@ -287,13 +280,13 @@ def test_thousands_of_short_flows_leave_the_controllers_tables_as_they_were(fabr
     sent = [json.loads(p.communicate(timeout=30)[0].splitlines()[-1]) for p in gens]
     assert sum(s["sent"] for s in sent) == 100 * len(hosts), sent
     time.sleep(1.5)
-    peak, installed = _tables(ctl)
+    peak, installed = ctl.tables()
     if mode == "hedera":
         assert installed - installed0 >= 2 * 100 * len(hosts) * 0.9, (installed0, installed)
         assert peak["hedera_edges"] >= before["hedera_edges"] + 2000, (before, peak)
     deadline = time.monotonic() + 40
     while True:
-        now, _ = _tables(ctl)
+        now, _ = ctl.tables()
         grown = {k: (before.get(k, 0), v) for k, v in now.items() if v > before.get(k, 0)}
         if not grown:
             break

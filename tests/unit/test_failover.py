@@ -192,6 +192,14 @@ def _held(sim, sw):
     return s.flows(), list(s.groups.values()), list(s.meters.values())
 
 
+def _read_back(sim, fresh, sw, now=5.0):
+    """A restarted controller ``fresh`` reads ``sw`` back: it recovers from what the switch holds and
+    returns what it would send it."""
+    flows, groups, meters = _held(sim, sw)
+    fresh.recover(now, sw, flows, meters, groups)
+    return reconcile.connect_ops(flows + groups + meters, fresh.program(sw), fresh.owned)
+
+
 @pytest.mark.parametrize("iso", [None, ISO], ids=["plain", "isolation"])
 @pytest.mark.parametrize("mode", MODES)
 def test_a_restarted_controller_sends_nothing_and_recovers_announced_elephants(mode, iso):
@@ -204,9 +212,7 @@ def test_a_restarted_controller_sends_nothing_and_recovers_announced_elephants(m
         flow, el = _announce(sim, pol, src, dst, 40001, rate_kbps=3000)
     fresh = policy(mode, fabric, iso)  # the controller after a restart: knows nothing
     for sw in sorted(fabric.switches, reverse=True):  # the ingress ToR last: the path completes late
-        flows, groups, meters = _held(sim, sw)
-        fresh.recover(5.0, sw, flows, meters, groups)
-        ops = reconcile.connect_ops(flows + groups + meters, fresh.program(sw), fresh.owned)
+        ops = _read_back(sim, fresh, sw)
         assert ops == [], (sw, ops[:3])
     if el is not None:
         back = fresh.core.elephant_of(flow)
@@ -299,9 +305,7 @@ def test_a_restarted_controller_recovers_pins_marks_and_the_partition(mode, iso)
     pol, sim, pinned = _placed_state(mode, fabric, iso)
     fresh = policy(mode, fabric, iso)
     for i, sw in enumerate(sorted(fabric.switches)):  # switches come back one by one, ToRs in between
-        flows, groups, meters = _held(sim, sw)
-        fresh.recover(5.0 + 0.01 * i, sw, flows, meters, groups)
-        ops = reconcile.connect_ops(flows + groups + meters, fresh.program(sw), fresh.owned)
+        ops = _read_back(sim, fresh, sw, 5.0 + 0.01 * i)
         assert ops == [], (sw, ops[:3])
     assert fresh.marks == pol.marks
     if mode in ("efm-biggest", "freeway"):
@@ -515,9 +519,7 @@ def test_a_link_that_fails_while_a_restarted_controller_reads_the_switches_back(
     def read_back(switches, now):
         for sw in switches:
             connected.add(sw)
-            flows, groups, meters = _held(sim, sw)
-            fresh.recover(now, sw, flows, meters, groups)
-            sim.apply([(sw, reconcile.connect_ops(flows + groups + meters, fresh.program(sw), fresh.owned))])
+            sim.apply([(sw, _read_back(sim, fresh, sw, now))])
 
     read_back(first, 5.0)
     sim.fail(cut)

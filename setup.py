@@ -5,12 +5,13 @@ setup(
     version="0.1.0",
     description="Freeway: isolating mice and elephant flows on Clos fabrics (os-ken apps, Mininet fabrics)",
     python_requires=">=3.11",
-    packages=["ryu_apps", "topology", "monitoring", "experiments"],
+    packages=["ryu_apps", "ryu_apps.web", "topology", "monitoring", "experiments"],
+    package_data={"ryu_apps.web": ["*.html", "*.js", "*.css"]},
     install_requires=open("requirements.txt").read().split(),
     extras_require={
         # experiments, benchmarks and their plots; the offline LP optimum; the networkx model
         "experiments": ["networkx>=3", "scipy>=1.10", "matplotlib>=3.6"],
-        "test": ["pytest>=7", "hypothesis>=6", "ruff>=0.4"],
+        "test": ["pytest>=7", "hypothesis>=6", "ruff>=0.4", "schemathesis>=4,<5", "selenium>=4.20"],
     },
     entry_points={"console_scripts": ["freeway = ryu_apps.cli:main"]},
 )

@@ -45,15 +45,15 @@ MonitorConfigError = SettingError  # an invalid monitoring setting; the message 
 @dataclass(frozen=True)
 class MonitorConfig:
     elephant_fraction: float = setting(0.10, "a flow above this fraction of its access link rate is an elephant "
-                                       "(EFM: 10%)", positive=True)
-    window_s: float = setting(2.0, "sliding window for flow rates", "s", positive=True)
-    min_span_s: float = setting(0.5, "a young flow's rate is its bytes over at least this long", "s", positive=True)
-    min_samples: int = setting(3, "flow samples needed before a flow can be called an elephant", min=1)
+                                       "(EFM: 10%)", positive=True, live=True)
+    window_s: float = setting(2.0, "sliding window for flow rates", "s", positive=True, live=True)
+    min_span_s: float = setting(0.5, "a young flow's rate is its bytes over at least this long", "s", positive=True, live=True)
+    min_samples: int = setting(3, "flow samples needed before a flow can be called an elephant", min=1, live=True)
     elephant_min_bytes: float = setting(250_000, "bytes an elephant must also have sent (estimated; 0: no such "
-                                        "bar)", "bytes")
-    hold_s: float = setting(2.0, "an elephant ends after this long under the threshold", "s", positive=True)
-    idle_s: float = setting(3.0, "... or this long without samples", "s", positive=True)
-    ewma_alpha: float = setting(0.5, "weight of the newest link occupancy measurement", positive=True, max=1)
+                                        "bar)", "bytes", live=True)
+    hold_s: float = setting(2.0, "an elephant ends after this long under the threshold", "s", positive=True, live=True)
+    idle_s: float = setting(3.0, "... or this long without samples", "s", positive=True, live=True)
+    ewma_alpha: float = setting(0.5, "weight of the newest link occupancy measurement", positive=True, max=1, live=True)
 
     def __post_init__(self) -> None:
         validate(self)

@@ -47,7 +47,7 @@ def cmd_controller(args) -> int:
     from .launcher import run
 
     cfg = controller_config(args)
-    return run(cfg, cfg.listen, args.verbose)
+    return run(cfg, cfg.listen, args.verbose, reread=lambda: controller_config(args), config_file=args.config)
 
 
 def cmd_config(args) -> int:
@@ -64,7 +64,8 @@ def cmd_config(args) -> int:
 # Config field -> its command-line flag; the type, default, choices and help come from the declaration
 FLAGS = {"fabric": "--fabric", "listen": "--listen", "mode": "--mode", "monitor": "--monitor", "sflow_listen": "--sflow-listen",
          "sflow_rt_url": "--sflow-rt", "ovsdb": "--ovsdb", "events_file": "--events", "isolation": "--isolation",
-         "hedera_poll_s": "--hedera-poll", "link_hold_down_s": "--link-hold-down", "events_max_mb": "--events-max-mb"}
+         "hedera_poll_s": "--hedera-poll", "link_hold_down_s": "--link-hold-down", "events_max_mb": "--events-max-mb",
+         "api": "--api", "api_token_file": "--api-token-file", "log_format": "--log-format"}
 
 
 def _config_flags(c) -> None:
@@ -105,7 +106,7 @@ def add_controller(sub) -> None:
 
 
 # Each package adds its own commands; loaded by name, so no package imports one above it.
-COMMAND_MODULES = ("topology.cli", "ryu_apps.agent", "experiments.cli")
+COMMAND_MODULES = ("topology.cli", "ryu_apps.agent", "ryu_apps.status", "experiments.cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

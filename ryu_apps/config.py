@@ -39,6 +39,7 @@ from .freeway_core import FreewayConfig
 
 MODES = ("ecmp", "hedera", "efm-biggest", "efm-smallest", "freeway")
 MONITORS = ("sflow", "sflow-rt", "none")
+LOG_FORMATS = ("text", "json")
 # module settings: Config field -> (settings class, section name, what the section is for)
 SECTIONS = {
     "monitor_settings": (MonitorConfig, "monitor", "monitoring (elephant detection, link occupancy)"),
@@ -65,13 +66,18 @@ class Config:
     sflow_rt_url: str = setting("", "sFlow-RT base URL for monitor sflow-rt, e.g. http://127.0.0.1:8008")
     events_file: str = setting("", "append JSON lines here: elephant events and a link snapshot per second")
     events_max_mb: float = setting(100.0, "when the events file passes this size it is renamed FILE.1 (the "
-                                   "previous FILE.1 goes) and a new one begun", "MB", positive=True)
+                                   "previous FILE.1 goes) and a new one begun", "MB", positive=True, live=True)
     ovsdb: str = setting("", "OVSDB to read ifIndex -> port from ('' = the local Open vSwitch)")
     isolation: bool = setting(False, "mice and elephants in separate queues: mark, set_queue, meter elephants")
     hedera_poll_s: float = setting(5.0, "Hedera: time between flow-statistics polls of the edge switches", "s",
-                                   positive=True)
+                                   positive=True, live=True)
     link_hold_down_s: float = setting(2.0, "a link that comes back is used again only after staying up this long",
-                                      "s", min=0.0)
+                                      "s", min=0.0, live=True)
+    api: str = setting("", "serve the operator API, /metrics and the fabric view on this HOST:PORT ('' = off)")
+    api_token_file: str = setting("", "a file holding the token that write calls (announce, withdraw) must send "
+                                  "as 'Authorization: Bearer TOKEN' ('' = the API is read-only)")
+    log_format: str = setting("text", "log lines as text, or one JSON object per line (decisions with their "
+                              "fields)", choices=LOG_FORMATS)
     monitor_settings: Pairs = ()
     freeway_settings: Pairs = ()
     isolation_settings: Pairs = ()
@@ -83,6 +89,10 @@ class Config:
             raise ConfigError("fabric: a path to the fabric description is required")
         hostport("sflow_listen", self.sflow_listen)
         hostport("listen", self.listen)
+        if self.api:
+            hostport("api", self.api)
+        if self.api_token_file and not self.api:
+            raise ConfigError("api_token_file: the token protects the API's write calls: give --api too")
         if self.monitor == "sflow-rt" and not self.sflow_rt_url.startswith(("http://", "https://")):
             raise ConfigError(f"sflow_rt_url: the sflow-rt monitor needs an http(s) URL, got {self.sflow_rt_url!r}")
         for key in SECTIONS:
@@ -202,7 +212,8 @@ def defaults_file() -> str:
             if f.name not in names:
                 continue
             sp = spec(f)
-            facts = [hints[f.name].__name__] + ([sp.unit] if sp.unit else []) + limits(sp)
+            facts = ([hints[f.name].__name__] + ([sp.unit] if sp.unit else []) + limits(sp)
+                     + (["reloads live"] if sp.live else []))
             out.append(f"  # {sp.help} [{'; '.join(facts)}]")
             out.append(f"  {f.name}: {_yaml_value(default_of(f))}")
         out.append("")
@@ -226,12 +237,108 @@ def settings_epilog() -> str:
     return "\n\n".join(parts)
 
 
+def sections(cfg: Config) -> dict[str, dict]:
+    """The configuration as the config file nests it: section -> key -> value (what the API shows)."""
+    out: dict[str, dict] = {CONTROLLER: {f.name: getattr(cfg, f.name) for f in fields(Config)
+                                         if f.name not in SECTIONS}}
+    for key, (_, name, _) in SECTIONS.items():
+        obj = cfg.efm_config() if key == "efm_settings" else cfg.section(key)
+        out[name] = {f.name: getattr(obj, f.name) for f in fields(obj) if f.name != "pick"}
+    return out
+
+
+def _is_live(section: str, key: str) -> bool:
+    cls = Config if section == CONTROLLER else SECTIONS[FILE_SECTIONS[section]][0]
+    return next(spec(f).live for f in fields(cls) if f.name == key)
+
+
+def live_settings() -> list[str]:
+    """section.key of every setting a reload changes in the running controller."""
+    return [f"{sec}.{k}" for sec, body in sections(Config(fabric="-")).items() for k in body if _is_live(sec, k)]
+
+
+@dataclass
+class Reload:
+    """The outcome of reloading the configuration: the new one (None when the file is invalid: nothing
+    changes), the live settings that changed, and those that changed but need a restart (kept)."""
+
+    cfg: Config | None
+    changed: list[tuple[str, object, object]]  # (section.key, old, new)
+    restart: list[tuple[str, object, object]]
+    error: str = ""
+
+
+def reload(old: Config, reread) -> Reload:
+    """Read the configuration again (``reread()``: the file, then the flags over it) and take from it
+    the settings that can change live; the others stay as they are and are listed in ``restart``."""
+    try:
+        new = reread()
+    except (ConfigError, OSError) as e:
+        return Reload(None, [], [], str(e))
+    before, after = sections(old), sections(new)
+    changed, restart = [], []
+    values: dict = {}
+    for sec, body in before.items():
+        merged = {}
+        for key, was in body.items():
+            now = after[sec][key]
+            live = _is_live(sec, key)
+            if now != was:
+                (changed if live else restart).append((f"{sec}.{key}", was, now))
+            merged[key] = now if live else was
+        if sec == CONTROLLER:
+            values.update(merged)
+        else:
+            values[FILE_SECTIONS[sec]] = tuple(merged.items())
+    try:
+        cfg = Config.from_mapping(values)
+    except ConfigError as e:
+        return Reload(None, [], [], str(e))
+    return Reload(cfg, changed, restart)
+
+
 _active: Config | None = None
+_reread = None  # how to read the configuration again (the launcher's: the file, then the flags)
+_source_file: str | None = None
+_reload_requested = False
 
 
 def set_active(cfg: Config) -> None:
     global _active
     _active = cfg
+
+
+def set_reread(fn, path: str | None = None) -> None:
+    """How to read the configuration again on SIGHUP, and the file it comes from (None: flags only)."""
+    global _reread, _source_file
+    _reread, _source_file = fn, path
+
+
+def source_file() -> str | None:
+    return _source_file
+
+
+def request_reload() -> None:
+    """Called from the SIGHUP handler: only a flag, the app reloads in its own loop."""
+    global _reload_requested
+    _reload_requested = True
+
+
+def take_reload_request() -> bool:
+    global _reload_requested
+    asked, _reload_requested = _reload_requested, False
+    return asked
+
+
+def reload_active() -> Reload:
+    """Reload the active configuration (if the launcher said how); on success it becomes the active one
+    and the apps pick it up at their next period."""
+    if _reread is None:
+        return Reload(None, [], [], "no way to read the configuration again (not started by 'freeway controller')")
+    res = reload(active(), _reread)
+    if res.cfg is not None:
+        set_active(res.cfg)
+    return res
 
 
 def active() -> Config:

@@ -33,11 +33,11 @@ EFMConfigError = SettingError
 @dataclass(frozen=True)
 class EFMConfig:
     threshold: float = setting(0.7, "a link above this occupancy is congested; a move must keep every link of "
-                               "the new path under it", positive=True, max=1)
+                               "the new path under it", positive=True, max=1, live=True)
     pick: str = setting("biggest", "which elephant on a congested link moves first (set by the mode)",
                         choices=("biggest", "smallest"))
-    hold_down_s: float = setting(10.0, "a moved flow is not moved again for this long", "s", positive=True)
-    idle_s: int = setting(10, "a rerouted flow's entries expire after this long without packets", "s", min=1)
+    hold_down_s: float = setting(10.0, "a moved flow is not moved again for this long", "s", positive=True, live=True)
+    idle_s: int = setting(10, "a rerouted flow's entries expire after this long without packets", "s", min=1, live=True)
 
     def __post_init__(self) -> None:
         validate(self)

@@ -9,6 +9,7 @@ No handler knows which mode runs.
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections import Counter
 
@@ -16,7 +17,9 @@ from monitoring.view import View
 from topology.fabric import Fabric
 from topology.liveness import Liveness
 
-from . import config, ofmsg, policies, reconcile
+from . import config, ofmsg, opstate, policies, reconcile
+from . import handshake as hs
+from .decisions import DecisionLog
 from .framework import (
     CONFIG_DISPATCHER,
     DEAD_DISPATCHER,
@@ -27,14 +30,18 @@ from .framework import (
     ofproto,
     set_ev_cls,
 )
+from .metrics import Metrics
 from .monitor_app import EventElephantEnd, EventElephantStart, EventPortState
 from .txn import Failure, Outcome, Tracker, Txn
 
 LOG = logging.getLogger("freeway")
+DECISIONS = logging.getLogger("freeway.decisions")  # one record per decision (shown by --log-format json)
 PERIOD_S = 1.0
 TICK_S = 0.1  # how often link hold-downs and the liveness model are looked at
 BARRIER_TIMEOUT_S = 3.0
 SYNC_TIMEOUT_S = 5.0  # a switch that does not answer the read-back in time is programmed from scratch
+API_ANSWER_S = 2 * BARRIER_TIMEOUT_S  # an API announce waits this long for the switches' confirmation
+OFP_ERROR_TYPES = {getattr(ofproto, n): n[len("OFPET_"):] for n in dir(ofproto) if n.startswith("OFPET_")}
 
 
 class Sync:
@@ -66,6 +73,12 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.datapaths: dict[int, object] = {}
         self.counters: Counter[str] = Counter()
         self.monitor = None
+        self.decisions = DecisionLog()
+        self.switch_states = {name: opstate.SwitchState() for name in self.fabric.switches}
+        self.metrics = Metrics(self)
+        self.started = time.time()
+        self.config_loaded = self.started
+        self.restart_needed: list = []  # settings changed in the file that a reload could not apply
         LOG.info("freeway: mode %s, fabric %s (%d switches, %d hosts)", self.cfg.mode, self.fabric.topo,
                  len(self.fabric.switches), len(self.fabric.hosts))
 
@@ -76,6 +89,10 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             self.monitor.add_snapshot_source(self.snapshot)
         self.threads.append(hub.spawn(self._period_loop))
         self.threads.append(hub.spawn(self._tick_loop))
+        if self.cfg.api:
+            from .api import serve
+
+            self.threads.append(hub.spawn(serve, self, self.cfg.api, self.cfg.api_token_file))
 
     # ----- carrying out a Reaction --------------------------------------------------------
     def _switch(self, dpid: int, unknown: str = ""):
@@ -103,8 +120,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         if not r:
             return
         for ev in r.events:
-            if self.monitor is not None:
-                self.monitor.write_event(ev)
+            self.record(ev)
         self.send_ops(r.ops)
         for t in r.txns:
             self.begin(t)
@@ -132,6 +148,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             return
         self.counters["rolled-back"] += 1
         LOG.error("%s rolled back: %s", o.txn.name, o.failure.reason)
+        self.record({"type": "rollback", "txn": o.txn.name, "reason": o.failure.reason, "switch": o.failure.switch})
         self.send_ops(o.rollback)
         self.react(o.txn.failed(o.failure) if o.txn.failed else None)
 
@@ -152,6 +169,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             LOG.warning("datapath %016x is not in the fabric description: ignored", dp.id)
             return
         now = time.monotonic()
+        self.switch_states[sw] = opstate.SwitchState("syncing", time.time())
         sync = Sync(dp, [], now)
         sync.reconnect = sw in self.liveness.switch_down  # it was connected before, and went away
         self.links_changed(now, self.liveness.switch(now, sw, True))
@@ -198,6 +216,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         for m in ofmsg.bind(msgs, dp):
             dp.send_msg(m)
         self.datapaths[dp.id] = dp
+        self.switch_states[sw] = opstate.SwitchState("connected", time.time())
         self.counters["switch-connects"] += 1
         LOG.info("switch %s (%016x) connected: %s", sw, dp.id, how)
         self.react(self.policy.on_switch(sw, True))
@@ -206,9 +225,11 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         sw = self._switch(dp.id) if dp.id is not None else None
         if sw is not None and sw in self.syncs and self.syncs[sw].dp is dp:
             del self.syncs[sw]
+            self.switch_states[sw] = opstate.SwitchState("disconnected", time.time())
         if dp.id is None or self.datapaths.get(dp.id) is not dp:
             return  # never programmed, or an old connection of a switch that has reconnected
         del self.datapaths[dp.id]
+        self.switch_states[sw] = opstate.SwitchState("disconnected", time.time())
         LOG.warning("switch %s (%016x) disconnected", sw, dp.id)
         now = time.monotonic()
         for o in self.tracker.switch_down(sw):
@@ -273,6 +294,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
     def on_error(self, ev):
         msg = ev.msg
         self.counters["switch-errors"] += 1
+        self.metrics.openflow_error(OFP_ERROR_TYPES.get(msg.type, str(msg.type)))
         LOG.error("switch %016x reported error type=%d code=%d", msg.datapath.id, msg.type, msg.code)
         sw = self._switch(msg.datapath.id)
         if sw is not None:
@@ -339,6 +361,8 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             hub.sleep(TICK_S)
             try:
                 now = time.monotonic()
+                if config.take_reload_request():
+                    self.reload()
                 self.links_changed(now, self.liveness.tick(now))
                 for sw, sync in list(self.syncs.items()):
                     if not sync.requested:
@@ -349,11 +373,132 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                 LOG.exception("freeway tick failed")
 
     def period(self, now: float) -> None:
-        view = self.monitor.view(now) if self.monitor is not None else View(now)
+        if config.active() is not self.cfg:  # reloaded: the live settings take effect from this period
+            self.cfg = config.active()
+            self.policy.reconfigure(self.cfg)
+            self.liveness.hold_down_s = self.cfg.link_hold_down_s
+        view = self.view(now)
         if self.policy.periodic or self.monitor is not None:
             self.react(self.policy.on_period(now, view))
         for o in self.tracker.expire(now):
             self.finish(o)
+        self.metrics.period.observe(time.monotonic() - now)
+
+    def view(self, now: float) -> View:
+        return self.monitor.view(now) if self.monitor is not None else View(now)
+
+    # ----- decisions, reloads --------------------------------------------------------------
+    def record(self, ev: dict) -> None:
+        """A decision carried out: into the decision log (API), the metrics, the JSON log and the events
+        file. A decision that answers a handshake says how long the answer took (``latency_s``)."""
+        now = time.monotonic()
+        received = ev.pop("received", None)
+        if received is not None:
+            ev["latency_s"] = round(now - received, 6)
+        rec = self.decisions.add(ev, time.time())
+        self.metrics.decided(rec)
+        DECISIONS.info("%s", rec["type"], extra={"decision": rec})
+        if self.monitor is not None:
+            self.monitor.write_event(ev)
+
+    def reload(self) -> None:
+        """SIGHUP: read the configuration again; the live settings that changed take effect at the next
+        period (both apps), the others are named and kept; an invalid file changes nothing."""
+        res = config.reload_active()
+        if res.cfg is None:
+            LOG.error("config reload refused, nothing changed: %s", res.error)
+            self.record({"type": "config", "result": "refused", "error": res.error})
+            return
+        self.config_loaded = time.time()
+        self.restart_needed = res.restart
+        for key, old, new in res.changed:
+            LOG.info("config reload: %s %r -> %r (from the next period)", key, old, new)
+        for key, old, new in res.restart:
+            LOG.warning("config reload: %s changed in the file (%r -> %r) but needs a restart: still %r", key, old,
+                        new, old)
+        if not res.changed and not res.restart:
+            LOG.info("config reload: nothing changed")
+        self.record({"type": "config", "result": "applied", "changed": {k: new for k, _, new in res.changed},
+                     "restart_needed": [k for k, _, _ in res.restart]})
+
+    # ----- what the operator sees (API, metrics) ---------------------------------------------
+    def api_fabric(self) -> dict:
+        view = self.view(time.monotonic())
+        return {"topo": self.fabric.topo, "switches": opstate.switches(self.fabric, self.switch_states),
+                "links": opstate.links(self.fabric, self.policy, view, self.switch_states),
+                "hosts": opstate.hosts(self.fabric)}
+
+    def api_elephants(self) -> list[dict]:
+        return opstate.elephants(self.policy, self.view(time.monotonic()))
+
+    def api_partition(self) -> dict:
+        return opstate.partition(self.policy, self.view(time.monotonic()))
+
+    def api_status(self) -> dict:
+        now = time.time()
+        return {"version": opstate.VERSION, "mode": self.policy.mode, "isolation": self.cfg.isolation,
+                "monitor": self.cfg.monitor, "started": round(self.started, 3), "uptime_s": round(now - self.started, 1),
+                "fabric": {"topo": self.fabric.topo, "switches": len(self.fabric.switches),
+                           "links": len(self.fabric.links), "hosts": len(self.fabric.hosts)},
+                "switches_connected": sum(st.state == "connected" for st in self.switch_states.values()),
+                "links_down": sum(1 for a, b in self.policy.dead if a < b),
+                "elephants": len(self.api_elephants()), "decisions": self.decisions.seq,
+                "config_file": config.source_file(), "config_loaded": round(self.config_loaded, 3),
+                "writable": bool(self.cfg.api_token_file)}
+
+    def api_counters(self) -> dict:
+        snap = self.snapshot()
+        return {"controller": snap["controller"], "freeway": snap.get("freeway", {}),
+                "monitor": self.monitor.stats() if self.monitor is not None else {}, "state": snap["state"]}
+
+    def api_config(self) -> dict:
+        return {"settings": config.sections(self.cfg), "live": config.live_settings(),
+                "config_file": config.source_file(), "loaded": round(self.config_loaded, 3),
+                "restart_needed": [{"key": k, "running": old, "file": new} for k, old, new in self.restart_needed]}
+
+    def api_announce(self, subflows, rate_kbps: int, size: int) -> tuple[int, dict]:
+        """An announce on behalf of the flows' source host; waits for the switches' confirmation."""
+        if not isinstance(self.policy, policies.FreewayPolicy):
+            return 503, {"error": f"announces need --mode freeway (this controller runs {self.policy.mode})"}
+        host = self.fabric.host_by_ip(subflows[0].src)
+        if host is None:
+            return 409, {"verdict": "nack", "reason": f"source {subflows[0].src} is not a host of this fabric",
+                         "cause": "invalid"}
+        payload = hs.encode(hs.Announce(random.getrandbits(63), size, rate_kbps, tuple(subflows)))
+        answered, box = hub.Event(), {}
+
+        def deliver(reply: bytes, event: dict) -> None:
+            box.update(reply=hs.decode(reply), event=event)
+            answered.set()
+        self.react(self.policy.announce(time.monotonic(), host.name, payload, deliver))
+        if not answered.wait(API_ANSWER_S):
+            return 504, {"error": f"no answer within {API_ANSWER_S:.0f} s (the switches did not confirm)"}
+        reply, event = box["reply"], box["event"]
+        if isinstance(reply, hs.Nack):
+            return 409, {"verdict": "nack", "reason": reply.reason, "cause": event.get("cause", "invalid")}
+        eid = str(event["elephant"])
+        el = next(e for e in self.api_elephants() if e["id"] == eid)
+        return 201, {"verdict": "ack", "elephant": el, "allocation_bps": reply.rate_kbps * 1000}
+
+    def api_withdraw(self, ident: str) -> tuple[int, dict]:
+        r = self.policy.withdraw(time.monotonic(), int(ident)) if (
+            ident.isascii() and ident.isdigit() and len(ident) < 19 and isinstance(self.policy, policies.FreewayPolicy)) else None
+        if r is None:
+            return 404, {"error": f"no Freeway elephant {ident!r} (only announced and adopted elephants, by the id "
+                                  "/api/v1/elephants shows, can be withdrawn)"}
+        self.react(r)
+        return 200, {"withdrawn": ident}
+
+    def metrics_state(self) -> dict:
+        fabric = self.api_fabric()
+        return {"mode": self.policy.mode, "isolation": self.cfg.isolation, "monitor": self.cfg.monitor,
+                "switches": fabric["switches"], "links": fabric["links"], "elephants": self.api_elephants(),
+                "partition": self.api_partition(),
+                "monitor_stats": self.monitor.stats() if self.monitor is not None else {},
+                "transactions": len(self.tracker)}
+
+    def metrics_exposition(self) -> bytes:
+        return self.metrics.exposition()
 
     def snapshot(self) -> dict:
         return ({"controller": dict(self.counters + self.policy.counters),

@@ -53,16 +53,16 @@ class FreewayConfig(PartitionConfig):
     punt_pps: int = setting(200, "packets per second one host may send to the controller (handshakes and ARP, "
                             "through its port's punt meter)", "packets/s", min=1)
     punt_burst: int = setting(50, "burst of each host port's punt meter", "packets", min=1)
-    elephant_idle_s: int = setting(10, "an elephant's entries expire after this long without packets", "s", min=1)
+    elephant_idle_s: int = setting(10, "an elephant's entries expire after this long without packets", "s", min=1, live=True)
     headroom: float = setting(1.0, "a path has room while its maximum utilisation with the flow stays at or "
-                              "below this", positive=True)
+                              "below this", positive=True, live=True)
     active_s: float = setting(3.0, "a ToR pair is active (evaluated each period) this long after its last mice "
-                              "sample", "s")
+                              "sample", "s", live=True)
     mice_weight_step: int = setting(3, "rewrite a mice group when a bucket's weight (1..10) moved by this much "
-                                    "(1: always)", min=1, max=10)
-    host_elephants: int = setting(8, "announced elephants one host may have placed at once (more: NACK)", min=1)
+                                    "(1: always)", min=1, max=10, live=True)
+    host_elephants: int = setting(8, "announced elephants one host may have placed at once (more: NACK)", min=1, live=True)
     host_share: float = setting(1.0, "total allocation of one host's announced elephants, as a fraction of its "
-                                "link (more: NACK; a rate-less announce gets at most what is left)", positive=True)
+                                "link (more: NACK; a rate-less announce gets at most what is left)", positive=True, live=True)
 
     def partition_config(self) -> PartitionConfig:
         return PartitionConfig(**{f.name: getattr(self, f.name) for f in fields(PartitionConfig)})
@@ -147,6 +147,7 @@ class HandshakeOutcome:
     replaced: list[tuple[str, list]] = field(default_factory=list)  # sent after the install is confirmed (or
     # rolled back), before the reply: removes the elephants this one replaced, and modifies the meters of the
     # rate-less elephants whose share changed
+    cause: str = ""  # for a nack or a drop, one word (``decisions.CAUSES``)
 
 
 class FreewayCore:
@@ -369,22 +370,25 @@ class FreewayCore:
             msg = hs.decode(payload)
         except hs.HandshakeError as e:
             self.counters["handshake-malformed"] += 1
-            return HandshakeOutcome(verdict=f"dropped: malformed ({e})")
+            return HandshakeOutcome(verdict=f"dropped: malformed ({e})", cause="malformed")
         if not isinstance(msg, hs.Announce):
             self.counters["handshake-unexpected"] += 1
-            return HandshakeOutcome(verdict="dropped: not an announce")
+            return HandshakeOutcome(verdict="dropped: not an announce", cause="unexpected")
         peer = self.fabric.peer(switch, in_port)
         host = self.fabric.host_by_ip(ip_src)
         if peer is None or host is None or host.name != peer[0]:
             self.counters["handshake-spoofed"] += 1
-            return HandshakeOutcome(verdict=f"dropped: spoofed ({ip_src} is not the host on {switch} port {in_port})")
+            return HandshakeOutcome(verdict=f"dropped: spoofed ({ip_src} is not the host on {switch} port {in_port})",
+                                    cause="spoofed")
         if mac is not None and mac.lower() != host.mac.lower():
             self.counters["handshake-spoofed"] += 1
-            return HandshakeOutcome(verdict=f"dropped: spoofed (source MAC {mac} is not {host.name}'s {host.mac})")
+            return HandshakeOutcome(verdict=f"dropped: spoofed (source MAC {mac} is not {host.name}'s {host.mac})",
+                                    cause="spoofed")
 
-        def nack(reason: str) -> HandshakeOutcome:
+        def nack(reason: str, cause: str = "invalid") -> HandshakeOutcome:
             self.counters["handshake-nack"] += 1
-            return HandshakeOutcome(hs.encode(hs.Nack(msg.nonce, msg.size, reason)), verdict=f"nack: {reason}")
+            return HandshakeOutcome(hs.encode(hs.Nack(msg.nonce, msg.size, reason)), verdict=f"nack: {reason}",
+                                    cause=cause)
 
         access_kbps = self.capacity_bps((host.name, host.switch)) / 1000
         why = hs.check(msg, ip_src, access_kbps, lambda ip: self.fabric.host_by_ip(ip) is not None)
@@ -414,14 +418,14 @@ class FreewayCore:
         if len(mine) >= self.cfg.host_elephants:
             self.counters["handshake-host-cap"] += 1
             out = nack(f"host cap: {host.ip} already has {len(mine)} elephants placed (host_elephants="
-                       f"{self.cfg.host_elephants})")
+                       f"{self.cfg.host_elephants})", "host-cap")
             out.replaced = replaced
             return out
         if want > budget + 1e-6:
             self.counters["handshake-host-cap"] += 1
             out = nack(f"host cap: {host.ip} has {max(0.0, budget) / 1e6:.2f} Mbit/s left of its "
                        f"{self.cfg.host_share:g} x {access_kbps / 1000:.0f} Mbit/s (host_share), asked "
-                       f"{want / 1e6:.2f}")
+                       f"{want / 1e6:.2f}", "host-cap")
             out.replaced = replaced
             return out
         comp = self._compressible()  # rate-less elephants give up what they hold above their minimum
@@ -430,7 +434,7 @@ class FreewayCore:
                                         lambda ln: max(0.0, self.load_bps(ln) - comp[ln]), self.capacity_bps,
                                         self.cfg.headroom)
         except NoRoom as e:
-            out = nack(str(e))
+            out = nack(str(e), "no-room")
             out.replaced = replaced
             return out
         el = Elephant(self._next_eid, 0, host, dst, msg.nonce, msg.size, sum(p.rate_bps for p in placements),

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import logging
+import signal
 import socket
-import sys
 import warnings
 
 from topology.fabric import Fabric
 from topology.settings import SettingError, hostport
 
-from . import config
+from . import config, logfmt
 
 APPS = ["ryu_apps.freeway_app", "ryu_apps.monitor_app"]
 
@@ -50,10 +50,28 @@ def check_udp(host: str, port: int) -> None:
             raise LaunchError(f"--sflow-listen: cannot receive sFlow on {host}:{port}: {e.strerror}") from None
 
 
-def run(cfg: config.Config, listen: str = "127.0.0.1:6653", verbose: bool = False) -> int:
+def run(cfg: config.Config, listen: str = "127.0.0.1:6653", verbose: bool = False, reread=None,
+        config_file: str | None = None) -> int:
+    """Start the apps and serve until stopped. ``reread()`` builds the configuration again (the file, then
+    the flags) for a reload on SIGHUP."""
     Fabric.load(cfg.fabric)  # validate before starting anything
     host, port = parse_listen(listen)
     check_listen(host, port)
+    if cfg.api:
+        from .api import read_token
+
+        api_host, api_port = hostport("api", cfg.api)
+        if (api_host, api_port) == (host, port):
+            raise LaunchError("--api: the API cannot share the OpenFlow listen address")
+        try:
+            check_listen(api_host, api_port)
+        except LaunchError as e:
+            raise LaunchError(str(e).replace("--listen", "--api", 1)) from None
+        if cfg.api_token_file:
+            try:
+                read_token(cfg.api_token_file)
+            except ValueError as e:
+                raise LaunchError(str(e)) from None
     if cfg.monitor == "sflow":
         check_udp(*cfg.sflow_address)
     if cfg.events_file:
@@ -76,11 +94,10 @@ def run(cfg: config.Config, listen: str = "127.0.0.1:6653", verbose: bool = Fals
     osken_cfg.CONF(args=["--ofp-listen-host", host, "--ofp-tcp-listen-port", str(port)], project="os_ken")
     osken_cfg.CONF.set_override("echo_request_interval", 2.0)
     osken_cfg.CONF.set_override("maximum_unreplied_echo_requests", 3)
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not verbose:
-        logging.getLogger("os_ken").setLevel(logging.WARNING)
+    logfmt.setup(cfg.log_format, verbose)
     config.set_active(cfg)
+    config.set_reread(reread, config_file)
+    signal.signal(signal.SIGHUP, lambda *_: config.request_reload())  # the app reloads in its own loop
     mgr = AppManager.get_instance()
     mgr.load_apps(APPS)
     services = mgr.instantiate_apps(**mgr.create_contexts())

@@ -115,6 +115,9 @@ class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") el
     def step(self, now: float) -> None:
         """One round of the periodic loop; a failure is logged and counted, and the loop goes on."""
         try:
+            if config.active() is not self.cfg:  # reloaded (SIGHUP): the live settings from now on
+                self.cfg = config.active()
+                self.estimator.cfg = self.cfg.monitor_config()
             self._refresh_portmap(now)
             if self.sflowrt is not None and now >= self._next_poll:
                 self._next_poll = now + 1.0
@@ -158,14 +161,19 @@ class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") el
             self._write({**to_json(ev), "wall": time.time()})
         self.send_event_to_observers(_WRAP[type(ev)](ev))
 
-    def _snapshot(self, now: float) -> None:
-        if self.events_out is None:
-            return
-        util = {f"{a}>{b}": round(u, 4) for (a, b), u in sorted(self.estimator.link_util.items())}
+    def stats(self) -> dict:
+        """Monitoring's counters (the collector's and the estimator's; sFlow-RT's with a prefix)."""
         stats = {**self.collector.stats, **self.estimator.stats, "monitor_loop_errors": self.loop_errors,
                  "flows_tracked": len(self.estimator.flows)}
         if self.sflowrt is not None:
             stats.update({f"sflowrt_{k}": v for k, v in self.sflowrt.stats.items()})
+        return stats
+
+    def _snapshot(self, now: float) -> None:
+        if self.events_out is None:
+            return
+        util = {f"{a}>{b}": round(u, 4) for (a, b), u in sorted(self.estimator.link_util.items())}
+        stats = self.stats()
         snap = {"type": "links", "time": now, "wall": time.time(), "utilisation": util, "stats": stats,
                 "elephants": {str(f): round(r) for f, r in self.estimator.elephants().items()}}
         for source in self._snapshot_sources:

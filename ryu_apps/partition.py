@@ -58,14 +58,14 @@ PartitionError = SettingError  # the fabric or the settings do not allow the par
 @dataclass(frozen=True)
 class PartitionConfig:
     lol_high: float = setting(0.3, "a low-latency path whose average link load is above this is congested; more "
-                              "than half congested adds a path", positive=True, max=1)
-    lol_low: float = setting(0.1, "... below this is idle; more than half idle removes a path (below lol_high/2)")
+                              "than half congested adds a path", positive=True, max=1, live=True)
+    lol_low: float = setting(0.1, "... below this is idle; more than half idle removes a path (below lol_high/2)", live=True)
     fixed_lol: int = setting(0, "fixed low-latency paths per ToR pair (0: k/2 on a fat-tree, 1 on a leaf-spine)")
     fixed_hol: int = setting(0, "fixed high-throughput paths per ToR pair (0: k/2 on a fat-tree, 1 on a "
                              "leaf-spine)")
-    drain_load: float = setting(0.02, "a draining link turns HOL once its load is below this ...")
-    drain_min_s: float = setting(1.0, "... and it has drained at least this long", "s")
-    drain_max_s: float = setting(5.0, "... or after this long whatever its load", "s")
+    drain_load: float = setting(0.02, "a draining link turns HOL once its load is below this ...", live=True)
+    drain_min_s: float = setting(1.0, "... and it has drained at least this long", "s", live=True)
+    drain_max_s: float = setting(5.0, "... or after this long whatever its load", "s", live=True)
 
     def __post_init__(self) -> None:
         validate(self)

@@ -27,6 +27,7 @@ from topology.paths import Reachability, path_links, path_top, tor_paths
 
 from . import arp, baselines, forwarding, pipeline, reconcile
 from . import handshake as hs
+from .decisions import flow_dict
 from .efm import EFM, EFMConfig, Move
 from .elephant_entries import HeldPins, flow_match, tuple_of
 from .freeway_core import Elephant, FreewayConfig, FreewayCore
@@ -93,6 +94,10 @@ class Policy:
     def next_id(self) -> int:
         self._ids += 1
         return self._ids
+
+    def reconfigure(self, cfg) -> None:
+        """A reloaded configuration: take its live settings (``config.live_settings``); the others do
+        not change while the controller runs."""
 
     # ----- what a switch holds ---------------------------------------------------------
     def program(self, switch: str) -> list:
@@ -281,6 +286,9 @@ class HederaPolicy(Policy):
     def switch_program(self, switch: str) -> list:
         return super().switch_program(switch) + baselines.hedera_edge_flows(self.fabric, switch)
 
+    def reconfigure(self, cfg) -> None:
+        self.poll_s = cfg.hedera_poll_s
+
     def on_other_packet(self, now, switch, port, data) -> Reaction:
         """A new TCP flow's first packet: give it its own edge entry (ECMP, counted), send it on."""
         _, ft, _ = parse_ethernet(data)
@@ -404,12 +412,16 @@ class HederaPolicy(Policy):
         ident = self.flow_ids.setdefault(flow, self.next_id())
         install, _, _, cookie = baselines.pin(self.fabric, path, flow, baselines.HEDERA, ident, 0, 10, iso=self.iso)
         self.counters["hedera-placed"] += 1
-        return Reaction(txns=[Txn(f"hedera {flow}", install, done=self._pinned(flow, cookie, install),
+        return Reaction(txns=[Txn(f"hedera {flow}", install, done=self._pinned(flow, cookie, install, path),
                                   failed=self._unplaced(flow))])
 
-    def _pinned(self, flow, cookie, install):
+    def _pinned(self, flow, cookie, install, path):
         def done():
             self.pins[flow] = (cookie, install)
+            placed = self.scheduler.gff.placed.get(flow)
+            return Reaction(events=[{"type": "placement", "how": "hedera", "flows": [flow_dict(flow)],
+                                     "rate_bps": round(placed.demand_bps) if placed else None,
+                                     "paths": [list(path)]}])
         return done
 
     def _unplaced(self, flow):
@@ -479,7 +491,7 @@ class Rerouter:
                 return None
             return Reaction([(sw, [DeleteFlows(pin[2])]) for sw in self.fabric.switches])
 
-        event = {"type": "reroute", "flow": str(mv.flow), "link": "%s>%s" % mv.link, "path": list(mv.new_path),
+        event = {"type": "reroute", "how": "efm", "flow": str(mv.flow), "link": "%s>%s" % mv.link, "path": list(mv.new_path),
                  "rate_bps": mv.rate_bps}
         return Reaction(txns=[Txn(f"efm move {mv.flow}", install, done, failed)], events=[event])
 
@@ -567,6 +579,9 @@ class EFMPolicy(Policy):
         out += self.rerouter.round(now, view, paths=self.live_paths)
         return out
 
+    def reconfigure(self, cfg) -> None:
+        self.rerouter.efm.cfg = cfg.efm_config()
+
     def recover(self, now, switch, flows, meters, groups=()) -> None:
         super().recover(now, switch, flows, meters, groups)
         for ident in self.rerouter.recover(now, switch, flows):
@@ -606,6 +621,11 @@ class FreewayPolicy(Policy):
     def switch_program(self, switch: str) -> list:
         return super().switch_program(switch) + self.core.fixed_entries(switch)
 
+    def reconfigure(self, cfg) -> None:
+        self.core.cfg = cfg.freeway_config()
+        self.core.partition.cfg = self.core.cfg.partition_config()
+        self.rerouter.efm.cfg = cfg.efm_config()
+
     def dynamic_program(self, switch: str) -> list:
         return self.core.dynamic_program(switch) + self.rerouter.entries_on(switch)
 
@@ -614,14 +634,13 @@ class FreewayPolicy(Policy):
         elephants that crossed one move at once (confirmed make-before-break) or, with no live path
         left, fall back to the mice paths; mice groups drop dead next hops; EFM's pins move too."""
         res, mice, moves, released = self.core.set_dead(now, self.dead)
-        self._log_partition(res)
-        out = Reaction(mice)
+        out = Reaction(mice, events=self._partition_events(res, "link down"))
         for el, install, after in moves:
             LOG.warning("elephant %d moved around a failure to %s", el.eid,
                         ", ".join(path_top(pl.path) for pl in el.placements))
             out.txns.append(Txn(f"elephant {el.eid} around a failure", install, lambda after=after: Reaction(after),
                                 lambda _f, el=el, after=after: Reaction(self._abandon(el, after))))
-            out.events.append({"type": "reroute", "elephant": el.eid, "reason": "link down",
+            out.events.append({"type": "reroute", "how": "failure", "elephant": el.eid, "reason": "link down",
                                "path": [list(pl.path) for pl in el.placements]})
         for el, ops in released:
             LOG.warning("elephant %d has no live path left: released, it travels with the mice", el.eid)
@@ -651,14 +670,23 @@ class FreewayPolicy(Policy):
     def _elephant_paths(self, s: str, d: str) -> list:
         return self.core.hol_paths((s, d))
 
-    def _log_partition(self, res) -> None:
-        for pair in res.added:
-            LOG.info("partition: %s -> %s now has %d low-latency paths (added)", *pair, self.core.partition.n_lol(pair))
-        for pair in res.removed:
-            LOG.info("partition: %s -> %s now has %d low-latency paths (removed)", *pair,
-                     self.core.partition.n_lol(pair))
+    def _partition_events(self, res, reason: str) -> list[dict]:
+        """Log the partition's changes and return them as decision records."""
+        part, out = self.core.partition, []
+        for change, pairs in (("added", res.added), ("removed", res.removed)):
+            for pair in pairs:
+                LOG.info("partition: %s -> %s now has %d low-latency paths (%s)", *pair, part.n_lol(pair), change)
+                out.append({"type": "partition", "change": change, "src": pair[0], "dst": pair[1],
+                            "lol_paths": part.n_lol(pair), "reason": reason})
         if res.became_hol:
             LOG.info("partition: %d drained links are HOL again", len(res.became_hol))
+            out.append({"type": "partition", "change": "drained", "links": sorted("%s>%s" % ln for ln in
+                                                                                 res.became_hol), "reason": reason})
+        if res.became_lol or res.began_draining:
+            out.append({"type": "partition", "change": "links", "reason": reason,
+                        "became_lol": sorted("%s>%s" % ln for ln in res.became_lol),
+                        "began_draining": sorted("%s>%s" % ln for ln in res.began_draining)})
+        return out
 
     def on_other_packet(self, now, switch, port, data) -> Reaction:
         udp = arp.decode_udp(data)
@@ -666,27 +694,71 @@ class FreewayPolicy(Policy):
             self.counters["packet-in-dropped"] += 1
             return NOTHING()
         ip_src, sport, _, payload = udp
-        out = self.core.handshake(now, switch, port, ip_src, payload, arp.source_mac(data))
-        if out.verdict != "ack":
-            LOG.info("handshake from %s on %s port %d: %s", ip_src, switch, port, out.verdict)
-        if out.reply is None:
-            return NOTHING()
         host = self.fabric.host_by_ip(ip_src)
 
-        def answer(reply: bytes = out.reply) -> Reaction:
+        def deliver(reply: bytes, _event: dict) -> Reaction:
+            return Reaction([(switch, [UdpOut(port, hs.SERVICE_MAC, host.mac, hs.SERVICE_IP, host.ip,
+                                              hs.SERVICE_PORT, sport, reply)])])
+        return self._handshake(now, switch, port, ip_src, payload, arp.source_mac(data), deliver, "handshake")
+
+    def announce(self, now: float, host: str, payload: bytes, deliver) -> Reaction:
+        """An announce made on behalf of ``host`` (the operator API, for hosts that cannot run the agent):
+        the same checks, placement and answer as the host's own handshake. ``deliver(reply)`` is called
+        with the encoded ACK or NACK and its decision record once the switches confirmed (or refused) the
+        entries, and returns the Reaction that carries it (None for the API)."""
+        h = next(x for x in self.fabric.hosts if x.name == host)
+        return self._handshake(now, h.switch, h.port, h.ip, payload, h.mac, deliver, "api")
+
+    def _handshake(self, now, switch, port, ip_src, payload, mac, deliver, via: str) -> Reaction:
+        out = self.core.handshake(now, switch, port, ip_src, payload, mac)
+        if out.verdict != "ack":
+            LOG.info("handshake from %s on %s port %d: %s", ip_src, switch, port, out.verdict)
+
+        def refusal(cause: str, reason: str, answered: bool) -> dict:
+            return {"type": "refusal", "how": "announced", "via": via, "host": ip_src, "switch": switch,
+                    "port": port, "cause": cause, "reason": reason, "answered": answered, "received": now}
+
+        if out.reply is None:
+            return Reaction(events=[refusal(out.cause, out.verdict.partition(": ")[2], False)])
+        el = out.elephant
+
+        def answer(reply: bytes = out.reply, event: dict | None = None) -> Reaction:
             """The reply, after the entries and meters of the elephants this one replaced are gone."""
             self.counters["handshake-answered"] += 1
-            return Reaction(out.replaced + [(switch, [UdpOut(port, hs.SERVICE_MAC, host.mac, hs.SERVICE_IP, host.ip,
-                                                             hs.SERVICE_PORT, sport, reply)])])
+            if event is None:
+                event = (self._placed_event(el, "announced", via, now, out.verdict != "ack") if el is not None
+                         else refusal(out.cause, out.verdict.partition(": ")[2], True))
+            r = Reaction(list(out.replaced))
+            r += deliver(reply, event)
+            r.events.append(event)
+            return r
 
         if not out.ops:
             return answer()
-        el = out.elephant
         LOG.info("elephant %s -> %s placed via %s (%.2f Mbit/s)", ip_src, el.dst.ip,
                  ", ".join(path_top(pl.path) for pl in el.placements), el.rate_bps / 1e6)
-        return Reaction(txns=[Txn(f"elephant {ip_src}:{sport}", out.ops, answer, self._refused(el, answer))])
+        return Reaction(txns=[Txn(f"elephant {ip_src} {el.subflows[0].sport}", out.ops, answer,
+                                  self._refused(el, answer, refusal))])
 
-    def _refused(self, el: Elephant, answer):
+    def _placed_event(self, el: Elephant, how: str, via: str, now: float, repeat: bool = False) -> dict:
+        return {"type": "placement", "how": how, "via": via, "elephant": el.eid, "host": el.src.ip,
+                "flows": [flow_dict(s) for s in el.subflows], "rate_bps": round(el.rate_bps),
+                "paths": [list(pl.path) for pl in el.placements], "repeat": repeat, "received": now}
+
+    def withdraw(self, now: float, eid: int) -> Reaction | None:
+        """An operator withdrew a Freeway elephant (announced or adopted): its entries and meter go, its
+        allocation is released and the rate-less ones share again. None if there is no such elephant."""
+        el = self.core.release(eid)
+        if el is None:
+            return None
+        LOG.info("elephant %d withdrawn by the operator", eid)
+        self.counters["elephant-withdrawn"] += 1
+        out = Reaction(self.core.release_ops(el) + self.core.reshare())
+        out.events.append({"type": "withdrawal", "elephant": eid, "host": el.src.ip,
+                           "flows": [flow_dict(s) for s in el.subflows]})
+        return out
+
+    def _refused(self, el: Elephant, answer, refusal):
         """A switch refused the elephant's entries: without a meter if it was the meter, else a NACK."""
         def failed(f: Failure) -> Reaction:
             if f.error_type == METER_MOD_FAILED and self.core.refuse_meters(el.src.switch):
@@ -694,7 +766,8 @@ class FreewayPolicy(Policy):
                 return Reaction(txns=[Txn(f"elephant {el.src.ip} (no meter)", self.core.install_ops(el), answer,
                                           failed)])
             self.core.release(el.eid)
-            return answer(hs.encode(hs.Nack(el.nonce, el.size, f"the switches refused the path: {f.reason}")))
+            reason = f"the switches refused the path: {f.reason}"
+            return answer(hs.encode(hs.Nack(el.nonce, el.size, reason)), refusal("switch-refused", reason, True))
         return failed
 
     def on_elephant_start(self, now, start) -> Reaction:
@@ -709,7 +782,8 @@ class FreewayPolicy(Policy):
 
         def failed(_f):
             self.core.release(el.eid)
-        return Reaction(txns=[Txn(f"adopt {start.flow}", ops, None, failed)])
+        return Reaction(txns=[Txn(f"adopt {start.flow}", ops, lambda: Reaction(
+            events=[self._placed_event(el, "adopted", "monitoring", now)]), failed)])
 
     def on_elephant_end(self, now, end) -> Reaction:
         return NOTHING()
@@ -727,7 +801,7 @@ class FreewayPolicy(Policy):
         self.core.link_util = view.link_util()
         self.core.stale = self.stale
         res, ops = self.core.period(now, view.active_pairs(self.core.cfg.active_s))
-        self._log_partition(res)
+        out.events += self._partition_events(res, "mice load")
         out.ops += ops
         for el, install, after in self.core.take_moves():  # off links that turned LOL, then the mice follow
             LOG.info("elephant %d leaves links that turned low-latency: to %s", el.eid,
@@ -739,6 +813,9 @@ class FreewayPolicy(Policy):
             def failed(_f, el=el, after=after) -> Reaction:
                 return Reaction(self._abandon(el, after) + self.core.move_finished())
             out.txns.append(Txn(f"elephant {el.eid} off new low-latency links", install, done, failed))
+            out.events.append({"type": "reroute", "how": "partition", "elephant": el.eid,
+                               "reason": "its links turned low-latency",
+                               "path": [list(pl.path) for pl in el.placements]})
         out += self._adopted(now, view)
         out += self.rerouter.round(now, view, self.core.placed_links,
                                    lambda f: not self.core.is_announced(f), self._elephant_paths)
@@ -760,7 +837,7 @@ class FreewayPolicy(Policy):
             out.txns.append(Txn(f"adopted elephant {el.eid} off a hot link", install,
                                 lambda after=after: Reaction(after),
                                 lambda _f, el=el, after=after: Reaction(self._abandon(el, after))))
-            out.events.append({"type": "reroute", "elephant": el.eid, "reason": "hot link",
+            out.events.append({"type": "reroute", "how": "hot-link", "elephant": el.eid, "reason": "hot link",
                                "path": [list(pl.path) for pl in el.placements]})
         return out
 

@@ -215,6 +215,7 @@ class SimFabric:
         self.now = now
         self.switches = {sw: SimSwitch(sw) for sw in fabric.switches}
         self.to_hosts: list[tuple[str, object]] = []  # (host, intent) the controller sent to hosts
+        self.events: list[dict] = []  # the decision records the policy returned, in order
         for sw in fabric.switches:
             self.switches[sw].apply(policy.program(sw))
 
@@ -222,6 +223,7 @@ class SimFabric:
         """Apply a policy's Reaction as the app would, every transaction confirmed at once."""
         if reaction is None:
             return
+        self.events += reaction.events
         self.apply(reaction.ops)
         for t in reaction.txns:
             self.apply(t.install)

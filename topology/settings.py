@@ -25,14 +25,16 @@ class Spec:
     max: float | None = None
     positive: bool = False  # strictly above ``min``/0
     choices: tuple = ()
+    live: bool = False  # a reload (SIGHUP) changes it in the running controller; else it needs a restart
 
 
 def setting(default, help: str, unit: str = "", min: float | None = None, max: float | None = None,
-            positive: bool = False, choices: tuple = ()):
-    """A dataclass field with its range and help. Numbers are non-negative unless ``min`` says otherwise."""
+            positive: bool = False, choices: tuple = (), live: bool = False):
+    """A dataclass field with its range and help. Numbers are non-negative unless ``min`` says otherwise.
+    ``live``: a reload of the config file changes it while the controller runs."""
     if min is None and not choices and isinstance(default, (int, float)) and not isinstance(default, bool):
         min = 0
-    return field(default=default, metadata={"spec": Spec(help, unit, min, max, positive, choices)})
+    return field(default=default, metadata={"spec": Spec(help, unit, min, max, positive, choices, live)})
 
 
 def spec(f: dataclasses.Field) -> Spec:
@@ -174,5 +176,6 @@ def describe(cls) -> list[str]:
         rng = limits(s, "|")
         unit = f" {s.unit}" if s.unit else ""
         rng_text = f"; {', '.join(rng)}" if rng else ""
-        out.append(f"{f.name} ({hints[f.name].__name__}, default {default_of(f)!r}{unit}{rng_text}): {s.help}")
+        live = "; reloads live" if s.live else ""
+        out.append(f"{f.name} ({hints[f.name].__name__}, default {default_of(f)!r}{unit}{rng_text}{live}): {s.help}")
     return out

@@ -32,7 +32,8 @@ def test_the_defaults_file_has_every_setting_with_its_help_and_loads_back_to_the
             if f.name != "pick":
                 assert f"\n  {f.name}: " in text, (name, f.name)
     assert "# a low-latency path whose average link load is above this is congested" in text
-    assert "[float; s; > 0]" in text  # type, unit and range on the help line
+    assert "[float; s; > 0; reloads live]" in text  # type, unit, range and whether a reload changes it
+    assert "[int; packets/s; >= 1]\n  punt_pps: 200" in text  # not live: a reload names it and keeps it
     cfg = Config.from_mapping({**load_file(_file(tmp_path, text)), "fabric": "f.json"})
     assert cfg == Config(fabric="f.json", **{k: cfg.__dict__[k] for k in SECTIONS})
     assert cfg.freeway_config() == FreewayConfig() and cfg.efm_config() == EFMConfig()

@@ -69,7 +69,8 @@ def test_the_handshake_refuses_a_sender_whose_mac_is_not_its_hosts():
     ann = hs.encode(hs.Announce(7, 10_000_000, 2000, (FiveTuple(A.ip, DST.ip, 6, 40001, 5001),)))
     pkt = packet(FiveTuple(A.ip, hs.SERVICE_IP, 17, 40001, hs.SERVICE_PORT))
     r = pol.on_packet(1.0, A.switch, A.port, frame(pkt, B.mac, hs.SERVICE_MAC, ann))
-    assert not r and not pol.core.elephants and pol.core.counters["handshake-spoofed"] == 1
+    assert not r.ops and not r.txns and not pol.core.elephants and pol.core.counters["handshake-spoofed"] == 1
+    assert [(e["type"], e["cause"], e["answered"]) for e in r.events] == [("refusal", "spoofed", False)]
     r = pol.on_packet(1.0, A.switch, A.port, frame(pkt, A.mac, hs.SERVICE_MAC, ann))
     assert r.txns and pol.core.elephants
 

@@ -1,0 +1,186 @@
+"""The controller's Prometheus metrics (``/metrics``), named and labelled by Prometheus conventions.
+
+Two kinds: what happens (handshakes, reroutes, rollbacks, OpenFlow errors,
+reloads: counters and histograms fed as the app records each decision) and what
+is (links, switches, elephants, the partition: gauges read from the same state
+the API shows, at scrape time, so a scrape never sees a value the API would not).
+Everything lives in a registry of its own, not prometheus_client's global one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+PERIOD_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+HOWS = ("announced", "adopted", "efm", "hedera", "detected")
+
+
+class Metrics:
+    """Counters fed by the app; gauges read at scrape time from ``source`` (see ``_StateCollector``)."""
+
+    def __init__(self, source):
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.handshake_latency = Histogram(
+            "freeway_handshake_latency_seconds", "Time from a handshake reaching the controller to its answer "
+            "(ACK once every switch confirmed the entries, or NACK)", buckets=LATENCY_BUCKETS,
+            registry=self.registry)
+        self.period = Histogram("freeway_period_duration_seconds", "Time the controller's periodic decision "
+                                "round took (monitoring view, policy, messages)", buckets=PERIOD_BUCKETS,
+                                registry=self.registry)
+        self.counts: Counter[tuple] = Counter()
+        self.registry.register(_StateCollector(self, source))
+
+    def decided(self, rec: dict) -> None:
+        """Count one decision record (``decisions``)."""
+        kind = rec["type"]
+        self.counts[("decisions", kind)] += 1
+        if kind in ("placement", "refusal") and rec.get("how") == "announced":
+            outcome = "ack" if kind == "placement" else ("nack" if rec.get("answered") else "dropped")
+            self.counts[("handshakes", outcome, rec.get("cause", "none") or "none")] += 1
+            if "latency_s" in rec and (kind == "placement" or rec.get("answered")):
+                self.handshake_latency.observe(rec["latency_s"])
+        elif kind == "reroute":
+            self.counts[("reroutes", rec.get("how", "other"))] += 1
+        elif kind == "rollback":
+            self.counts[("rollbacks",)] += 1
+        elif kind == "config":
+            self.counts[("reloads", rec.get("result", "applied"))] += 1
+
+    def openflow_error(self, type_name: str) -> None:
+        self.counts[("openflow_errors", type_name)] += 1
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def _counter(name: str, doc: str, labels: list[str], counts: Counter, key: str) -> CounterMetricFamily:
+    fam = CounterMetricFamily(name, doc, labels=labels)
+    for k, n in sorted(counts.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        if k[0] == key:
+            fam.add_metric(list(k[1:]), n)
+    return fam
+
+
+class _StateCollector:
+    """Gauges (and monitoring's counters) read from ``source`` at each scrape. ``source`` gives:
+    ``metrics_state()`` -> dict with keys mode, isolation, monitor, switches, links, elephants,
+    partition, monitor_stats, transactions (the API's documents)."""
+
+    def __init__(self, metrics: Metrics, source):
+        self.metrics = metrics
+        self.source = source
+
+    def describe(self):
+        return []  # metrics with labels known only at scrape time
+
+    def collect(self):
+        st = self.source.metrics_state()
+        c = self.metrics.counts
+        info = GaugeMetricFamily("freeway_info", "The running controller: mode, isolation, monitoring backend",
+                                 labels=["mode", "isolation", "monitor"])
+        info.add_metric([st["mode"], "on" if st["isolation"] else "off", st["monitor"]], 1)
+        yield info
+
+        sw_state = GaugeMetricFamily("freeway_switches", "Switches of the description by connection state",
+                                     labels=["state"])
+        states = Counter(s["state"] for s in st["switches"])
+        for s in ("connected", "syncing", "disconnected", "never"):
+            sw_state.add_metric([s], states[s])
+        yield sw_state
+        yield GaugeMetricFamily("freeway_switches_connected", "Switches connected and programmed",
+                                value=states["connected"])
+        conn = GaugeMetricFamily("freeway_switch_connected", "1 while the switch is connected and programmed",
+                                 labels=["switch"])
+        for s in st["switches"]:
+            conn.add_metric([s["name"]], 1 if s["connected"] else 0)
+        yield conn
+
+        up = GaugeMetricFamily("freeway_link_up", "1 while the directed link is up (liveness model)",
+                               labels=["src", "dst"])
+        util = GaugeMetricFamily("freeway_link_utilisation_ratio", "Smoothed occupancy of the directed link as "
+                                 "monitoring measured it, by its class (lol, draining, hol, shared, access, down)",
+                                 labels=["src", "dst", "class"])
+        load = GaugeMetricFamily("freeway_link_load_bytes_per_second", "Latest measured rate on the directed link",
+                                 labels=["src", "dst"])
+        cap = GaugeMetricFamily("freeway_link_capacity_bytes_per_second", "Capacity of the directed link",
+                                labels=["src", "dst"])
+        age = GaugeMetricFamily("freeway_link_measurement_age_seconds", "Time since the link was last measured",
+                                labels=["src", "dst"])
+        counter = GaugeMetricFamily("freeway_link_lol_counter", "Freeway's per-link counter: ToR pairs whose "
+                                    "low-latency paths cross the link (> 0: the link is LOL)", labels=["src", "dst"])
+        classes = Counter()
+        for ln in st["links"]:
+            lab = [ln["src"], ln["dst"]]
+            classes[ln["class"]] += 1
+            up.add_metric(lab, 1 if ln["up"] else 0)
+            cap.add_metric(lab, ln["capacity_bps"] / 8)
+            if ln["utilisation"] is not None:
+                util.add_metric(lab + [ln["class"]], ln["utilisation"])
+                load.add_metric(lab, ln["bps"] / 8)
+                age.add_metric(lab, ln["measured_age_s"])
+            if ln["counter"] is not None:
+                counter.add_metric(lab, ln["counter"])
+        yield from (up, util, load, cap, age, counter)
+        by_class = GaugeMetricFamily("freeway_links", "Directed links by class", labels=["class"])
+        for cls in ("lol", "draining", "hol", "shared", "access", "down"):
+            by_class.add_metric([cls], classes[cls])
+        yield by_class
+
+        n = GaugeMetricFamily("freeway_elephants", "Elephants the controller knows of, by how they were placed",
+                              labels=["how"])
+        alloc = GaugeMetricFamily("freeway_elephant_allocated_bytes_per_second", "Sum of the elephants' "
+                                  "allocations, by how they were placed", labels=["how"])
+        meas = GaugeMetricFamily("freeway_elephant_measured_bytes_per_second", "Sum of the elephants' measured "
+                                 "rates, by how they were placed", labels=["how"])
+        count, a, m = Counter(), Counter(), Counter()
+        for el in st["elephants"]:
+            count[el["how"]] += 1
+            a[el["how"]] += el["allocation_bps"] or 0
+            m[el["how"]] += el["measured_bps"] or 0
+        for how in HOWS:
+            n.add_metric([how], count[how])
+            alloc.add_metric([how], a[how] / 8)
+            meas.add_metric([how], m[how] / 8)
+        yield from (n, alloc, meas)
+
+        part = st["partition"]
+        pairs = GaugeMetricFamily("freeway_partition_pairs", "Active or widened ToR pairs by their number of "
+                                  "low-latency paths", labels=["lol_paths"])
+        by_n = Counter(p["lol_paths"] for p in part["pairs"])
+        for k in sorted(by_n):
+            pairs.add_metric([str(k)], by_n[k])
+        yield pairs
+        if part.get("partitioned"):
+            yield GaugeMetricFamily("freeway_partition_min_lol_paths", "Fixed low-latency paths per ToR pair",
+                                    value=part["lol_min"])
+
+        yield _counter("freeway_handshakes_total", "Handshakes by outcome (ack, nack, dropped) and refusal cause",
+                       ["outcome", "cause"], c, "handshakes")
+        yield _counter("freeway_reroutes_total", "Elephants moved, by why (efm, failure, hot-link, partition)",
+                       ["how"], c, "reroutes")
+        rb = CounterMetricFamily("freeway_rollbacks_total", "Transactions rolled back (a switch refused or did "
+                                 "not confirm)")
+        rb.add_metric([], c[("rollbacks",)])
+        yield rb
+        yield _counter("freeway_decisions_total", "Decisions recorded, by type", ["type"], c, "decisions")
+        yield _counter("freeway_openflow_errors_total", "OpenFlow error messages from the switches, by type",
+                       ["type"], c, "openflow_errors")
+        yield _counter("freeway_config_reloads_total", "Configuration reloads (SIGHUP), by result", ["result"], c,
+                       "reloads")
+        ms = st["monitor_stats"]
+        for name, key, doc in (("freeway_sflow_datagrams_total", "datagrams", "sFlow datagrams received"),
+                               ("freeway_sflow_decode_errors_total", "decode_errors",
+                                "sFlow datagrams dropped as malformed"),
+                               ("freeway_sflow_flow_samples_total", "flow_samples", "sFlow flow samples used"),
+                               ("freeway_sflow_counter_samples_total", "counter_samples",
+                                "sFlow interface counter samples used")):
+            fam = CounterMetricFamily(name, doc)
+            fam.add_metric([], ms.get(key, 0))
+            yield fam
+        yield GaugeMetricFamily("freeway_transactions_open", "Installs waiting for the switches' confirmation",
+                                value=st["transactions"])

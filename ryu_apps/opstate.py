@@ -1,0 +1,201 @@
+"""What the operator sees, as plain JSON-ready values (pure): the fabric, the elephants, the partition.
+
+The API, the metrics, ``freeway status`` and the fabric view all read these
+functions, which read the policy's state, the liveness model and monitoring's
+view and change nothing. Times are seconds: ``measured_age_s`` is how long ago a
+link was last measured, ``age_s`` how long an elephant has been placed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from monitoring.sflow import FiveTuple
+from monitoring.view import View
+from topology.fabric import Fabric
+from topology.paths import path_links
+
+from .decisions import flow_dict
+
+Link = tuple[str, str]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("freeway")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+VERSION = _version()
+LINK_CLASSES = ("lol", "draining", "hol", "shared", "access", "down")
+
+
+@dataclass
+class SwitchState:
+    """A switch's connection as the app tracks it: never seen, reading back its tables, connected
+    (programmed), or disconnected; ``since`` is wall-clock time."""
+
+    state: str = "never"
+    since: float | None = None
+
+
+def switches(fabric: Fabric, states: dict[str, SwitchState]) -> list[dict]:
+    out = []
+    for name in sorted(fabric.switches, key=fabric._order):
+        sw = fabric.switches[name]
+        st = states.get(name, SwitchState())
+        out.append({"name": name, "dpid": f"{sw.dpid:016x}", "role": sw.role, "pod": sw.pod, "index": sw.index,
+                    "level": sw.level, "state": st.state, "connected": st.state == "connected",
+                    "since": st.since})
+    return out
+
+
+def hosts(fabric: Fabric) -> list[dict]:
+    return [{"name": h.name, "ip": h.ip, "mac": h.mac, "switch": h.switch, "port": h.port} for h in fabric.hosts]
+
+
+def directed_links(fabric: Fabric) -> list[tuple[Link, int, bool]]:
+    """Every directed link with the port it leaves from, switch-to-switch first, then host access links
+    (both directions; a host's own end has port 0)."""
+    out = []
+    for ln in fabric.links:
+        out.append(((ln.a, ln.b), ln.a_port, False))
+        out.append(((ln.b, ln.a), ln.b_port, False))
+    for h in fabric.hosts:
+        out.append(((h.name, h.switch), 0, True))
+        out.append(((h.switch, h.name), h.port, True))
+    return out
+
+
+def link_class(policy, link: Link, access: bool) -> str:
+    """LOL (mice), draining (leaving LOL), HOL (elephants), shared (no partition in this mode), access
+    (a host's link), or down."""
+    if link in policy.dead:
+        return "down"
+    if access:
+        return "access"
+    core = getattr(policy, "core", None)
+    if core is None:
+        return "shared"
+    part = core.partition
+    if link in part.draining:
+        return "draining"
+    return "lol" if part.counter[link] > 0 else "hol"
+
+
+def links(fabric: Fabric, policy, view: View, states: dict[str, SwitchState] | None = None) -> list[dict]:
+    core = getattr(policy, "core", None)
+    out = []
+    for ln, port, access in directed_links(fabric):
+        r = view.links.get(ln)
+        sw = ln[1] if access and ln[0] not in fabric.switches else ln[0]
+        up = ln not in policy.dead and (states is None or states.get(sw, SwitchState()).state != "disconnected")
+        out.append({"src": ln[0], "dst": ln[1], "port": port, "capacity_bps": fabric.capacity_bps(ln), "up": up,
+                    "class": link_class(policy, ln, access) if up else "down",
+                    "counter": core.partition.counter[ln] if core is not None and not access else None,
+                    "utilisation": round(r.util, 4) if r else None, "bps": round(r.bps) if r else None,
+                    "measured_age_s": round(view.now - r.time, 3) if r else None,
+                    "stale": ln in policy.stale})
+    return out
+
+
+def _measured(view: View, flows) -> float | None:
+    rates = [view.flows[f].rate_bps for f in flows if f in view.flows]
+    return round(sum(rates)) if rates else None
+
+
+def _ft(s) -> FiveTuple:
+    return FiveTuple(s.src, s.dst, s.proto, s.sport, s.dport)
+
+
+def _links_of(paths) -> list[list[str]]:
+    return [[a, b] for p in paths for a, b in path_links(p)]
+
+
+def elephants(policy, view: View, iso_meters: bool = True) -> list[dict]:
+    """Every elephant the controller knows of, placed or only detected:
+
+    - ``announced`` / ``adopted``: Freeway's (id = the elephant number, as in the cookie and the ACK);
+    - ``efm``: flows EFM moved (id ``efm-N``), in EFM modes and Freeway's unannounced elephants;
+    - ``hedera``: Hedera's Global First Fit placements (id ``hedera-N``);
+    - ``detected``: elephants monitoring reports that no one placed (they keep the path ECMP gave them;
+      ``links`` are the links they were sampled on).
+    """
+    out: list[dict] = []
+    seen: set[FiveTuple] = set()
+    core = getattr(policy, "core", None)
+    if core is not None:
+        for el in sorted(core.elephants.values(), key=lambda e: e.eid):
+            fts = [_ft(s) for s in el.subflows]
+            seen.update(fts)
+            meter = core.meter_of(el)
+            out.append({"id": str(el.eid), "how": "adopted" if el.adopted else "announced",
+                        "flows": [flow_dict(s) for s in el.subflows], "src_host": el.src.name,
+                        "dst_host": el.dst.name, "allocation_bps": round(el.rate_bps), "rateless": el.rateless,
+                        "measured_bps": _measured(view, fts), "paths": [list(pl.path) for pl in el.placements],
+                        "links": _links_of(pl.path for pl in el.placements),
+                        "meter": meter.meter_id if meter is not None else None, "cookie": f"{el.cookie:016x}",
+                        "age_s": round(view.now - el.since, 1) if view.now >= el.since else None})
+    rerouter = getattr(policy, "rerouter", None)
+    if rerouter is not None:
+        for flow, path in sorted(rerouter.efm.paths.items(), key=lambda fp: str(fp[0])):
+            pin = rerouter.pins.get(flow)
+            if flow in seen or pin is None:
+                continue
+            seen.add(flow)
+            out.append({"id": f"efm-{pin[0]}", "how": "efm", "flows": [flow_dict(flow)],
+                        "src_host": _host(policy, flow.src), "dst_host": _host(policy, flow.dst),
+                        "allocation_bps": None, "rateless": True, "measured_bps": _measured(view, [flow]),
+                        "paths": [list(path)], "links": _links_of([path]), "meter": None, "cookie": f"{pin[2]:016x}",
+                        "age_s": None})
+    scheduler = getattr(policy, "scheduler", None)
+    if scheduler is not None:
+        for flow, placed in sorted(scheduler.gff.placed.items(), key=lambda fp: str(fp[0])):
+            if flow in seen:
+                continue
+            seen.add(flow)
+            pin = policy.pins.get(flow)
+            out.append({"id": f"hedera-{policy.flow_ids.get(flow, 0)}", "how": "hedera", "flows": [flow_dict(flow)],
+                        "src_host": _host(policy, flow.src), "dst_host": _host(policy, flow.dst),
+                        "allocation_bps": round(placed.demand_bps), "rateless": False,
+                        "measured_bps": _measured(view, [flow]), "paths": [list(placed.path)],
+                        "links": _links_of([placed.path]), "meter": None,
+                        "cookie": f"{pin[0]:016x}" if pin else None, "age_s": None})
+    for flow, r in sorted(view.flows.items(), key=lambda fr: str(fr[0])):
+        if not r.elephant or flow in seen:
+            continue
+        out.append({"id": f"detected-{flow.src}:{flow.sport}-{flow.dst}:{flow.dport}-{flow.proto}", "how": "detected",
+                    "flows": [flow_dict(flow)], "src_host": _host(policy, flow.src), "dst_host": _host(policy, flow.dst),
+                    "allocation_bps": None, "rateless": True, "measured_bps": round(r.rate_bps), "paths": [],
+                    "links": sorted([a, b] for a, b in r.links), "meter": None,
+                    "cookie": None, "age_s": None, "marked": flow in policy.marks})
+    return out
+
+
+def _host(policy, ip: str) -> str | None:
+    h = policy.fabric.host_by_ip(ip)
+    return h.name if h is not None else None
+
+
+def partition(policy, view: View) -> dict:
+    """Freeway's partition: per ToR pair that is active (mice seen within ``active_s``) or away from
+    the minimum, its low-latency paths; and the link counts. ``{"mode": ...}`` alone in other modes."""
+    core = getattr(policy, "core", None)
+    if core is None:
+        return {"mode": policy.mode, "partitioned": False, "pairs": []}
+    part = core.partition
+    active = view.active_pairs(core.cfg.active_s)
+    pairs = []
+    for pair in sorted(set(part.n) | {p for p in active if part.is_partitioned(p)}):
+        pairs.append({"src": pair[0], "dst": pair[1], "lol_paths": part.n_lol(pair), "active": pair in active,
+                      "paths": [list(p) for p in part.lol_paths(pair)]})
+    return {"mode": policy.mode, "partitioned": True, "lol_min": part.n_min, "lol_max": part.n_max,
+            "lol_links": sum(1 for c in part.counter.values() if c > 0), "draining_links": len(part.draining),
+            "hol_links": sum(1 for ln in _fabric_links(policy.fabric) if part.is_hol(ln)), "pairs": pairs}
+
+
+def _fabric_links(fabric: Fabric) -> list[Link]:
+    return [ln for ln, _, access in directed_links(fabric) if not access]

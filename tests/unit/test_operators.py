@@ -1,0 +1,321 @@
+"""Issue 14 (operators), the pure parts: decision records, the operator's documents, metrics, the API's
+parsing and answers, reloading the configuration, JSON logs."""
+
+import json
+import logging
+from types import SimpleNamespace
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from webob import Request
+
+from monitoring.sflow import FiveTuple
+from monitoring.view import FlowReading, LinkReading
+from monitoring.view import make as make_view
+from ryu_apps import api, config, opstate
+from ryu_apps import handshake as hs
+from ryu_apps.decisions import DecisionLog
+from ryu_apps.freeway_app import FreewayApp
+from ryu_apps.logfmt import JsonFormatter
+from ryu_apps.simtable import SimFabric
+from tests.unit.test_simtable import ISO, policy
+from topology.fabric import fattree
+
+F = fattree(4)
+SRC, DST = F.hosts_on("e0_0")[0], F.hosts_on("e3_1")[0]
+
+
+def _announce(sim, pol, sport, rate_kbps=2000, src=SRC, dst=DST):
+    flow = FiveTuple(src.ip, dst.ip, 6, sport, 5001)
+    ann = hs.encode(hs.Announce(sport, 10_000_000, rate_kbps, (flow,)))
+    sim.send(src.name, FiveTuple(src.ip, hs.SERVICE_IP, 17, sport, hs.SERVICE_PORT), payload=ann)
+    return hs.decode(sim.to_hosts[-1][1].payload)
+
+
+# ----- decision log ------------------------------------------------------------------------------
+def test_the_decision_log_pages_by_sequence_type_and_keeps_only_the_latest():
+    log = DecisionLog(keep=5)
+    for i in range(8):
+        log.add({"type": "placement" if i % 2 else "refusal", "i": i}, 100.0 + i)
+    assert len(log) == 5 and log.seq == 8
+    page = log.page(since=0, limit=10)
+    assert [r["seq"] for r in page.decisions] == [4, 5, 6, 7, 8] and page.next == 8 and page.dropped == 3
+    page = log.page(since=5, limit=1)
+    assert [r["seq"] for r in page.decisions] == [6] and page.next == 6
+    assert [r["seq"] for r in log.page(since=page.next, limit=10).decisions] == [7, 8]
+    assert [r["i"] for r in log.page(since=0, types=("placement",)).decisions] == [3, 5, 7]
+    assert [r["seq"] for r in log.page(since=-1, limit=2).decisions] == [7, 8]
+    assert log.page(since=8).decisions == [] and log.page(since=8).next == 8
+    assert log.page(since=0).decisions[0]["time"] == 103.0
+
+
+# ----- what the policies record ------------------------------------------------------------------
+def test_a_handshake_is_recorded_as_a_placement_with_its_path_and_a_refusal_with_its_cause():
+    pol = policy("freeway", F, ISO)
+    sim = SimFabric(F, pol)
+    assert isinstance(_announce(sim, pol, 40001), hs.Ack)
+    placed = [e for e in sim.events if e["type"] == "placement"]
+    el = pol.core.elephants[placed[0]["elephant"]]
+    assert placed[0]["how"] == "announced" and placed[0]["via"] == "handshake"
+    assert placed[0]["paths"] == [list(el.placements[0].path)] and placed[0]["rate_bps"] == 2_000_000
+    assert placed[0]["received"] == sim.now  # the app turns it into the answer's latency
+    nack = _announce(sim, pol, 40002, rate_kbps=50_000)  # above the host's 10 Mbit/s link
+    assert isinstance(nack, hs.Nack)
+    (ref,) = [e for e in sim.events if e["type"] == "refusal"]
+    assert ref["cause"] == "invalid" and ref["reason"] == nack.reason and ref["answered"]
+    pol.core.cfg = pol.core.cfg.__class__(host_elephants=1)
+    assert isinstance(_announce(sim, pol, 40003), hs.Nack)
+    assert sim.events[-1]["type"] == "refusal" and sim.events[-1]["cause"] == "host-cap"
+
+
+def test_an_announce_made_through_the_api_is_placed_installed_and_answered_like_a_handshake():
+    pol = policy("freeway", F, ISO)
+    sim = SimFabric(F, pol)
+    got = []
+    flow = FiveTuple(SRC.ip, DST.ip, 6, 41000, 5001)
+    payload = hs.encode(hs.Announce(9, 10**8, 3000, (flow,)))
+    sim.react(pol.announce(sim.now, SRC.name, payload, lambda reply, ev: got.append((hs.decode(reply), ev))))
+    (reply, ev), = got
+    assert isinstance(reply, hs.Ack) and reply.rate_kbps == 3000 and ev["via"] == "api"
+    el = pol.core.elephant_of(flow)
+    t = sim.send(SRC.name, flow)
+    assert t.delivered_to == DST.name and t.hops[0].cookie == el.cookie  # the switches hold its entries
+    assert not sim.to_hosts  # nothing was sent to the host: the API caller has the answer
+    r = pol.withdraw(sim.now, el.eid)
+    sim.react(r)
+    assert r.events[0]["type"] == "withdrawal" and not pol.core.elephants
+    assert sim.send(SRC.name, flow).hops[0].cookie != el.cookie  # its entries are gone
+    held = {m for s in sim.switches.values() for m in s.meters}
+    assert pol.core.meter_of(el).meter_id not in held
+    assert pol.withdraw(sim.now, el.eid) is None
+
+
+def test_a_link_failure_records_the_partition_change_and_the_elephants_reroute():
+    pol = policy("freeway", F, ISO)
+    sim = SimFabric(F, pol)
+    _announce(sim, pol, 40001)
+    el = next(iter(pol.core.elephants.values()))
+    a, b = el.placements[0].path[1], el.placements[0].path[2]  # its aggregation-core link
+    sim.events.clear()
+    sim.fail((a, b))
+    kinds = [(e["type"], e.get("how") or e.get("change")) for e in sim.events]
+    assert ("liveness", None) in kinds and ("reroute", "failure") in kinds
+    lol = next(ln for ln, c in pol.core.partition.counter.items() if c > 0 and ln[0].startswith("a"))
+    sim.events.clear()
+    sim.fail(lol)  # a low-latency link: the next paths in order become low-latency
+    (ev,) = [e for e in sim.events if e["type"] == "partition"]
+    assert ev["change"] == "links" and ev["became_lol"] and ev["reason"] == "link down"
+
+
+# ----- the operator's documents --------------------------------------------------------------------
+def test_links_are_classed_as_the_partition_and_liveness_say_and_show_their_measurement():
+    pol = policy("freeway", F, ISO)
+    sim = SimFabric(F, pol)
+    ln = ("e0_0", "a0_0")
+    view = make_view(10.0, {ln: LinkReading(0.42, 4.2e6, 9.5)}, {}, {})
+    docs = {(d["src"], d["dst"]): d for d in opstate.links(F, pol, view)}
+    assert len(docs) == 2 * len(F.links) + 2 * len(F.hosts)
+    counts = {c: sum(d["class"] == c for d in docs.values()) for c in opstate.LINK_CLASSES}
+    assert counts == {"lol": 32, "draining": 0, "hol": 32, "shared": 0, "access": 32, "down": 0}
+    assert all((d["class"] == "lol") == (pol.core.partition.counter[k] > 0) for k, d in docs.items()
+               if d["class"] != "access")
+    assert docs[ln]["utilisation"] == 0.42 and docs[ln]["bps"] == 4_200_000 and docs[ln]["measured_age_s"] == 0.5
+    assert docs[("a0_0", "e0_0")]["utilisation"] is None
+    sim.fail(ln)
+    docs = {(d["src"], d["dst"]): d for d in opstate.links(F, pol, view)}
+    assert docs[ln]["class"] == docs[ln[::-1]]["class"] == "down" and not docs[ln]["up"]
+    ecmp = policy("ecmp", F, None)
+    assert {d["class"] for d in opstate.links(F, ecmp, view)} == {"shared", "access"}
+
+
+def test_elephants_are_listed_with_how_they_were_placed_their_path_meter_and_rates():
+    pol = policy("freeway", F, ISO)
+    sim = SimFabric(F, pol)
+    _announce(sim, pol, 40001)
+    el = next(iter(pol.core.elephants.values()))
+    flow = FiveTuple(SRC.ip, DST.ip, 6, 40001, 5001)
+    other = FiveTuple(F.hosts_on("e1_0")[0].ip, DST.ip, 6, 1234, 80)
+    view = make_view(5.0, {}, {flow: FlowReading(1.9e6, frozenset(), True, 4.9),
+                               other: FlowReading(3e6, frozenset({("e1_0", "a1_0")}), True, 4.9)}, {})
+    docs = {d["id"]: d for d in opstate.elephants(pol, view)}
+    mine = docs[str(el.eid)]
+    assert mine["how"] == "announced" and mine["allocation_bps"] == 2_000_000 and mine["measured_bps"] == 1_900_000
+    assert mine["paths"] == [list(el.placements[0].path)] and mine["meter"] == pol.core.meter_of(el).meter_id
+    assert mine["links"][0] == [SRC.switch, el.placements[0].path[1]]
+    (det,) = [d for d in docs.values() if d["how"] == "detected"]
+    assert det["flows"][0]["sport"] == 1234 and det["links"] == [["e1_0", "a1_0"]] and det["measured_bps"] == 3e6
+    part = opstate.partition(pol, make_view(5.0, {}, {}, {("e0_0", "e3_1"): 4.5}))
+    assert part["pairs"] == [{"src": "e0_0", "dst": "e3_1", "lol_paths": 2, "active": True,
+                              "paths": [list(p) for p in pol.core.partition.lol_paths(("e0_0", "e3_1"))]}]
+
+
+# ----- metrics -----------------------------------------------------------------------------------
+def _app(tmp_path, monkeypatch, **kw):
+    fattree(4, 10).save(tmp_path / "f.json")
+    monkeypatch.setattr(config, "_active", config.Config(fabric=str(tmp_path / "f.json"), **kw))
+    return FreewayApp()
+
+
+def _samples(app) -> dict:
+    out = {}
+    for fam in text_string_to_metric_families(app.metrics_exposition().decode()):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_metrics_follow_the_decisions_and_the_state(tmp_path, monkeypatch):
+    app = _app(tmp_path, monkeypatch, mode="freeway")
+    m = _samples(app)
+    assert m[("freeway_switches", (("state", "never"),))] == 20 and m[("freeway_switches_connected", ())] == 0
+    assert m[("freeway_links", (("class", "lol"),))] == 32 and m[("freeway_link_up", (("dst", "a0_0"), ("src", "e0_0")))] == 1
+    assert m[("freeway_info", (("isolation", "off"), ("mode", "freeway"), ("monitor", "sflow")))] == 1
+    app.record({"type": "placement", "how": "announced", "elephant": 1, "received": 0.0})
+    app.record({"type": "refusal", "how": "announced", "cause": "host-cap", "answered": True, "received": 0.0})
+    app.record({"type": "refusal", "how": "announced", "cause": "spoofed", "answered": False, "received": 0.0})
+    app.record({"type": "reroute", "how": "efm"})
+    app.record({"type": "rollback", "txn": "x", "reason": "y", "switch": "e0_0"})
+    m = _samples(app)
+    assert m[("freeway_handshakes_total", (("cause", "none"), ("outcome", "ack")))] == 1
+    assert m[("freeway_handshakes_total", (("cause", "host-cap"), ("outcome", "nack")))] == 1
+    assert m[("freeway_handshakes_total", (("cause", "spoofed"), ("outcome", "dropped")))] == 1
+    assert m[("freeway_handshake_latency_seconds_count", ())] == 2  # the answered ones
+    assert m[("freeway_reroutes_total", (("how", "efm"),))] == 1 and m[("freeway_rollbacks_total", ())] == 1
+    assert m[("freeway_decisions_total", (("type", "refusal"),))] == 2
+    assert [r["seq"] for r in app.decisions.page(0).decisions] == [1, 2, 3, 4, 5]
+    assert "latency_s" in app.decisions.page(0).decisions[0] and "received" not in app.decisions.page(0).decisions[0]
+    names = {fam.name for fam in text_string_to_metric_families(app.metrics_exposition().decode())}
+    assert all(n.startswith("freeway_") for n in names)
+
+
+# ----- the API's WSGI application --------------------------------------------------------------
+def _call(app_obj, method, path, body=None, token=None):
+    req = Request.blank(path, method=method)
+    if body is not None:
+        req.body = body if isinstance(body, bytes) else json.dumps(body).encode()
+        req.content_type = "application/json"
+    if token:
+        req.headers["Authorization"] = f"Bearer {token}"
+    resp = req.get_response(app_obj)
+    return resp.status_int, (resp.json if resp.content_type == "application/json" else resp.body), resp
+
+
+ANN = {"flows": [{"src": SRC.ip, "dst": DST.ip, "sport": 40000, "dport": 5001}], "size_bytes": 10**7,
+       "rate_bps": 2e6}
+
+
+def test_the_api_serves_reads_and_refuses_writes_without_the_token(tmp_path, monkeypatch):
+    app = _app(tmp_path, monkeypatch, mode="freeway")
+    ro = api.Api(app, None)
+    for path in ("/api/v1/status", "/api/v1/fabric", "/api/v1/elephants", "/api/v1/partition", "/api/v1/decisions",
+                 "/api/v1/counters", "/api/v1/config", "/openapi.json"):
+        code, body, _ = _call(ro, "GET", path)
+        assert code == 200 and isinstance(body, dict), path
+    assert _call(ro, "GET", "/")[1].startswith(b"<!doctype html>")
+    assert b"freeway_switches_connected 0.0" in _call(ro, "GET", "/metrics")[1]
+    code, body, _ = _call(ro, "POST", "/api/v1/elephants", ANN)
+    assert code == 403 and "read-only" in body["error"]
+    rw = api.Api(app, "s3cret-token")
+    code, body, resp = _call(rw, "POST", "/api/v1/elephants", ANN, token="wrong-token")
+    assert code == 401 and resp.headers["WWW-Authenticate"].startswith("Bearer")
+    code, body, resp = _call(rw, "PUT", "/api/v1/status")
+    assert code == 405 and resp.headers["Allow"] == "GET"
+    assert _call(rw, "GET", "/api/v2/nothing")[0] == 404
+    assert _call(rw, "GET", "/api/v1/decisions?since=x")[1]["error"].startswith("since:")
+    assert _call(rw, "GET", "/api/v1/decisions?type=bogus")[1]["error"].startswith("type:")
+    assert app.decisions.seq == 0  # nothing was decided by any of it
+
+
+@pytest.mark.parametrize("body,field", [
+    (b"{", "body"), ([1], "body"), ({**ANN, "extra": 1}, "extra"), ({**ANN, "flows": []}, "flows"),
+    ({**ANN, "flows": [{**ANN["flows"][0], "src": "10.0.0"}]}, "flows[0].src"),
+    ({**ANN, "flows": [{**ANN["flows"][0], "proto": "sctp"}]}, "flows[0].proto"),
+    ({**ANN, "flows": [{**ANN["flows"][0], "proto": {}}]}, "flows[0].proto"),
+    ({**ANN, "flows": [{**ANN["flows"][0], "sport": 0}]}, "flows[0].sport"),
+    ({**ANN, "size_bytes": 0}, "size_bytes"), ({**ANN, "rate_bps": -1}, "rate_bps"),
+    ({**ANN, "rate_bps": 100}, "rate_bps"), ({**ANN, "rate_bps": True}, "rate_bps")])
+def test_a_bad_announce_is_refused_with_the_field_named_and_changes_nothing(tmp_path, monkeypatch, body, field):
+    app = _app(tmp_path, monkeypatch, mode="freeway")
+    code, out, _ = _call(api.Api(app, "s3cret-token"), "POST", "/api/v1/elephants", body, token="s3cret-token")
+    assert code == 400 and out["error"].startswith(field + ":"), out
+    assert app.decisions.seq == 0 and not app.policy.core.elephants
+
+
+def test_an_announce_the_fabric_cannot_satisfy_says_why(tmp_path, monkeypatch):
+    app = _app(tmp_path, monkeypatch, mode="freeway")
+    rw = api.Api(app, "s3cret-token")
+    code, out, _ = _call(rw, "POST", "/api/v1/elephants", ANN, token="s3cret-token")  # no switch is connected
+    assert code == 409 and out["verdict"] == "nack" and out["cause"] == "switch-refused"
+    assert "e3_1 is not connected" in out["reason"] or "not connected" in out["reason"]
+    assert not app.policy.core.elephants
+    code, out, _ = _call(rw, "POST", "/api/v1/elephants", {**ANN, "rate_bps": 2e7}, token="s3cret-token")
+    assert code == 409 and "above the host's link rate" in out["reason"] and out["cause"] == "invalid"
+    bad_src = {**ANN, "flows": [{**ANN["flows"][0], "src": "192.0.2.1"}]}
+    assert _call(rw, "POST", "/api/v1/elephants", bad_src, token="s3cret-token")[1]["reason"].startswith("source")
+    assert _call(rw, "DELETE", "/api/v1/elephants/7", token="s3cret-token")[0] == 404
+    assert app.api_withdraw("\u00b9")[0] == 404  # str.isdigit() says yes to "¹" (schemathesis found it)
+    ecmp = api.Api(_app(tmp_path, monkeypatch, mode="ecmp"), "s3cret-token")
+    assert _call(ecmp, "POST", "/api/v1/elephants", ANN, token="s3cret-token")[0] == 503
+    types = [d["type"] for d in app.decisions.page(0).decisions]
+    assert types == ["rollback", "refusal", "refusal"]  # the NACKs, and the install rolled back
+
+
+# ----- reloading the configuration ----------------------------------------------------------------
+def _write(path, text):
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_reload_applies_live_settings_names_the_others_and_an_invalid_file_changes_nothing(tmp_path):
+    fattree(4, 10).save(tmp_path / "f.json")
+    cfg_file = _write(tmp_path / "c.yaml", f"controller:\n  fabric: {tmp_path / 'f.json'}\n  mode: freeway\n"
+                                           "freeway:\n  host_elephants: 8\n")
+    reread = lambda: config.Config.from_mapping(config.load_file(cfg_file))  # noqa: E731
+    old = reread()
+    _write(tmp_path / "c.yaml", f"controller:\n  fabric: {tmp_path / 'f.json'}\n  mode: ecmp\n  hedera_poll_s: 2\n"
+                                "freeway:\n  host_elephants: 1\n  punt_pps: 10\nefm:\n  threshold: 0.5\n")
+    res = config.reload(old, reread)
+    assert sorted(k for k, _, _ in res.changed) == ["controller.hedera_poll_s", "efm.threshold",
+                                                   "freeway.host_elephants"]
+    assert sorted(k for k, _, _ in res.restart) == ["controller.mode", "freeway.punt_pps"]
+    new = res.cfg
+    assert new.mode == "freeway" and new.hedera_poll_s == 2 and new.freeway_config().host_elephants == 1
+    assert new.freeway_config().punt_pps == 200 and new.efm_config().threshold == 0.5
+    _write(tmp_path / "c.yaml", "freeway:\n  lol_hgh: 0.4\n")
+    res = config.reload(new, reread)
+    assert res.cfg is None and res.error == "freeway.lol_hgh: unknown setting; did you mean lol_high?"
+    _write(tmp_path / "c.yaml", f"controller:\n  fabric: {tmp_path / 'f.json'}\nfreeway:\n  lol_low: 0.2\n")
+    assert "lol_low" in config.reload(new, reread).error  # above lol_high/2: refused as at start
+    assert "freeway.host_elephants" in config.live_settings() and "isolation.mice_dscp" not in config.live_settings()
+
+
+def test_the_policies_take_a_reloaded_configuration(tmp_path, monkeypatch):
+    app = _app(tmp_path, monkeypatch, mode="freeway")
+    new = config.Config.from_mapping({"fabric": app.cfg.fabric, "mode": "freeway", "link_hold_down_s": 7.0,
+                                      "freeway_settings": (("host_elephants", 2), ("lol_high", 0.5)),
+                                      "efm_settings": (("threshold", 0.6),)})
+    monkeypatch.setattr(config, "_active", new)
+    app.period(1.0)
+    assert app.policy.core.cfg.host_elephants == 2 and app.policy.core.partition.cfg.lol_high == 0.5
+    assert app.policy.rerouter.efm.cfg.threshold == 0.6 and app.liveness.hold_down_s == 7.0
+
+
+# ----- JSON logs -----------------------------------------------------------------------------------
+def test_a_json_log_line_carries_the_decisions_fields():
+    rec = logging.LogRecord("freeway.decisions", logging.INFO, __file__, 1, "%s", ("placement",), None)
+    rec.decision = {"seq": 3, "time": 12.5, "type": "placement", "elephant": 1, "paths": [["e0_0", "a0_0"]]}
+    line = json.loads(JsonFormatter().format(rec))
+    assert line["type"] == "placement" and line["seq"] == 3 and line["wall"] == 12.5 and line["paths"] == [["e0_0", "a0_0"]]
+    assert line["level"] == "info" and line["logger"] == "freeway.decisions" and line["time"].endswith("+00:00")
+    plain = json.loads(JsonFormatter().format(logging.LogRecord("freeway", logging.WARNING, __file__, 1,
+                                                                "link %s is down", ("a-b",), None)))
+    assert plain["message"] == "link a-b is down" and "type" not in plain
+
+
+def test_the_openapi_document_names_every_route_the_api_serves(tmp_path, monkeypatch):
+    doc = api.Api(_app(tmp_path, monkeypatch, mode="freeway"), None).doc
+    assert set(doc["paths"]) == {"/api/v1/status", "/api/v1/fabric", "/api/v1/elephants", "/api/v1/elephants/{id}",
+                                 "/api/v1/partition", "/api/v1/decisions", "/api/v1/counters", "/api/v1/config",
+                                 "/metrics", "/openapi.json", "/"}
+    assert SimpleNamespace(**doc["components"]["schemas"]["Link"]).properties["class"]["enum"] == list(
+        opstate.LINK_CLASSES)

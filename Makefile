@@ -5,19 +5,29 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 DEBS := openvswitch-switch mininet iperf3 iperf ethtool iputils-ping python3-venv python3-pip
+# what only the tests use: a real browser for the fabric view, a real Prometheus to scrape /metrics
+TEST_DEBS := chromium chromium-driver prometheus
 OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 PYTEST_ARGS ?=
 
-.PHONY: install debs ovs venv demo test unit integration lint clean
+.PHONY: install debs test-debs ovs venv demo test unit integration lint clean
 
 install: debs ovs venv
 
-debs:
-	@missing=""; for p in $(DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
+# apt-get install the packages of $(1) that are missing (idempotent)
+define apt_install
+	@missing=""; for p in $(1); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+endef
+
+debs:
+	$(call apt_install,$(DEBS))
+
+test-debs:
+	$(call apt_install,$(TEST_DEBS))
 
 # The kernel has no openvswitch module here: ovs-ctl starts the daemons and we
 # use the userspace datapath (datapath_type=netdev).
@@ -56,11 +66,11 @@ lint: venv
 unit: venv
 	$(VENV)/bin/pytest -q tests/unit $(PYTEST_ARGS)
 
-integration: install
+integration: install test-debs
 	-@mn -c >/dev/null 2>&1
 	$(VENV)/bin/pytest -q tests/integration $(PYTEST_ARGS)
 
-test: install lint
+test: install test-debs lint
 	-@mn -c >/dev/null 2>&1
 	$(VENV)/bin/pytest -q tests $(PYTEST_ARGS)
 

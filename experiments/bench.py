@@ -149,38 +149,90 @@ def detection(trials: int, rate_mbps: float, out: Path, elephant_mbps: float, mi
     return result
 
 
-def handshake_latency(rates: list[int], seconds: float, out: Path, punt_pps: int) -> dict:
-    """Handshake-to-answer latency at several announce rates, from four hosts on four edge switches."""
+class ApiPoller:
+    """A client of the operator API reading what an operator's dashboard would (the fabric, the elephants,
+    the latest decisions, the metrics) every ``every_s``, in a thread: what it costs the controller's loop."""
+
+    PATHS = ("/api/v1/fabric", "/api/v1/elephants", "/api/v1/decisions?since=-1&limit=50", "/metrics")
+
+    def __init__(self, base: str, every_s: float):
+        import threading
+
+        self.base, self.every_s = base, every_s
+        self.stop_ev = threading.Event()
+        self.times: list[float] = []
+        self.errors = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import urllib.request
+
+        while not self.stop_ev.is_set():
+            t = time.monotonic()
+            try:
+                for path in self.PATHS:
+                    urllib.request.urlopen(self.base + path, timeout=5).read()
+                self.times.append(time.monotonic() - t)
+            except OSError:
+                self.errors += 1
+            self.stop_ev.wait(max(0.0, self.every_s - (time.monotonic() - t)))
+
+    def __enter__(self) -> ApiPoller:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop_ev.set()
+        self.thread.join()
+
+
+def handshake_latency(rates: list[int], seconds: float, out: Path, punt_pps: int, api_poll_s: float = 0.1) -> dict:
+    """Handshake-to-answer latency at several announce rates, from four hosts on four edge switches; with
+    ``api_poll_s``, each rate runs twice in turn: with no API client, and with one polling the API."""
+    import contextlib
     import sys
 
+    from experiments.procs import free_port
     from topology.sflow_agent import SFlowAgentConfig
 
     out.mkdir(parents=True, exist_ok=True)
     fabric = fattree(4, 10)
     fabric.save(out / "handshake-fabric.json")
     senders = [("h0_0_0", "10.3.1.3"), ("h1_0_0", "10.2.1.3"), ("h2_0_0", "10.1.1.3"), ("h3_0_0", "10.0.1.3")]
+    api = f"127.0.0.1:{free_port()}"
     rows = []
     with ControllerProcess(out / "handshake-fabric.json", mode="freeway", log_file=out / "handshake-controller.log",
                            extra=["--freeway-set", f"punt_pps={punt_pps}", "--freeway-set", "elephant_idle_s=2",
-                                  "--freeway-set", "host_elephants=1000000"]) as ctl, \
+                                  "--freeway-set", "host_elephants=1000000", "--api", api]) as ctl, \
             FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target)) as fn:
         fn.wait_reachable(60)
-        for k, rate in enumerate(rates):
-            per = rate / len(senders)
-            print(f"[bench handshake] {rate}/s for {seconds:g} s from {len(senders)} hosts ...", flush=True)
-            for j, (src, dst) in enumerate(senders):
-                fn.host(src).sendCmd(f"{sys.executable} -m experiments.hsload --to {dst} --rate {per} "
-                                     f"--duration {seconds} --first-port {20000 + 5000 * k + 1000 * j}")
-            parts = [json.loads(fn.host(src).waitOutput().strip().splitlines()[-1]) for src, _ in senders]
-            lat = sorted(x for p in parts for x in p["latency_ms"])
-            row = {"rate_per_s": rate, "sent": sum(p["sent"] for p in parts), "acks": sum(p["acks"] for p in parts),
-                   "nacks": sum(p["nacks"] for p in parts), "unanswered": sum(p["unanswered"] for p in parts),
-                   "p50_ms": _percentile(lat, 50), "p99_ms": _percentile(lat, 99), "max_ms": lat[-1] if lat else None}
-            rows.append(row)
-            print(f"[bench handshake] {row}", flush=True)
-            time.sleep(4)  # let the short-lived elephant entries expire between rates
+        run = 0
+        for rate in rates:
+            for polled in ([False, True] if api_poll_s else [False]):
+                per = rate / len(senders)
+                what = f"API polled every {api_poll_s * 1000:.0f} ms" if polled else "no API client"
+                print(f"[bench handshake] {rate}/s for {seconds:g} s from {len(senders)} hosts, {what} ...", flush=True)
+                poller = ApiPoller(f"http://{api}", api_poll_s) if polled else contextlib.nullcontext()
+                with poller:
+                    for j, (src, dst) in enumerate(senders):
+                        fn.host(src).sendCmd(f"{sys.executable} -m experiments.hsload --to {dst} --rate {per} "
+                                             f"--duration {seconds} --first-port {20000 + 5000 * run + 1000 * j}")
+                    parts = [json.loads(fn.host(src).waitOutput().strip().splitlines()[-1]) for src, _ in senders]
+                run += 1
+                lat = sorted(x for p in parts for x in p["latency_ms"])
+                row = {"rate_per_s": rate, "api_poll_s": api_poll_s if polled else None,
+                       "sent": sum(p["sent"] for p in parts), "acks": sum(p["acks"] for p in parts),
+                       "nacks": sum(p["nacks"] for p in parts), "unanswered": sum(p["unanswered"] for p in parts),
+                       "p50_ms": _percentile(lat, 50), "p99_ms": _percentile(lat, 99), "max_ms": lat[-1] if lat else None}
+                if polled:
+                    row |= {"api_polls": len(poller.times), "api_poll_errors": poller.errors,
+                            "api_poll_p50_ms": _percentile([1000 * t for t in poller.times], 50)}
+                rows.append(row)
+                print(f"[bench handshake] {row}", flush=True)
+                time.sleep(4)  # let the short-lived elephant entries expire between runs
     result = {"bench": "handshake", "machine": machine(), "fabric": "fattree k=4, 10 Mbit/s", "punt_pps": punt_pps,
-              "seconds_per_rate": seconds, "results": rows}
+              "seconds_per_rate": seconds, "api_poll_s": api_poll_s, "api_paths": list(ApiPoller.PATHS),
+              "results": rows}
     (out / "handshake.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
 

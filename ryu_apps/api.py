@@ -119,6 +119,7 @@ class Api:
         self.token = token
         self.doc = openapi.document()
         self.requests = 0
+        self._cache: dict[str, tuple[object, bytes]] = {}  # path -> (epoch, encoded answer)
         self._static = {name: resources.files("ryu_apps.web").joinpath(name).read_bytes() for name in STATIC}
         self._get = {
             f"{PREFIX}/status": lambda req: source.api_status(),
@@ -149,7 +150,8 @@ class Api:
         path = req.path_info.rstrip("/") or "/"
         if path == "/metrics":
             self._method(req, ("GET",))
-            return Response(body=self.source.metrics_exposition(), headerlist=[("Content-Type", CONTENT_TYPE)])
+            body = self.source.metrics_exposition()  # caches its per-link part itself
+            return Response(body=body, headerlist=[("Content-Type", CONTENT_TYPE)])
         if path == "/" or path.lstrip("/") in STATIC:
             self._method(req, ("GET",))
             name = "index.html" if path == "/" else path.lstrip("/")
@@ -160,14 +162,33 @@ class Api:
             self._method(req, ("GET", "POST"))
             if req.method == "POST":
                 return self._announce(req)
-            return _json(200, {"elephants": self.source.api_elephants()})
+            return self._cached_json(path, lambda: {"elephants": self.source.api_elephants()})
         if path in self._get:
             self._method(req, ("GET",))
-            return _json(200, self._get[path](req))
+            if path == f"{PREFIX}/decisions":
+                return _json(200, self._decisions(req))
+            return self._cached_json(path, lambda: self._get[path](req))
         if path.startswith(f"{PREFIX}/elephants/"):
             self._method(req, ("DELETE",))
             return self._withdraw(req, path[len(f"{PREFIX}/elephants/"):])
         raise ApiError(404, f"no such resource: {path} (see /openapi.json)")
+
+    def _cached(self, key: str, make, epoch=None) -> bytes:
+        """The answer for ``key``, computed once per epoch of the controller's state (a period, a decision,
+        a link or switch change: ``source.epoch()``), so that clients polling often cost the event loop
+        nothing between changes."""
+        epoch = self.source.epoch() if epoch is None else epoch
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] == epoch:
+            return hit[1]
+        body = make()
+        self._cache[key] = (epoch, body)
+        return body
+
+    def _cached_json(self, key: str, make) -> Response:
+        epoch = self.source.fabric_epoch() if key == f"{PREFIX}/fabric" else None  # decisions do not change it
+        body = self._cached(key, lambda: (json.dumps(make(), default=str) + "\n").encode(), epoch)
+        return Response(status=200, body=body, content_type="application/json", charset=None)
 
     @staticmethod
     def _method(req: Request, allowed: tuple[str, ...]) -> None:

@@ -79,6 +79,9 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.started = time.time()
         self.config_loaded = self.started
         self.restart_needed: list = []  # settings changed in the file that a reload could not apply
+        self.periods = 0
+        self._switch_changes = 0
+        self._elephants: tuple = (None, [])
         LOG.info("freeway: mode %s, fabric %s (%d switches, %d hosts)", self.cfg.mode, self.fabric.topo,
                  len(self.fabric.switches), len(self.fabric.hosts))
 
@@ -170,6 +173,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             return
         now = time.monotonic()
         self.switch_states[sw] = opstate.SwitchState("syncing", time.time())
+        self._switch_changes += 1
         sync = Sync(dp, [], now)
         sync.reconnect = sw in self.liveness.switch_down  # it was connected before, and went away
         self.links_changed(now, self.liveness.switch(now, sw, True))
@@ -217,6 +221,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             dp.send_msg(m)
         self.datapaths[dp.id] = dp
         self.switch_states[sw] = opstate.SwitchState("connected", time.time())
+        self._switch_changes += 1
         self.counters["switch-connects"] += 1
         LOG.info("switch %s (%016x) connected: %s", sw, dp.id, how)
         self.react(self.policy.on_switch(sw, True))
@@ -226,10 +231,12 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         if sw is not None and sw in self.syncs and self.syncs[sw].dp is dp:
             del self.syncs[sw]
             self.switch_states[sw] = opstate.SwitchState("disconnected", time.time())
+            self._switch_changes += 1
         if dp.id is None or self.datapaths.get(dp.id) is not dp:
             return  # never programmed, or an old connection of a switch that has reconnected
         del self.datapaths[dp.id]
         self.switch_states[sw] = opstate.SwitchState("disconnected", time.time())
+        self._switch_changes += 1
         LOG.warning("switch %s (%016x) disconnected", sw, dp.id)
         now = time.monotonic()
         for o in self.tracker.switch_down(sw):
@@ -374,15 +381,23 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
 
     def period(self, now: float) -> None:
         if config.active() is not self.cfg:  # reloaded: the live settings take effect from this period
-            self.cfg = config.active()
-            self.policy.reconfigure(self.cfg)
-            self.liveness.hold_down_s = self.cfg.link_hold_down_s
+            self.reconfigure(config.active())
         view = self.view(now)
         if self.policy.periodic or self.monitor is not None:
             self.react(self.policy.on_period(now, view))
         for o in self.tracker.expire(now):
             self.finish(o)
         self.metrics.period.observe(time.monotonic() - now)
+        self.periods += 1
+
+    def fabric_epoch(self) -> tuple:
+        """Changes whenever the fabric as the operator sees it may have: every period (loads, the
+        partition), every link or switch change, a reload."""
+        return self.periods, self.liveness.version, self._switch_changes, id(self.cfg)
+
+    def epoch(self) -> tuple:
+        """... and every decision (elephants, counters). The API answers from its cache while it stays."""
+        return self.fabric_epoch() + (self.decisions.seq,)
 
     def view(self, now: float) -> View:
         return self.monitor.view(now) if self.monitor is not None else View(now)
@@ -401,6 +416,11 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         if self.monitor is not None:
             self.monitor.write_event(ev)
 
+    def reconfigure(self, cfg: config.Config) -> None:
+        self.cfg = cfg
+        self.policy.reconfigure(cfg)
+        self.liveness.hold_down_s = cfg.link_hold_down_s
+
     def reload(self) -> None:
         """SIGHUP: read the configuration again; the live settings that changed take effect at the next
         period (both apps), the others are named and kept; an invalid file changes nothing."""
@@ -411,6 +431,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             return
         self.config_loaded = time.time()
         self.restart_needed = res.restart
+        self.reconfigure(res.cfg)  # in force for the next period (monitoring takes it within its 0.1 s tick)
         for key, old, new in res.changed:
             LOG.info("config reload: %s %r -> %r (from the next period)", key, old, new)
         for key, old, new in res.restart:
@@ -429,7 +450,11 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                 "hosts": opstate.hosts(self.fabric)}
 
     def api_elephants(self) -> list[dict]:
-        return opstate.elephants(self.policy, self.view(time.monotonic()))
+        """Every elephant (computed once per epoch: the API, the status and the metrics share it)."""
+        epoch = self.epoch()
+        if self._elephants[0] != epoch:
+            self._elephants = (epoch, opstate.elephants(self.policy, self.view(time.monotonic())))
+        return self._elephants[1]
 
     def api_partition(self) -> dict:
         return opstate.partition(self.policy, self.view(time.monotonic()))
@@ -490,15 +515,17 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         return 200, {"withdrawn": ident}
 
     def metrics_state(self) -> dict:
-        fabric = self.api_fabric()
         return {"mode": self.policy.mode, "isolation": self.cfg.isolation, "monitor": self.cfg.monitor,
-                "switches": fabric["switches"], "links": fabric["links"], "elephants": self.api_elephants(),
-                "partition": self.api_partition(),
+                "elephants": self.api_elephants(),
                 "monitor_stats": self.monitor.stats() if self.monitor is not None else {},
                 "transactions": len(self.tracker)}
 
+    def metrics_fabric(self) -> dict:
+        fabric = self.api_fabric()
+        return {"switches": fabric["switches"], "links": fabric["links"], "partition": self.api_partition()}
+
     def metrics_exposition(self) -> bytes:
-        return self.metrics.exposition()
+        return self.metrics.exposition(self.fabric_epoch())
 
     def snapshot(self) -> dict:
         return ({"controller": dict(self.counters + self.policy.counters),

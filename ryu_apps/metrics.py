@@ -34,6 +34,9 @@ class Metrics:
                                 registry=self.registry)
         self.counts: Counter[tuple] = Counter()
         self.registry.register(_StateCollector(self, source))
+        self.fabric_registry = CollectorRegistry(auto_describe=True)  # the big part: per switch, per link
+        self.fabric_registry.register(_FabricCollector(source))
+        self._fabric: tuple[object, bytes] = (None, b"")
 
     def decided(self, rec: dict) -> None:
         """Count one decision record (``decisions``)."""
@@ -54,8 +57,12 @@ class Metrics:
     def openflow_error(self, type_name: str) -> None:
         self.counts[("openflow_errors", type_name)] += 1
 
-    def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+    def exposition(self, fabric_epoch: object = None) -> bytes:
+        """The text exposition. The per-switch and per-link part is rendered again only when
+        ``fabric_epoch`` changes (a period, a link or switch change), the rest at every scrape."""
+        if fabric_epoch is None or self._fabric[0] != fabric_epoch:
+            self._fabric = (fabric_epoch, generate_latest(self.fabric_registry))
+        return generate_latest(self.registry) + self._fabric[1]
 
 
 def _counter(name: str, doc: str, labels: list[str], counts: Counter, key: str) -> CounterMetricFamily:
@@ -67,9 +74,9 @@ def _counter(name: str, doc: str, labels: list[str], counts: Counter, key: str) 
 
 
 class _StateCollector:
-    """Gauges (and monitoring's counters) read from ``source`` at each scrape. ``source`` gives:
-    ``metrics_state()`` -> dict with keys mode, isolation, monitor, switches, links, elephants,
-    partition, monitor_stats, transactions (the API's documents)."""
+    """The controller, its elephants and counters, read from ``source`` at each scrape. ``source`` gives
+    ``metrics_state()`` -> dict with keys mode, isolation, monitor, elephants, monitor_stats,
+    transactions (the API's documents)."""
 
     def __init__(self, metrics: Metrics, source):
         self.metrics = metrics
@@ -86,6 +93,63 @@ class _StateCollector:
         info.add_metric([st["mode"], "on" if st["isolation"] else "off", st["monitor"]], 1)
         yield info
 
+        n = GaugeMetricFamily("freeway_elephants", "Elephants the controller knows of, by how they were placed",
+                              labels=["how"])
+        alloc = GaugeMetricFamily("freeway_elephant_allocated_bytes_per_second", "Sum of the elephants' "
+                                  "allocations, by how they were placed", labels=["how"])
+        meas = GaugeMetricFamily("freeway_elephant_measured_bytes_per_second", "Sum of the elephants' measured "
+                                 "rates, by how they were placed", labels=["how"])
+        count, a, m = Counter(), Counter(), Counter()
+        for el in st["elephants"]:
+            count[el["how"]] += 1
+            a[el["how"]] += el["allocation_bps"] or 0
+            m[el["how"]] += el["measured_bps"] or 0
+        for how in HOWS:
+            n.add_metric([how], count[how])
+            alloc.add_metric([how], a[how] / 8)
+            meas.add_metric([how], m[how] / 8)
+        yield from (n, alloc, meas)
+
+
+        yield _counter("freeway_handshakes_total", "Handshakes by outcome (ack, nack, dropped) and refusal cause",
+                       ["outcome", "cause"], c, "handshakes")
+        yield _counter("freeway_reroutes_total", "Elephants moved, by why (efm, failure, hot-link, partition)",
+                       ["how"], c, "reroutes")
+        rb = CounterMetricFamily("freeway_rollbacks_total", "Transactions rolled back (a switch refused or did "
+                                 "not confirm)")
+        rb.add_metric([], c[("rollbacks",)])
+        yield rb
+        yield _counter("freeway_decisions_total", "Decisions recorded, by type", ["type"], c, "decisions")
+        yield _counter("freeway_openflow_errors_total", "OpenFlow error messages from the switches, by type",
+                       ["type"], c, "openflow_errors")
+        yield _counter("freeway_config_reloads_total", "Configuration reloads (SIGHUP), by result", ["result"], c,
+                       "reloads")
+        ms = st["monitor_stats"]
+        for name, key, doc in (("freeway_sflow_datagrams_total", "datagrams", "sFlow datagrams received"),
+                               ("freeway_sflow_decode_errors_total", "decode_errors",
+                                "sFlow datagrams dropped as malformed"),
+                               ("freeway_sflow_flow_samples_total", "flow_samples", "sFlow flow samples used"),
+                               ("freeway_sflow_counter_samples_total", "counter_samples",
+                                "sFlow interface counter samples used")):
+            fam = CounterMetricFamily(name, doc)
+            fam.add_metric([], ms.get(key, 0))
+            yield fam
+        yield GaugeMetricFamily("freeway_transactions_open", "Installs waiting for the switches' confirmation",
+                                value=st["transactions"])
+
+
+class _FabricCollector:
+    """Switches, links and the partition, from ``source.metrics_fabric()`` -> dict with keys switches,
+    links, partition (the API's documents)."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        st = self.source.metrics_fabric()
         sw_state = GaugeMetricFamily("freeway_switches", "Switches of the description by connection state",
                                      labels=["state"])
         states = Counter(s["state"] for s in st["switches"])
@@ -131,23 +195,6 @@ class _StateCollector:
             by_class.add_metric([cls], classes[cls])
         yield by_class
 
-        n = GaugeMetricFamily("freeway_elephants", "Elephants the controller knows of, by how they were placed",
-                              labels=["how"])
-        alloc = GaugeMetricFamily("freeway_elephant_allocated_bytes_per_second", "Sum of the elephants' "
-                                  "allocations, by how they were placed", labels=["how"])
-        meas = GaugeMetricFamily("freeway_elephant_measured_bytes_per_second", "Sum of the elephants' measured "
-                                 "rates, by how they were placed", labels=["how"])
-        count, a, m = Counter(), Counter(), Counter()
-        for el in st["elephants"]:
-            count[el["how"]] += 1
-            a[el["how"]] += el["allocation_bps"] or 0
-            m[el["how"]] += el["measured_bps"] or 0
-        for how in HOWS:
-            n.add_metric([how], count[how])
-            alloc.add_metric([how], a[how] / 8)
-            meas.add_metric([how], m[how] / 8)
-        yield from (n, alloc, meas)
-
         part = st["partition"]
         pairs = GaugeMetricFamily("freeway_partition_pairs", "Active or widened ToR pairs by their number of "
                                   "low-latency paths", labels=["lol_paths"])
@@ -158,29 +205,3 @@ class _StateCollector:
         if part.get("partitioned"):
             yield GaugeMetricFamily("freeway_partition_min_lol_paths", "Fixed low-latency paths per ToR pair",
                                     value=part["lol_min"])
-
-        yield _counter("freeway_handshakes_total", "Handshakes by outcome (ack, nack, dropped) and refusal cause",
-                       ["outcome", "cause"], c, "handshakes")
-        yield _counter("freeway_reroutes_total", "Elephants moved, by why (efm, failure, hot-link, partition)",
-                       ["how"], c, "reroutes")
-        rb = CounterMetricFamily("freeway_rollbacks_total", "Transactions rolled back (a switch refused or did "
-                                 "not confirm)")
-        rb.add_metric([], c[("rollbacks",)])
-        yield rb
-        yield _counter("freeway_decisions_total", "Decisions recorded, by type", ["type"], c, "decisions")
-        yield _counter("freeway_openflow_errors_total", "OpenFlow error messages from the switches, by type",
-                       ["type"], c, "openflow_errors")
-        yield _counter("freeway_config_reloads_total", "Configuration reloads (SIGHUP), by result", ["result"], c,
-                       "reloads")
-        ms = st["monitor_stats"]
-        for name, key, doc in (("freeway_sflow_datagrams_total", "datagrams", "sFlow datagrams received"),
-                               ("freeway_sflow_decode_errors_total", "decode_errors",
-                                "sFlow datagrams dropped as malformed"),
-                               ("freeway_sflow_flow_samples_total", "flow_samples", "sFlow flow samples used"),
-                               ("freeway_sflow_counter_samples_total", "counter_samples",
-                                "sFlow interface counter samples used")):
-            fam = CounterMetricFamily(name, doc)
-            fam.add_metric([], ms.get(key, 0))
-            yield fam
-        yield GaugeMetricFamily("freeway_transactions_open", "Installs waiting for the switches' confirmation",
-                                value=st["transactions"])

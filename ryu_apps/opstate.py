@@ -111,8 +111,15 @@ def _ft(s) -> FiveTuple:
     return FiveTuple(s.src, s.dst, s.proto, s.sport, s.dport)
 
 
-def _links_of(paths) -> list[list[str]]:
-    return [[a, b] for p in paths for a, b in path_links(p)]
+def _links_of(paths, fabric: Fabric | None = None, flow=None) -> list[list[str]]:
+    """The directed links a placement's paths cross, with the two hosts' access links when the flow's
+    hosts are known."""
+    out = [[a, b] for p in paths for a, b in path_links(p)]
+    src = fabric.host_by_ip(flow.src) if fabric is not None else None
+    dst = fabric.host_by_ip(flow.dst) if fabric is not None else None
+    if src is not None and dst is not None:
+        out = [[src.name, src.switch], *out, [dst.switch, dst.name]]
+    return out
 
 
 def elephants(policy, view: View, iso_meters: bool = True) -> list[dict]:
@@ -136,7 +143,7 @@ def elephants(policy, view: View, iso_meters: bool = True) -> list[dict]:
                         "flows": [flow_dict(s) for s in el.subflows], "src_host": el.src.name,
                         "dst_host": el.dst.name, "allocation_bps": round(el.rate_bps), "rateless": el.rateless,
                         "measured_bps": _measured(view, fts), "paths": [list(pl.path) for pl in el.placements],
-                        "links": _links_of(pl.path for pl in el.placements),
+                        "links": _links_of([pl.path for pl in el.placements], policy.fabric, fts[0]),
                         "meter": meter.meter_id if meter is not None else None, "cookie": f"{el.cookie:016x}",
                         "age_s": round(view.now - el.since, 1) if view.now >= el.since else None})
     rerouter = getattr(policy, "rerouter", None)
@@ -149,7 +156,7 @@ def elephants(policy, view: View, iso_meters: bool = True) -> list[dict]:
             out.append({"id": f"efm-{pin[0]}", "how": "efm", "flows": [flow_dict(flow)],
                         "src_host": _host(policy, flow.src), "dst_host": _host(policy, flow.dst),
                         "allocation_bps": None, "rateless": True, "measured_bps": _measured(view, [flow]),
-                        "paths": [list(path)], "links": _links_of([path]), "meter": None, "cookie": f"{pin[2]:016x}",
+                        "paths": [list(path)], "links": _links_of([path], policy.fabric, flow), "meter": None, "cookie": f"{pin[2]:016x}",
                         "age_s": None})
     scheduler = getattr(policy, "scheduler", None)
     if scheduler is not None:
@@ -162,7 +169,7 @@ def elephants(policy, view: View, iso_meters: bool = True) -> list[dict]:
                         "src_host": _host(policy, flow.src), "dst_host": _host(policy, flow.dst),
                         "allocation_bps": round(placed.demand_bps), "rateless": False,
                         "measured_bps": _measured(view, [flow]), "paths": [list(placed.path)],
-                        "links": _links_of([placed.path]), "meter": None,
+                        "links": _links_of([placed.path], policy.fabric, flow), "meter": None,
                         "cookie": f"{pin[0]:016x}" if pin else None, "age_s": None})
     for flow, r in sorted(view.flows.items(), key=lambda fr: str(fr[0])):
         if not r.elephant or flow in seen:

@@ -141,7 +141,9 @@ def test_elephants_are_listed_with_how_they_were_placed_their_path_meter_and_rat
     mine = docs[str(el.eid)]
     assert mine["how"] == "announced" and mine["allocation_bps"] == 2_000_000 and mine["measured_bps"] == 1_900_000
     assert mine["paths"] == [list(el.placements[0].path)] and mine["meter"] == pol.core.meter_of(el).meter_id
-    assert mine["links"][0] == [SRC.switch, el.placements[0].path[1]]
+    path = el.placements[0].path
+    hops = [list(ln) for ln in zip(path, path[1:], strict=False)]
+    assert mine["links"] == [[SRC.name, SRC.switch], *hops, [DST.switch, DST.name]]
     (det,) = [d for d in docs.values() if d["how"] == "detected"]
     assert det["flows"][0]["sport"] == 1234 and det["links"] == [["e1_0", "a1_0"]] and det["measured_bps"] == 3e6
     part = opstate.partition(pol, make_view(5.0, {}, {}, {("e0_0", "e3_1"): 4.5}))

@@ -411,6 +411,26 @@ def test_freeway_status_prints_the_running_controller(ops):
     ops.call("DELETE", f"/api/v1/elephants/{ack['elephant']['id']}")
 
 
+def test_a_switch_that_goes_away_shows_as_disconnected_in_the_api_and_the_metrics_and_comes_back(ops):
+    sw = "a2_1"
+    target = subprocess.run(["ovs-vsctl", "get-controller", sw], capture_output=True, text=True,
+                            check=True).stdout.split()
+    subprocess.run(["ovs-vsctl", "set-controller", sw, "tcp:127.0.0.1:9"], check=True)  # a port nobody serves
+    try:
+        state = lambda: {s["name"]: s["state"] for s in ops.get("/api/v1/fabric")["switches"]}[sw]  # noqa: E731
+        _wait(lambda: state() == "disconnected", 10, "the API never said the switch went away")
+        assert ops.get("/api/v1/status")["switches_connected"] == 19
+        metrics = ops.metrics()
+        assert 'freeway_switch_connected{switch="a2_1"} 0.0' in metrics
+        assert 'freeway_switches{state="disconnected"} 1.0' in metrics
+        links = {(ln["src"], ln["dst"]): ln for ln in ops.get("/api/v1/fabric")["links"]}
+        assert all(links[(sw, n)]["class"] == "down" for n in ("e2_0", "e2_1", "c3", "c4")), links
+    finally:
+        subprocess.run(["ovs-vsctl", "set-controller", sw, *target], check=True)
+    _wait(lambda: state() == "connected", 15, "the API never said the switch came back")
+    assert any(d["type"] == "liveness" for d in ops.decisions("liveness"))
+
+
 def test_after_a_controller_crash_the_api_shows_what_was_recovered_from_the_switches(ops):
     fn = ops.fn
     dst = fn.host("h3_1_1")

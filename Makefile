@@ -4,15 +4,15 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-DEBS := openvswitch-switch mininet iperf3 iperf ethtool iputils-ping python3-venv python3-pip
+DEBS := openvswitch-switch mininet iperf3 iperf ethtool iputils-ping python3-venv python3-pip gcc libc6-dev
 # what only the tests use: a real browser for the fabric view, a real Prometheus to scrape /metrics
 TEST_DEBS := chromium chromium-driver prometheus
 OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 PYTEST_ARGS ?=
 
-.PHONY: install debs test-debs ovs venv demo test unit integration lint clean
+.PHONY: install debs test-debs ovs venv hook demo test unit integration lint clean
 
-install: debs ovs venv
+install: debs ovs venv hook
 
 # apt-get install the packages of $(1) that are missing (idempotent)
 define apt_install
@@ -55,6 +55,14 @@ $(VENV)/.installed: setup.py requirements.txt
 
 venv: debs $(VENV)/.installed
 
+# The connect() hook (freeway run): compiled here with the system's C compiler, never shipped built.
+HOOK := $(VENV)/lib/freeway/libfreeway_hook.so
+$(HOOK): hook/freeway_hook.c | venv
+	@mkdir -p $(dir $@)
+	cc -O2 -Wall -Wextra -Werror -fPIC -shared -o $@ $< -ldl -lpthread
+
+hook: $(HOOK)
+
 # The main job: the mixed scenario on a k=4 fat-tree under ECMP, Hedera, EFM and Freeway with isolation (about 4 minutes).
 demo: install
 	-@mn -c >/dev/null 2>&1
@@ -63,7 +71,7 @@ demo: install
 lint: venv
 	$(VENV)/bin/ruff check ryu_apps topology monitoring experiments tests
 
-unit: venv
+unit: venv hook
 	$(VENV)/bin/pytest -q tests/unit $(PYTEST_ARGS)
 
 integration: install test-debs

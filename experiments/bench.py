@@ -728,3 +728,62 @@ def state(flows: int, rate: float, waves: int, out: Path) -> dict:
               "rate_flows_per_s": rate, "before": before, "waves": rows, "samples": samples}
     (out / "state.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
+
+
+HOOK_PROBE = """import json, socket, sys, time
+to, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+ts = []
+for i in range(n):
+    t = time.perf_counter()
+    s = socket.create_connection((to, port))
+    ts.append(time.perf_counter() - t)
+    s.close()
+    time.sleep(0.01)
+print(json.dumps(ts))
+"""
+
+
+def hook_latency(connects: int, rounds: int, out: Path) -> dict:
+    """What the connect() hook adds to connect(): on a real k=4 fabric in Freeway mode, a client makes
+    ``connects`` blocking connects to a server in another pod, unhooked, hooked by a rule that does not
+    match, and hooked by one that does (each connect announced, placed, installed and ACKed first); the
+    three take turns ``rounds`` times so that the machine's drift hits them alike."""
+    import sys
+
+    from topology.sflow_agent import SFlowAgentConfig
+
+    out.mkdir(parents=True, exist_ok=True)
+    fabric = fattree(4, 10)
+    fabric.save(out / "hook-fabric.json")
+    probe = out / "hook_probe.py"
+    probe.write_text(HOOK_PROBE)
+    freeway = Path(sys.executable).with_name("freeway")
+    kinds = {"none": "", "hooked, no match": f"{freeway} run --stats --rule 'port=1' -- ",
+             "hooked, announced": f"{freeway} run --stats --rule 'port=7400 size=1M rate=100K' -- "}
+    times: dict[str, list[float]] = {k: [] for k in kinds}
+    stats: dict[str, list[str]] = {k: [] for k in kinds}
+    with ControllerProcess(out / "hook-fabric.json", mode="freeway", log_file=out / "hook-controller.log",
+                           extra=["--freeway-set", "elephant_idle_s=2", "--freeway-set", "host_elephants=1000000",
+                                  "--freeway-set", "punt_pps=1000"]) as ctl, \
+            FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target)) as fn:
+        fn.wait_reachable(60)
+        srv = fn.host("h3_1_1")
+        srv.cmd(f"{sys.executable} -m experiments.rr server --port 7400 >/dev/null 2>&1 &")
+        time.sleep(0.5)
+        for r in range(rounds):
+            for kind, prefix in kinds.items():
+                print(f"[bench hook] round {r + 1}/{rounds}: {connects} connects, {kind} ...", flush=True)
+                res = fn.host("h0_0_0").cmd(f"{prefix}{sys.executable} {probe} {srv.IP()} 7400 {connects} 2>&1")
+                times[kind] += json.loads(next(x for x in res.splitlines() if x.startswith("[")))
+                stats[kind] += [x for x in res.splitlines() if x.startswith("freeway hook")]
+        srv.cmd("kill %1")
+
+    def summary(xs: list[float]) -> dict:
+        ms = [1000 * x for x in xs]
+        return {"connects": len(ms), "p50_ms": _percentile(ms, 50), "p99_ms": _percentile(ms, 99),
+                "max_ms": max(ms) if ms else None}
+    rows = {k: summary(v) | {"hook_stats": stats[k]} for k, v in times.items()}
+    result = {"bench": "hook", "machine": machine(), "fabric": "fattree k=4, 10 Mbit/s, freeway mode",
+              "path": "h0_0_0 -> h3_1_1 (another pod)", "rounds": rounds, "results": rows}
+    (out / "hook.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result

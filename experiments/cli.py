@@ -61,6 +61,11 @@ def cmd_bench(args) -> int:
                   f"bottleneck {100 * row['bottleneck_utilisation']:.1f}%")
         print(f"mice latency with isolation: p50 -{r['mice_p50_reduction_pct']}%, p99 -{r['mice_p99_reduction_pct']}%")
         print(f"results in {Path(args.out) / 'isolation.json'}")
+    elif args.bench == "hook":
+        r = bench.hook_latency(args.connects, args.rounds, Path(args.out))
+        for kind, row in r["results"].items():
+            print(f"{kind}: connect p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms over {row['connects']}")
+        print(f"results in {Path(args.out) / 'hook.json'}")
     elif args.bench == "state":
         r = bench.state(args.flows, args.rate, args.waves, Path(args.out))
         print(f"RSS before {r['before']['rss_mib']} MiB; " + "; ".join(
@@ -91,7 +96,7 @@ def cmd_experiment(args) -> int:
         else:
             r = run_experiment(args.scenario, modes, args.duration, args.seed, Path(args.out), args.k,
                                args.mice_load, args.distribution, args.mice_boundary, not args.no_references,
-                               link_mbps=args.link_mbps, repeats=args.repeat)
+                               link_mbps=args.link_mbps, repeats=args.repeat, announce=args.announce)
     except (ExperimentError, WorkloadError, scenarios.ScenarioError) as e:
         print(f"freeway experiment: error: {e}", file=sys.stderr)
         return 2
@@ -133,6 +138,9 @@ def add_commands(sub) -> None:
     x.add_argument("--distribution", default="websearch", help="mice sizes: websearch or datamining")
     x.add_argument("--mice-boundary", type=float, default=100_000, help="largest mouse in bytes (100000)")
     x.add_argument("--no-references", action="store_true", help="skip the floor and ceiling reference runs")
+    x.add_argument("--announce", choices=["send", "hook"], default="send",
+                   help="how Freeway modes announce the elephants: the host agent 'freeway send' (default), or "
+                        "the connect() hook under 'freeway run' with iperf3 unmodified")
     x.add_argument("--out", default="results/experiment", help="output directory (results/experiment)")
     x.set_defaults(func=cmd_experiment)
 
@@ -178,6 +186,10 @@ def add_commands(sub) -> None:
     bi.add_argument("--mice-rate", type=float, default=6.0, help="10 KB mice per second (6: about 5%% of the link)")
     bi.add_argument("--elephants", type=int, default=3, help="elephant senders (3)")
     bi.add_argument("--out", default="results/bench", help="output directory (results/bench)")
+    bo = bsub.add_parser("hook", help="connect latency with and without the connect() hook (freeway run), k=4")
+    bo.add_argument("--connects", type=int, default=100, help="connects per run (100)")
+    bo.add_argument("--rounds", type=int, default=3, help="rounds of the three runs, in turns (3)")
+    bo.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     bt = bsub.add_parser("state", help="Hedera mode, waves of short TCP flows: the controller's RSS and tables")
     bt.add_argument("--flows", type=int, default=100_000, help="flows per wave (100000; each connect is two)")
     bt.add_argument("--rate", type=float, default=1000.0, help="flows per second, all hosts together (1000)")

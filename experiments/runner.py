@@ -92,9 +92,26 @@ def _mode_parts(mode: str) -> tuple[str, bool]:
     return base, iso == "isolation"
 
 
+ANNOUNCERS = ("send", "hook")
+
+
+def elephant_command(announce: str, py: str, to: str, port: int, cport: int, seconds: float) -> str:
+    """The command that runs one iperf3 elephant in a Freeway mode, announced by ``freeway send`` (which
+    picks the source port and then runs iperf3 from it) or by the connect() hook under ``freeway run``
+    (iperf3 unmodified, given a source port so that the rule matches its data connection and not its
+    control connection)."""
+    iperf = f"iperf3 -c {to} -p {port} -t {seconds:.0f} -J"
+    if announce == "hook":
+        return (f"{Path(py).with_name('freeway')} run --stats --rule 'port={port} sport={cport} size=1G' -- "
+                f"{iperf} --cport {cport}")
+    return (f"{py} -m ryu_apps.cli send --to {to} --port {port} --size 1G --json -- "
+            f"iperf3 -c {{to}} -p {{port}} --cport {{cport}} -t {seconds:.0f} -J")
+
+
 def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with_mice: bool = True,
-            with_elephants: bool = True) -> dict:
-    """One run: fresh controller and fabric, the workload, results."""
+            with_elephants: bool = True, announce: str = "send") -> dict:
+    """One run: fresh controller and fabric, the workload, results. In Freeway modes the elephants are
+    announced by ``announce``: ``send`` (the host agent) or ``hook`` (the connect() hook)."""
     from ryu_apps.isolation import IsolationConfig
 
     base, iso = _mode_parts(mode)
@@ -128,8 +145,7 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
             for i, s, t in els:
                 iperf = f"iperf3 -c {ip[t]} -p {6000 + i} -t {wl.duration:.0f} -J"
                 if base == "freeway":
-                    cmd = (f"{py} -m ryu_apps.cli send --to {ip[t]} --port {6000 + i} --size 1G --json -- "
-                           f"iperf3 -c {{to}} -p {{port}} --cport {{cport}} -t {wl.duration:.0f} -J")
+                    cmd = elephant_command(announce, py, ip[t], 6000 + i, 46000 + i, wl.duration)
                 else:
                     cmd = iperf
                 fn.host(s).cmd(f"{cmd} > {d / f'elephant-{i}.out'} 2>&1 &")
@@ -179,11 +195,19 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
 
 
 def _iperf_result(i, s, t, raw: str) -> dict:
+    import re
+
     lines = raw.strip().splitlines()
     ack = None
+    hook = [ln for ln in lines if ln.startswith("freeway hook")]  # the hook's statistics (announce hook)
+    lines = [ln for ln in lines if not ln.startswith("freeway hook")]
+    raw = "\n".join(lines)
     if lines and lines[0].startswith("{") and '"answer"' in lines[0]:
         ack = json.loads(lines[0])
         raw = "\n".join(lines[1:])
+    elif hook:
+        counts = {k: int(n) for n, k in re.findall(r"(\d+) (ACKed|NACKed|timed out)", hook[-1])}
+        ack = {"answer": "ack" if counts.get("ACKed") else "nack" if counts.get("NACKed") else "none"}
     try:
         end = json.loads(raw)["end"]
         return {"id": i, "src": s, "dst": t, "goodput_mbps": end["sum_received"]["bits_per_second"] / 1e6,
@@ -281,7 +305,8 @@ def add_spread(table: list[dict], per_repeat: list[list[dict]]) -> None:
 
 def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, out: Path, k: int = 4,
                    mice_load: float = 0.1, dist: str = "websearch", boundary: float = 100_000,
-                   references: bool = True, link_mbps: float = 10.0, repeats: int = 1) -> dict:
+                   references: bool = True, link_mbps: float = 10.0, repeats: int = 1,
+                   announce: str = "send") -> dict:
     if scenario not in SCENARIOS:
         raise ExperimentError(f"scenario: unknown {scenario!r} (known: {', '.join(SCENARIOS)})")
     for m in modes:
@@ -292,6 +317,8 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
         raise ExperimentError(f"--link-mbps: must be between 0.5 and 1000, got {link_mbps}")
     if not 1 <= repeats <= 20:
         raise ExperimentError(f"--repeat: must be between 1 and 20, got {repeats}")
+    if announce not in ANNOUNCERS:
+        raise ExperimentError(f"--announce: must be one of {', '.join(ANNOUNCERS)}, got {announce!r}")
     out.mkdir(parents=True, exist_ok=True)
     fabric = fattree(k, link_mbps)
     wl = mixed_workload(fabric, duration, seed, mice_load, dist, boundary)
@@ -299,7 +326,7 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
     config = {"scenario": scenario, "k": k, "link_mbps": link_mbps, "modes": modes, "duration_s": duration, "seed": seed,
               "mice_load": mice_load, "distribution": dist, "mice_boundary_bytes": boundary,
               "elephants": wl.elephants, "mice_flows": sum(len(v) for v in wl.mice.values()),
-              "repeats": repeats}
+              "repeats": repeats, "announce": announce}
     print(f"[experiment] {scenario} on k={k}: {len(wl.elephants)} elephants, {config['mice_flows']} mice "
           f"over {duration:.0f} s, modes {', '.join(modes)}", flush=True)
     plan = [(m, m, fabric, wl, True) for m in modes]
@@ -316,7 +343,7 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
             tag = f" (repeat {rep + 1}/{repeats})" if repeats > 1 else ""
             print(f"[experiment] run {i}/{total}: {label}{tag}", flush=True)
             name = label.split(" ")[0] + (f"-{rep + 1}" if repeats > 1 else "")
-            run = run_one(out, name, fab, mode, work, True, el_on)
+            run = run_one(out, name, fab, mode, work, True, el_on, announce)
             run["repeat"] = rep + 1
             runs[label].append(run)
             each[rep][label] = r = analyse(run, fab)

@@ -15,7 +15,7 @@ import ipaddress
 import json
 import logging
 import math
-import mimetypes
+import re
 from importlib import resources
 
 from webob import Request, Response
@@ -27,6 +27,7 @@ from .metrics import CONTENT_TYPE
 LOG = logging.getLogger("freeway.api")
 PREFIX = "/api/v1"
 STATIC = ("index.html", "view.js", "view.css")
+STATIC_TYPES = {"html": "text/html", "js": "text/javascript", "css": "text/css"}
 MAX_BODY = 16384
 
 
@@ -45,10 +46,9 @@ def _int_param(req: Request, name: str, default: int, low: int, high: int) -> in
     raw = req.GET.get(name)
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(400, f"{name}: expected a whole number, got {raw!r}") from None
+    if not re.fullmatch(r"-?[0-9]{1,19}", raw):
+        raise ApiError(400, f"{name}: expected a whole number, got {raw!r}")
+    value = int(raw)
     if not low <= value <= high:
         raise ApiError(400, f"{name}: must be between {low} and {high}, got {value}")
     return value
@@ -89,6 +89,8 @@ def parse_announce(body: bytes) -> tuple[list[hs.Subflow], int, int]:
             except ValueError:
                 raise ApiError(400, f"{where}.{key}: expected an IPv4 address, got {v!r}") from None
         proto = f.get("proto", "tcp")
+        if isinstance(proto, float) and proto.is_integer():
+            proto = int(proto)  # JSON does not tell 6 from 6.0
         if isinstance(proto, bool) or not isinstance(proto, (str, int)) or proto not in PROTOS:
             raise ApiError(400, f"{where}.proto: expected tcp or udp (or 6 or 17), got {proto!r}")
         ports = []
@@ -155,7 +157,7 @@ class Api:
         if path == "/" or path.lstrip("/") in STATIC:
             self._method(req, ("GET",))
             name = "index.html" if path == "/" else path.lstrip("/")
-            ctype = mimetypes.guess_type(name)[0] or "application/octet-stream"
+            ctype = STATIC_TYPES[name.rpartition(".")[2]]
             return Response(body=self._static[name], content_type=ctype, charset="utf-8",
                             cache_control="no-cache")
         if path == f"{PREFIX}/elephants":
@@ -248,8 +250,12 @@ def serve(source, listen: str, token_file: str = "") -> None:
     from topology.settings import hostport
 
     host, port = hostport("api", listen)
-    token = read_token(token_file) if token_file else None
-    sock = eventlet.listen((host, port), family=6 if ":" in host else 2)
+    try:
+        token = read_token(token_file) if token_file else None
+        sock = eventlet.listen((host, port), family=6 if ":" in host else 2)
+    except (OSError, ValueError) as e:  # checked at start; a race (the port taken since) lands here
+        LOG.error("operator API not served on %s: %s", listen, e)
+        return
     LOG.info("operator API, metrics and fabric view on http://%s:%d/ (%s)", host, port,
              "writes need the token" if token else "read-only")
     eventlet.wsgi.server(sock, Api(source, token), log_output=False, max_size=64, socket_timeout=30)

@@ -106,7 +106,7 @@ def add_controller(sub) -> None:
 
 
 # Each package adds its own commands; loaded by name, so no package imports one above it.
-COMMAND_MODULES = ("topology.cli", "ryu_apps.agent", "ryu_apps.status", "experiments.cli")
+COMMAND_MODULES = ("topology.cli", "ryu_apps.agent", "ryu_apps.hookrun", "ryu_apps.status", "experiments.cli")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -121,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command: list[str] = []
-    if argv[:1] == ["send"] and "--" in argv:
+    if argv[:1] in (["send"], ["run"]) and "--" in argv:
         i = argv.index("--")
         argv, command = argv[:i], argv[i + 1:]
     args = build_parser().parse_args(argv)

@@ -237,10 +237,20 @@ def settings_epilog() -> str:
     return "\n\n".join(parts)
 
 
-def sections(cfg: Config) -> dict[str, dict]:
-    """The configuration as the config file nests it: section -> key -> value (what the API shows)."""
+def _redacted(url: str) -> str:
+    """A URL without the password it may carry (``http://user:secret@host`` -> ``http://user:***@host``)."""
+    import re
+
+    return re.sub(r"^(\w+://[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+def sections(cfg: Config, redact: bool = False) -> dict[str, dict]:
+    """The configuration as the config file nests it: section -> key -> value (what the API shows, with
+    ``redact``: without a password in the sFlow-RT URL)."""
     out: dict[str, dict] = {CONTROLLER: {f.name: getattr(cfg, f.name) for f in fields(Config)
                                          if f.name not in SECTIONS}}
+    if redact:
+        out[CONTROLLER]["sflow_rt_url"] = _redacted(cfg.sflow_rt_url)
     for key, (_, name, _) in SECTIONS.items():
         obj = cfg.efm_config() if key == "efm_settings" else cfg.section(key)
         out[name] = {f.name: getattr(obj, f.name) for f in fields(obj) if f.name != "pick"}
@@ -275,6 +285,8 @@ def reload(old: Config, reread) -> Reload:
         new = reread()
     except (ConfigError, OSError) as e:
         return Reload(None, [], [], str(e))
+    except Exception as e:  # anything else a file can provoke (not UTF-8, ...): refused the same way
+        return Reload(None, [], [], f"{type(e).__name__}: {e}")
     before, after = sections(old), sections(new)
     changed, restart = [], []
     values: dict = {}

@@ -18,8 +18,7 @@ DEFAULT_KEEP = 2000
 
 # A refusal's cause: one word per kind of reason (the reason itself is free text with numbers in it),
 # so that metrics can count refusals by cause without a label per message.
-CAUSES = ("malformed", "unexpected", "spoofed", "invalid", "host-cap", "no-room", "switch-refused",
-          "not-freeway")
+CAUSES = ("malformed", "unexpected", "spoofed", "pending", "invalid", "host-cap", "no-room", "switch-refused")
 
 
 @dataclass
@@ -38,13 +37,15 @@ class DecisionLog:
 
     def add(self, record: dict, wall: float) -> dict:
         self.seq += 1
-        rec = {"seq": self.seq, "time": round(wall, 3), **record}
+        rec = {"seq": self.seq, "time": round(wall, 3), **{k: v for k, v in record.items() if k not in ("seq", "time")}}
         self._ring.append(rec)
         return rec
 
     def page(self, since: int = 0, limit: int = 100, types: tuple[str, ...] = ()) -> Page:
         """Records with ``seq > since`` (oldest first), at most ``limit``, optionally of some types only.
         ``since`` < 0 means the latest ``limit`` records."""
+        if since > self.seq:  # a client that knew a later sequence (the controller restarted): start again
+            return Page([], self.seq, 0)
         if since < 0:
             picked = [r for r in self._ring if not types or r["type"] in types][-limit:]
             return Page(picked, self.seq, 0)

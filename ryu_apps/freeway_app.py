@@ -80,7 +80,9 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.config_loaded = self.started
         self.restart_needed: list = []  # settings changed in the file that a reload could not apply
         self.periods = 0
+        self.reloads = 0
         self._switch_changes = 0
+        self._view: View | None = None  # the view the latest period decided on (the API shows the same)
         self._elephants: tuple = (None, [])
         LOG.info("freeway: mode %s, fabric %s (%d switches, %d hosts)", self.cfg.mode, self.fabric.topo,
                  len(self.fabric.switches), len(self.fabric.hosts))
@@ -382,7 +384,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
     def period(self, now: float) -> None:
         if config.active() is not self.cfg:  # reloaded: the live settings take effect from this period
             self.reconfigure(config.active())
-        view = self.view(now)
+        view = self._view = self.view(now)
         if self.policy.periodic or self.monitor is not None:
             self.react(self.policy.on_period(now, view))
         for o in self.tracker.expire(now):
@@ -393,7 +395,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
     def fabric_epoch(self) -> tuple:
         """Changes whenever the fabric as the operator sees it may have: every period (loads, the
         partition), every link or switch change, a reload."""
-        return self.periods, self.liveness.version, self._switch_changes, id(self.cfg)
+        return self.periods, self.liveness.version, self._switch_changes, self.reloads
 
     def epoch(self) -> tuple:
         """... and every decision (elephants, counters). The API answers from its cache while it stays."""
@@ -401,6 +403,11 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
 
     def view(self, now: float) -> View:
         return self.monitor.view(now) if self.monitor is not None else View(now)
+
+    def shown_view(self) -> View:
+        """What the operator is shown: the view the latest period decided on (one per epoch, shared by the
+        API's documents and the metrics), or a fresh one before the first period."""
+        return self._view if self._view is not None else self.view(time.monotonic())
 
     # ----- decisions, reloads --------------------------------------------------------------
     def record(self, ev: dict) -> None:
@@ -425,6 +432,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         """SIGHUP: read the configuration again; the live settings that changed take effect at the next
         period (both apps), the others are named and kept; an invalid file changes nothing."""
         res = config.reload_active()
+        self.reloads += 1
         if res.cfg is None:
             LOG.error("config reload refused, nothing changed: %s", res.error)
             self.record({"type": "config", "result": "refused", "error": res.error})
@@ -444,7 +452,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
 
     # ----- what the operator sees (API, metrics) ---------------------------------------------
     def api_fabric(self) -> dict:
-        view = self.view(time.monotonic())
+        view = self.shown_view()
         return {"topo": self.fabric.topo, "switches": opstate.switches(self.fabric, self.switch_states),
                 "links": opstate.links(self.fabric, self.policy, view, self.switch_states),
                 "hosts": opstate.hosts(self.fabric)}
@@ -453,11 +461,11 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         """Every elephant (computed once per epoch: the API, the status and the metrics share it)."""
         epoch = self.epoch()
         if self._elephants[0] != epoch:
-            self._elephants = (epoch, opstate.elephants(self.policy, self.view(time.monotonic())))
+            self._elephants = (epoch, opstate.elephants(self.policy, self.shown_view()))
         return self._elephants[1]
 
     def api_partition(self) -> dict:
-        return opstate.partition(self.policy, self.view(time.monotonic()))
+        return opstate.partition(self.policy, self.shown_view())
 
     def api_status(self) -> dict:
         now = time.time()
@@ -477,7 +485,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                 "monitor": self.monitor.stats() if self.monitor is not None else {}, "state": snap["state"]}
 
     def api_config(self) -> dict:
-        return {"settings": config.sections(self.cfg), "live": config.live_settings(),
+        return {"settings": config.sections(self.cfg, redact=True), "live": config.live_settings(),
                 "config_file": config.source_file(), "loaded": round(self.config_loaded, 3),
                 "restart_needed": [{"key": k, "running": old, "file": new} for k, old, new in self.restart_needed]}
 
@@ -492,17 +500,23 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         payload = hs.encode(hs.Announce(random.getrandbits(63), size, rate_kbps, tuple(subflows)))
         answered, box = hub.Event(), {}
 
-        def deliver(reply: bytes, event: dict) -> None:
-            box.update(reply=hs.decode(reply), event=event)
+        def deliver(reply: bytes | None, event: dict) -> None:
+            box.update(reply=hs.decode(reply) if reply is not None else None, event=event)
             answered.set()
         self.react(self.policy.announce(time.monotonic(), host.name, payload, deliver))
         if not answered.wait(API_ANSWER_S):
-            return 504, {"error": f"no answer within {API_ANSWER_S:.0f} s (the switches did not confirm)"}
+            placed = self.policy.core.elephant_of(subflows[0])
+            return 504, {"error": f"no answer within {API_ANSWER_S:.0f} s (the switches did not confirm); the "
+                                  "install goes on or is rolled back", "elephant": str(placed.eid) if placed else None}
         reply, event = box["reply"], box["event"]
-        if isinstance(reply, hs.Nack):
-            return 409, {"verdict": "nack", "reason": reply.reason, "cause": event.get("cause", "invalid")}
+        if not isinstance(reply, hs.Ack):
+            return 409, {"verdict": "nack", "reason": event.get("reason", ""), "cause": event.get("cause", "invalid")}
         eid = str(event["elephant"])
-        el = next(e for e in self.api_elephants() if e["id"] == eid)
+        el = next((e for e in self.api_elephants() if e["id"] == eid), None)
+        if el is None:  # gone again meanwhile (withdrawn, expired, released around a failure)
+            el = {"id": eid, "how": "announced", "flows": event["flows"], "src_host": host.name, "dst_host": None,
+                  "allocation_bps": event["rate_bps"], "rateless": not rate_kbps, "measured_bps": None,
+                  "paths": event["paths"], "links": [], "meter": None, "cookie": None, "age_s": None}
         return 201, {"verdict": "ack", "elephant": el, "allocation_bps": reply.rate_kbps * 1000}
 
     def api_withdraw(self, ident: str) -> tuple[int, dict]:

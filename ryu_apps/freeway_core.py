@@ -159,6 +159,7 @@ class FreewayCore:
         self.partition = Partition(fabric, self.cfg.partition_config())
         self.alloc = Allocations()
         self.elephants: dict[int, Elephant] = {}
+        self.pending: set[int] = set()  # announced elephants whose install is not confirmed yet
         self.by_subflow: dict[hs.Subflow, int] = {}
         self.link_util: dict[Link, float] = {}
         self.stale: frozenset[Link] = frozenset()  # links whose measurement is too old to place on
@@ -401,6 +402,10 @@ class FreewayCore:
         known = {self.by_subflow.get(s) for s in msg.subflows}
         if len(known) == 1 and None not in known:  # a retransmitted announce: answer the same again
             el = self.elephants[known.pop()]
+            if el.eid in self.pending:  # ... once it is installed: the first one's answer is on its way
+                self.counters["handshake-pending"] += 1
+                return HandshakeOutcome(verdict="dropped: pending (the same flows are being installed; the "
+                                                "answer follows)", cause="pending")
             self.counters["handshake-repeat"] += 1
             return HandshakeOutcome(self._ack(el), verdict="ack (repeat)", elephant=el)
         replaced = []  # an announce that shares a subflow with a placed elephant replaces it
@@ -441,6 +446,7 @@ class FreewayCore:
                       msg.subflows, placements, now, rateless=not msg.rate_kbps)
         self._next_eid += 1
         self.elephants[el.eid] = el
+        self.pending.add(el.eid)  # until the switches confirmed (``confirmed``) or it is released
         for s in msg.subflows:
             self.by_subflow[s] = el.eid
         self.alloc.add(el.eid, placements)
@@ -536,7 +542,12 @@ class FreewayCore:
                        for sub, pl in zip(el.subflows, el.placements, strict=True))
         return hs.encode(hs.Ack(el.nonce, el.size, round(el.rate_bps / 1000), allocs))
 
+    def confirmed(self, eid: int) -> None:
+        """An announced elephant's entries are confirmed by every switch (its ACK goes out now)."""
+        self.pending.discard(eid)
+
     def _release(self, eid: int) -> Elephant | None:
+        self.pending.discard(eid)
         el = self.elephants.pop(eid, None)
         if el is None:
             return None

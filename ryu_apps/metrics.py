@@ -46,7 +46,7 @@ class Metrics:
         self.counts[("decisions", kind)] += 1
         if kind in ("placement", "refusal") and rec.get("how") == "announced":
             outcome = "ack" if kind == "placement" else ("nack" if rec.get("answered") else "dropped")
-            self.counts[("handshakes", outcome, rec.get("cause", "none") or "none")] += 1
+            self.counts[("handshakes", outcome, rec.get("cause", "none") or "none", rec.get("via", "handshake"))] += 1
             if "latency_s" in rec and (kind == "placement" or rec.get("answered")):
                 self.handshake_latency.observe(rec["latency_s"])
         elif kind == "reroute":
@@ -113,8 +113,9 @@ class _StateCollector:
         yield from (n, alloc, meas)
 
 
-        yield _counter("freeway_handshakes_total", "Handshakes by outcome (ack, nack, dropped) and refusal cause",
-                       ["outcome", "cause"], c, "handshakes")
+        yield _counter("freeway_handshakes_total", "Announces by outcome (ack, nack, dropped), refusal cause and "
+                       "how they came (handshake: the host's; api: an operator's)", ["outcome", "cause", "via"], c,
+                       "handshakes")
         yield _counter("freeway_reroutes_total", "Elephants moved, by why (efm, failure, hot-link, partition)",
                        ["how"], c, "reroutes")
         rb = CounterMetricFamily("freeway_rollbacks_total", "Transactions rolled back (a switch refused or did "

@@ -26,7 +26,7 @@ STR, NUM, INT, BOOL = {"type": "string"}, {"type": "number"}, {"type": "integer"
 NAMES = {"type": "array", "items": STR}
 
 FLOW = _obj({"src": {"type": "string", "format": "ipv4"}, "dst": {"type": "string", "format": "ipv4"},
-             "proto": {"type": "integer", "enum": [6, 17]}, "sport": INT, "dport": INT})
+             "proto": {"type": "integer", "minimum": 0, "maximum": 255}, "sport": INT, "dport": INT})
 
 ERROR = _obj({"error": STR}, ["error"], extra=True)
 
@@ -177,6 +177,12 @@ def document() -> dict:
                 "OpenAPI 3.0", {"type": "object"})}}},
             "/": {"get": {"summary": "The live fabric view (a page)", "responses": {"200": {
                 "description": "HTML", "content": {"text/html": {"schema": STR}}}}}},
+            "/index.html": {"get": {"summary": "The same page", "responses": {"200": {
+                "description": "HTML", "content": {"text/html": {"schema": STR}}}}}},
+            "/view.js": {"get": {"summary": "The page's script", "responses": {"200": {
+                "description": "JavaScript", "content": {"text/javascript": {"schema": STR}}}}}},
+            "/view.css": {"get": {"summary": "The page's style", "responses": {"200": {
+                "description": "CSS", "content": {"text/css": {"schema": STR}}}}}},
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},

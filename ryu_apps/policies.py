@@ -30,7 +30,7 @@ from . import handshake as hs
 from .decisions import flow_dict
 from .efm import EFM, EFMConfig, Move
 from .elephant_entries import HeldPins, flow_match, tuple_of
-from .freeway_core import Elephant, FreewayConfig, FreewayCore
+from .freeway_core import Elephant, FreewayConfig, FreewayCore, eid_of
 from .hedera import HederaScheduler, ingress_counts
 from .intents import ArpReplyOut, DeleteFlows, Flow, FlowStatsRequest, PacketThrough, ToGroup, UdpOut
 from .isolation import IsolationConfig, mark_detected, tor_program
@@ -399,6 +399,8 @@ class HederaPolicy(Policy):
             cookie, _ = self.pins.pop(flow, (None, None))
             if cookie is not None:
                 out.ops += [(sw, [DeleteFlows(cookie)]) for sw in self.fabric.switches]
+                out.events.append({"type": "released", "how": "hedera", "flow": str(flow),
+                                   "reason": "no longer large"})
         for flow, path in new.items():
             LOG.info("hedera: %s is large (demand %.2f Mbit/s): placed on %s", flow,
                      self.scheduler.gff.placed[flow].demand_bps / 1e6, "-".join(path))
@@ -476,10 +478,13 @@ class Rerouter:
                  mv.flow, mv.rate_bps / 1e6, "-".join(mv.new_path))
         self.counters["efm-moves"] += 1
 
+        event = {"type": "reroute", "how": "efm", "flow": str(mv.flow), "link": "%s>%s" % mv.link,
+                 "paths": [list(mv.new_path)], "rate_bps": mv.rate_bps}
+
         def done():
             self.pins[mv.flow] = (ident, gen + 1, new)
             self.entries[mv.flow] = install
-            return Reaction(after)
+            return Reaction(after, events=[event])  # recorded once every switch confirmed it
 
         def failed(_failure):
             """Rolled back: the flow is unpinned, back on base forwarding (which avoids dead links),
@@ -491,25 +496,23 @@ class Rerouter:
                 return None
             return Reaction([(sw, [DeleteFlows(pin[2])]) for sw in self.fabric.switches])
 
-        event = {"type": "reroute", "how": "efm", "flow": str(mv.flow), "link": "%s>%s" % mv.link, "path": list(mv.new_path),
-                 "rate_bps": mv.rate_bps}
-        return Reaction(txns=[Txn(f"efm move {mv.flow}", install, done, failed)], events=[event])
+        return Reaction(txns=[Txn(f"efm move {mv.flow}", install, done, failed)])
 
     def entries_on(self, switch: str) -> list:
         return [f for ops in self.entries.values() for sw, fs in ops if sw == switch for f in fs]
 
-    def expired(self, cookie: int) -> bool:
+    def expired(self, cookie: int):
         """A pin's ingress entry expired (idle): forget the flow everywhere (pins, entries, EFM's path and
-        hold-down), so that state is bounded by the live pins. True if it was one of ours."""
+        hold-down), so that state is bounded by the live pins. The flow if it was one of ours, else None."""
         flow = next((f for f, p in self.pins.items() if p[2] == cookie), None)
         if flow is None:
-            return False
+            return None
         del self.pins[flow]
         self.entries.pop(flow, None)
         self.efm.forget(flow)
         self.efm.moved_at.pop(flow, None)
         self.counters["efm-expired"] += 1
-        return True
+        return flow
 
     def recover(self, now: float, switch: str, flows) -> list[int]:
         """Pins read back from the switches: the same ids, generations, paths and cookies as before
@@ -557,6 +560,8 @@ class Rerouter:
             pin = self.pins.pop(flow, None)
             if pin is not None:
                 out.ops += [(sw, [DeleteFlows(pin[2])]) for sw in self.fabric.switches]
+                out.events.append({"type": "released", "how": "efm", "flow": str(flow),
+                                   "reason": "crossed a dead link, no live path has room: back to ECMP"})
         return out
 
 
@@ -596,8 +601,10 @@ class EFMPolicy(Policy):
     def on_flow_removed(self, now, switch, cookie) -> Reaction:
         """An EFM pin's ingress entry expired: the flow is forgotten (its other hops' entries expire by
         themselves, idle as long)."""
-        self.rerouter.expired(cookie)
-        return NOTHING()
+        flow = self.rerouter.expired(cookie)
+        if not flow:
+            return NOTHING()
+        return Reaction(events=[{"type": "released", "how": "efm", "flow": str(flow), "reason": "idle"}])
 
     def after_links(self, now, went_down) -> Reaction:
         return self.rerouter.after_links(now, went_down, self.view, self.live_paths)
@@ -638,14 +645,16 @@ class FreewayPolicy(Policy):
         for el, install, after in moves:
             LOG.warning("elephant %d moved around a failure to %s", el.eid,
                         ", ".join(path_top(pl.path) for pl in el.placements))
-            out.txns.append(Txn(f"elephant {el.eid} around a failure", install, lambda after=after: Reaction(after),
+            ev = {"type": "reroute", "how": "failure", "elephant": el.eid, "reason": "link down",
+                  "paths": [list(pl.path) for pl in el.placements]}
+            out.txns.append(Txn(f"elephant {el.eid} around a failure", install,
+                                lambda after=after, ev=ev: Reaction(after, events=[ev]),
                                 lambda _f, el=el, after=after: Reaction(self._abandon(el, after))))
-            out.events.append({"type": "reroute", "how": "failure", "elephant": el.eid, "reason": "link down",
-                               "path": [list(pl.path) for pl in el.placements]})
         for el, ops in released:
             LOG.warning("elephant %d has no live path left: released, it travels with the mice", el.eid)
             out.ops += ops
-            out.events.append({"type": "released", "elephant": el.eid, "reason": "no live path"})
+            out.events.append({"type": "released", "how": "announced", "elephant": el.eid,
+                               "reason": "no live path"})
         out += self.rerouter.after_links(now, went_down, self.view, self._elephant_paths)
         return out
 
@@ -719,12 +728,18 @@ class FreewayPolicy(Policy):
                     "port": port, "cause": cause, "reason": reason, "answered": answered, "received": now}
 
         if out.reply is None:
-            return Reaction(events=[refusal(out.cause, out.verdict.partition(": ")[2], False)])
+            ev = refusal(out.cause, out.verdict.partition(": ")[2], False)
+            r = Reaction(events=[ev])
+            if via == "api":
+                r += deliver(None, ev)  # the API answers with the reason (a host gets nothing and retries)
+            return r
         el = out.elephant
 
         def answer(reply: bytes = out.reply, event: dict | None = None) -> Reaction:
             """The reply, after the entries and meters of the elephants this one replaced are gone."""
             self.counters["handshake-answered"] += 1
+            if el is not None:
+                self.core.confirmed(el.eid)
             if event is None:
                 event = (self._placed_event(el, "announced", via, now, out.verdict != "ack") if el is not None
                          else refusal(out.cause, out.verdict.partition(": ")[2], True))
@@ -789,12 +804,16 @@ class FreewayPolicy(Policy):
         return NOTHING()
 
     def on_flow_removed(self, now, switch, cookie) -> Reaction:
-        if self.rerouter.expired(cookie):  # an EFM pin of an unannounced elephant: forgotten
-            return NOTHING()
+        flow = self.rerouter.expired(cookie)
+        if flow:  # an EFM pin of an unannounced elephant: forgotten
+            return Reaction(events=[{"type": "released", "how": "efm", "flow": str(flow), "reason": "idle"}])
+        eid = eid_of(cookie)
         ops = self.core.flow_removed(switch, cookie)
-        if ops:
-            LOG.info("elephant entry %x expired on %s: allocation released", cookie, switch)
-        return Reaction(list(ops.items()))
+        if not ops:
+            return NOTHING()
+        LOG.info("elephant entry %x expired on %s: allocation released", cookie, switch)
+        return Reaction(list(ops.items()), events=[{"type": "released", "how": "announced", "elephant": eid,
+                                                    "reason": "idle"}])
 
     def on_period(self, now, view) -> Reaction:
         out = self.observe(view)
@@ -807,15 +826,15 @@ class FreewayPolicy(Policy):
             LOG.info("elephant %d leaves links that turned low-latency: to %s", el.eid,
                      ", ".join(path_top(pl.path) for pl in el.placements))
 
-            def done(after=after) -> Reaction:
-                return Reaction(after + self.core.move_finished())
+            ev = {"type": "reroute", "how": "partition", "elephant": el.eid, "reason": "its links turned low-latency",
+                  "paths": [list(pl.path) for pl in el.placements]}
+
+            def done(after=after, ev=ev) -> Reaction:
+                return Reaction(after + self.core.move_finished(), events=[ev])
 
             def failed(_f, el=el, after=after) -> Reaction:
                 return Reaction(self._abandon(el, after) + self.core.move_finished())
             out.txns.append(Txn(f"elephant {el.eid} off new low-latency links", install, done, failed))
-            out.events.append({"type": "reroute", "how": "partition", "elephant": el.eid,
-                               "reason": "its links turned low-latency",
-                               "path": [list(pl.path) for pl in el.placements]})
         out += self._adopted(now, view)
         out += self.rerouter.round(now, view, self.core.placed_links,
                                    lambda f: not self.core.is_announced(f), self._elephant_paths)
@@ -834,17 +853,18 @@ class FreewayPolicy(Policy):
         for el, install, after in self.core.hot_adopted(now, view.link_util(), cfg.threshold, cfg.hold_down_s):
             LOG.info("adopted elephant %d moved off a link over %.0f%% to %s", el.eid, 100 * cfg.threshold,
                      ", ".join(path_top(pl.path) for pl in el.placements))
+            ev = {"type": "reroute", "how": "hot-link", "elephant": el.eid, "reason": "hot link",
+                  "paths": [list(pl.path) for pl in el.placements]}
             out.txns.append(Txn(f"adopted elephant {el.eid} off a hot link", install,
-                                lambda after=after: Reaction(after),
+                                lambda after=after, ev=ev: Reaction(after, events=[ev]),
                                 lambda _f, el=el, after=after: Reaction(self._abandon(el, after))))
-            out.events.append({"type": "reroute", "how": "hot-link", "elephant": el.eid, "reason": "hot link",
-                               "path": [list(pl.path) for pl in el.placements]})
         return out
 
     def table_sizes(self) -> dict[str, int]:
         core = self.core
         return super().table_sizes() | _rerouter_sizes(self.rerouter) | {
-            "elephants": len(core.elephants), "elephant_subflows": len(core.by_subflow)}
+            "elephants": len(core.elephants), "elephant_subflows": len(core.by_subflow),
+            "elephants_pending": len(core.pending)}
 
     def snapshot(self) -> dict:
         part = self.core.partition

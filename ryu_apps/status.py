@@ -27,6 +27,8 @@ def fetch(base: str, path: str, timeout: float = 5.0):
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
             return json.load(r)
+    except ValueError:
+        raise StatusError(f"{url}: the answer is not JSON (is this a Freeway controller's API?)") from None
     except urllib.error.HTTPError as e:
         raise StatusError(f"{url}: HTTP {e.code}: {e.read().decode(errors='replace').strip()}") from None
     except (urllib.error.URLError, OSError) as e:
@@ -154,6 +156,7 @@ def add_commands(sub) -> None:
                                       "decisions, from its API")
     s.add_argument("--api", default=DEFAULT_API, help=f"the controller's API base URL ({DEFAULT_API})")
     s.add_argument("--all", action="store_true", help="every switch, link and pair (default: only what is notable)")
-    s.add_argument("--decisions", type=int, default=10, help="how many recent decisions to show (10)")
+    s.add_argument("--decisions", type=int, default=10, choices=range(0, 1001), metavar="0..1000",
+                   help="how many recent decisions to show (10)")
     s.add_argument("--json", action="store_true", help="the API's documents as one JSON object")
     s.set_defaults(func=cmd_status)

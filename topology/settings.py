@@ -9,6 +9,7 @@ writing the command-line help all read the same declaration and cannot drift.
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from dataclasses import MISSING, dataclass, field, fields
 
@@ -58,7 +59,7 @@ def check_number(key: str, value, minimum: float | None = 0, maximum: float | No
         what = f"a {kind}" + (f" of at least {low:g}" if low is not None else "")
     if maximum is not None:
         what += f" (at most {maximum:g})"
-    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and value == value
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
     ok = ok and not (whole and not isinstance(value, int))
     ok = ok and not (low is not None and (value < low or (positive and value <= low)))
     ok = ok and not (maximum is not None and value > maximum)

@@ -227,3 +227,116 @@ def test_a_host_flooding_the_controller_does_not_starve_its_neighbours_handshake
     assert reps and reps[0]["answer"] == "ack", reps
     assert took < 1.5, took
     assert flooder > 1000 and neighbour == 0, (flooder, neighbour)  # the flood was held at its own meter
+
+
+# ----- issue 18: the connect() hook (freeway run), on this fabric ---------------------------------------
+FREEWAY = str(__import__("pathlib").Path(PY).with_name("freeway"))
+
+
+def _placements(ctl, since_wall):
+    return [e for e in ctl.events(("placement",)) if e.get("via") == "handshake" and e["wall"] >= since_wall]
+
+
+def test_unmodified_iperf3_under_the_hook_is_announced_and_takes_its_entries_from_the_first_packet(k4_freeway):
+    """iperf3 -c run by 'freeway run': both its connections to port 5301 match the rule and are announced
+    and ACKed before they start; the data connection's bytes all go through its elephant entries, on its
+    high-throughput path, and none over e0_1's low-latency uplink."""
+    fn, ctl = k4_freeway
+    dst = fn.host("h3_1_0")
+    dst.cmd("iperf3 -s -1 -p 5301 -D >/dev/null 2>&1")
+    time.sleep(0.3)
+    part = Partition(fn.fabric)
+    e01 = fn.fabric.switches["e0_1"]
+    ups = {n: fn.fabric.port_to("e0_1", n) for n in fn.fabric.up_neighbors("e0_1")}
+    lol_port = next(p for n, p in ups.items() if part.is_lol(("e0_1", n)))
+    before, t0 = _tx("e0_1"), time.time()
+    out = fn.host("h0_1_0").cmd(f"{FREEWAY} run --stats --rule 'port=5301 size=5M rate=4M' -- "
+                                f"iperf3 -c {dst.IP()} -p 5301 -n 4M -J 2>&1")
+    after = _tx("e0_1")
+    stats = next(x for x in out.splitlines() if x.startswith("freeway hook"))
+    assert "2 matched, 2 announced, 2 ACKed" in stats and "0 timed out" in stats, stats
+    report = json.loads(out[out.index("{"):out.rindex("}") + 1])
+    sent = report["end"]["sum_sent"]["bytes"]
+    data_port = report["start"]["connected"][0]["local_port"]
+    placed = _placements(ctl, t0)
+    assert len(placed) == 2 and data_port in {p["flows"][0]["sport"] for p in placed}, placed
+    time.sleep(1.5)  # OVS refreshes flow statistics lazily
+    ingress = _elephant_entries("e0_1", data_port)
+    assert len(ingress) == 1, ingress
+    carried = int(re.search(r"n_bytes=(\d+)", ingress[0]).group(1))
+    assert carried >= sent, (carried, sent)  # every data byte (and the headers) took the entry
+    lol_bytes = after[lol_port] - before[lol_port]
+    assert lol_bytes < 0.02 * sent, (lol_bytes, sent)  # nothing of it went the mice's way
+    assert e01.is_tor
+
+
+def test_the_hook_leaves_other_connections_alone_and_adds_nothing_to_their_connect_time(k4_freeway, tmp_path):
+    fn, ctl = k4_freeway
+    srv = fn.host("h2_0_1")
+    srv.cmd(f"{PY} -m experiments.rr server --port 7301 >/dev/null 2>&1 &")
+    time.sleep(0.5)
+    script = tmp_path / "connects.py"
+    script.write_text("import json, socket, time\nts = []\nfor i in range(60):\n    t = time.perf_counter()\n"
+                      f"    s = socket.create_connection(('{srv.IP()}', 7301))\n"
+                      "    ts.append(time.perf_counter() - t)\n    s.close()\nprint(json.dumps(sorted(ts)))\n")
+    probe = f"{PY} {script}"
+    t0 = time.time()
+    times = {}
+    for label, prefix in (("none", ""), ("hooked", f"{FREEWAY} run --stats --rule 'port=5301' -- "),
+                          ("none again", "")):
+        out = fn.host("h1_1_0").cmd(prefix + probe + " 2>&1")
+        times[label] = json.loads(next(x for x in out.splitlines() if x.startswith("[")))
+        if label == "hooked":
+            assert "60 connections seen, 0 matched, 0 announced" in out, out
+    srv.cmd("kill %1")
+    assert not _placements(ctl, t0)
+    med = {k: v[len(v) // 2] for k, v in times.items()}
+    print("connect medians (ms):", {k: round(1000 * v, 3) for k, v in med.items()})
+    assert med["hooked"] <= 1.5 * max(med["none"], med["none again"]) + 0.0005, med
+
+
+def test_a_forking_and_a_threaded_program_under_the_hook_announce_every_connection(k4_freeway, tmp_path):
+    fn, ctl = k4_freeway
+    srv = fn.host("h3_0_0")
+    srv.cmd(f"{PY} -m experiments.rr server --port 7302 >/dev/null 2>&1 &")
+    time.sleep(0.5)
+    script = tmp_path / "forks.py"
+    script.write_text(
+        "import json, os, socket, threading\n"
+        "lock = threading.Lock()\n"
+        "def one():\n"
+        f"    s = socket.create_connection(('{srv.IP()}', 7302))\n"
+        "    with lock:\n"
+        "        print(json.dumps({'pid': os.getpid(), 'sport': s.getsockname()[1]}), flush=True)\n"
+        "pid = os.fork()\n"
+        "threads = [threading.Thread(target=one) for _ in range(3)]\n"
+        "[t.start() for t in threads]\n"
+        "[t.join() for t in threads]\n"
+        "if pid:\n"
+        "    os.waitpid(pid, 0)\n")
+    t0 = time.time()
+    out = fn.host("h1_0_0").cmd(f"{FREEWAY} run --rule 'port=7302 size=2M' -- {PY} {script}")
+    srv.cmd("kill %1")
+    conns = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    assert len(conns) == 6 and len({c["pid"] for c in conns}) == 2, out
+    placed = _placements(ctl, t0)
+    assert sorted(p["flows"][0]["sport"] for p in placed) == sorted(c["sport"] for c in conns), placed
+
+
+def test_with_the_controller_down_a_hooked_program_still_connects_after_the_timeout(k4_freeway):
+    fn, ctl = k4_freeway
+    srv = fn.host("h2_1_1")
+    srv.cmd(f"{PY} -m experiments.rr server --port 7303 >/dev/null 2>&1 &")
+    time.sleep(0.5)
+    probe = (f"{PY} -c \"import socket,time; t=time.perf_counter(); "
+             f"s=socket.create_connection(('{srv.IP()}',7303)); print('took', time.perf_counter()-t)\"")
+    ctl.kill()
+    try:
+        out = fn.host("h0_0_1").cmd(f"{FREEWAY} run --stats --timeout-ms 400 --rule 'port=7303' -- {probe} 2>&1")
+    finally:
+        ctl.start()
+        srv.cmd("kill %1")
+    took = float(re.search(r"took ([\d.]+)", out).group(1))
+    assert 0.39 <= took < 1.5, out  # the timeout, then the connection, through what the switches hold
+    assert "1 timed out" in out, out
+    ctl.wait_programmed(20, 30)

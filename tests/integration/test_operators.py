@@ -167,7 +167,7 @@ def test_a_host_handshake_is_a_decision_in_the_api_the_metrics_and_the_json_log(
     (dec,) = [d for d in ops.decisions("placement") if d.get("via") == "handshake" and d["host"] == fn.host("h1_0_0").IP()]
     assert dec["paths"][0][0] == "e1_0" and 0 < dec["latency_s"] < 1
     metrics = ops.metrics()
-    assert re.search(r'freeway_handshakes_total\{cause="none",outcome="ack"\} [1-9]', metrics)
+    assert re.search(r'freeway_handshakes_total\{cause="none",outcome="ack",via="handshake"\} [1-9]', metrics)
     assert re.search(r"freeway_handshake_latency_seconds_count [1-9]", metrics)
     lines = [json.loads(x) for x in ops.ctl.log_text().splitlines() if x.startswith("{")]
     assert len(lines) >= 20 and all({"time", "level", "logger", "message"} <= set(x) for x in lines)

@@ -72,6 +72,9 @@ def test_subflows_split_over_paths_and_repeat_is_idempotent():
     core = _core()
     out = core.handshake(1.0, "e0_0", 1, SRC, _ann(rate_kbps=8000, sports=(40001, 40002)))
     assert [p.path[1] for p in out.elephant.placements] == ["a0_1", "a0_2"]
+    early = core.handshake(1.1, "e0_0", 1, SRC, _ann(rate_kbps=8000, sports=(40001, 40002)))
+    assert early.reply is None and early.cause == "pending"  # not installed yet: the ACK is on its way
+    core.confirmed(out.elephant.eid)
     again = core.handshake(1.2, "e0_0", 1, SRC, _ann(rate_kbps=8000, sports=(40001, 40002)))
     assert again.verdict == "ack (repeat)" and again.ops == [] and again.reply == out.reply
 

@@ -172,15 +172,15 @@ def test_metrics_follow_the_decisions_and_the_state(tmp_path, monkeypatch):
     assert m[("freeway_switches", (("state", "never"),))] == 20 and m[("freeway_switches_connected", ())] == 0
     assert m[("freeway_links", (("class", "lol"),))] == 32 and m[("freeway_link_up", (("dst", "a0_0"), ("src", "e0_0")))] == 1
     assert m[("freeway_info", (("isolation", "off"), ("mode", "freeway"), ("monitor", "sflow")))] == 1
-    app.record({"type": "placement", "how": "announced", "elephant": 1, "received": 0.0})
+    app.record({"type": "placement", "how": "announced", "via": "handshake", "elephant": 1, "received": 0.0})
     app.record({"type": "refusal", "how": "announced", "cause": "host-cap", "answered": True, "received": 0.0})
     app.record({"type": "refusal", "how": "announced", "cause": "spoofed", "answered": False, "received": 0.0})
     app.record({"type": "reroute", "how": "efm"})
     app.record({"type": "rollback", "txn": "x", "reason": "y", "switch": "e0_0"})
     m = _samples(app)
-    assert m[("freeway_handshakes_total", (("cause", "none"), ("outcome", "ack")))] == 1
-    assert m[("freeway_handshakes_total", (("cause", "host-cap"), ("outcome", "nack")))] == 1
-    assert m[("freeway_handshakes_total", (("cause", "spoofed"), ("outcome", "dropped")))] == 1
+    assert m[("freeway_handshakes_total", (("cause", "none"), ("outcome", "ack"), ("via", "handshake")))] == 1
+    assert m[("freeway_handshakes_total", (("cause", "host-cap"), ("outcome", "nack"), ("via", "handshake")))] == 1
+    assert m[("freeway_handshakes_total", (("cause", "spoofed"), ("outcome", "dropped"), ("via", "handshake")))] == 1
     assert m[("freeway_handshake_latency_seconds_count", ())] == 2  # the answered ones
     assert m[("freeway_reroutes_total", (("how", "efm"),))] == 1 and m[("freeway_rollbacks_total", ())] == 1
     assert m[("freeway_decisions_total", (("type", "refusal"),))] == 2
@@ -318,6 +318,6 @@ def test_the_openapi_document_names_every_route_the_api_serves(tmp_path, monkeyp
     doc = api.Api(_app(tmp_path, monkeypatch, mode="freeway"), None).doc
     assert set(doc["paths"]) == {"/api/v1/status", "/api/v1/fabric", "/api/v1/elephants", "/api/v1/elephants/{id}",
                                  "/api/v1/partition", "/api/v1/decisions", "/api/v1/counters", "/api/v1/config",
-                                 "/metrics", "/openapi.json", "/"}
+                                 "/metrics", "/openapi.json", "/", "/index.html", "/view.js", "/view.css"}
     assert SimpleNamespace(**doc["components"]["schemas"]["Link"]).properties["class"]["enum"] == list(
         opstate.LINK_CLASSES)

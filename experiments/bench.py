@@ -186,6 +186,17 @@ class ApiPoller:
         self.thread.join()
 
 
+def _api_loop_ms(base: str, since: float = 0.0) -> float:
+    """Milliseconds the controller's loop has spent answering API requests (its own histogram), minus
+    ``since``."""
+    import re
+    import urllib.request
+
+    text = urllib.request.urlopen(base + "/metrics", timeout=5).read().decode()
+    total = sum(float(v) for v in re.findall(r"^freeway_api_request_duration_seconds_sum\{[^}]*\} (\S+)$", text, re.M))
+    return 1000 * total - since
+
+
 def handshake_latency(rates: list[int], seconds: float, out: Path, punt_pps: int, api_poll_s: float = 0.1) -> dict:
     """Handshake-to-answer latency at several announce rates, from four hosts on four edge switches; with
     ``api_poll_s``, each rate runs twice in turn: with no API client, and with one polling the API."""
@@ -213,6 +224,7 @@ def handshake_latency(rates: list[int], seconds: float, out: Path, punt_pps: int
                 what = f"API polled every {api_poll_s * 1000:.0f} ms" if polled else "no API client"
                 print(f"[bench handshake] {rate}/s for {seconds:g} s from {len(senders)} hosts, {what} ...", flush=True)
                 poller = ApiPoller(f"http://{api}", api_poll_s) if polled else contextlib.nullcontext()
+                before_poll = _api_loop_ms(f"http://{api}") if polled else 0.0
                 with poller:
                     for j, (src, dst) in enumerate(senders):
                         fn.host(src).sendCmd(f"{sys.executable} -m experiments.hsload --to {dst} --rate {per} "
@@ -226,7 +238,8 @@ def handshake_latency(rates: list[int], seconds: float, out: Path, punt_pps: int
                        "p50_ms": _percentile(lat, 50), "p99_ms": _percentile(lat, 99), "max_ms": lat[-1] if lat else None}
                 if polled:
                     row |= {"api_polls": len(poller.times), "api_poll_errors": poller.errors,
-                            "api_poll_p50_ms": _percentile([1000 * t for t in poller.times], 50)}
+                            "api_poll_p50_ms": _percentile([1000 * t for t in poller.times], 50),
+                            "api_loop_ms_per_poll": _api_loop_ms(f"http://{api}", before_poll) / max(1, len(poller.times))}
                 rows.append(row)
                 print(f"[bench handshake] {row}", flush=True)
                 time.sleep(4)  # let the short-lived elephant entries expire between runs

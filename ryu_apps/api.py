@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import re
+import time
 from importlib import resources
 
 from webob import Request, Response
@@ -112,6 +113,18 @@ def parse_announce(body: bytes) -> tuple[list[hs.Subflow], int, int]:
     return subs, kbps, size
 
 
+def _route(path: str) -> str:
+    """The route a request path belongs to, for the metric's label (never the raw path: bounded labels)."""
+    path = path.rstrip("/") or "/"
+    if path.startswith(f"{PREFIX}/elephants/"):
+        return f"{PREFIX}/elephants/{{id}}"
+    known = (f"{PREFIX}/status", f"{PREFIX}/fabric", f"{PREFIX}/elephants", f"{PREFIX}/partition",
+             f"{PREFIX}/decisions", f"{PREFIX}/counters", f"{PREFIX}/config", "/openapi.json", "/metrics")
+    if path in known:
+        return path
+    return "static" if path == "/" or path.lstrip("/") in STATIC else "other"
+
+
 class Api:
     """The WSGI application. ``source`` is the controller app (``FreewayApp``); ``token`` None makes the
     write calls refuse with 403."""
@@ -136,6 +149,7 @@ class Api:
     def __call__(self, environ, start_response):
         req = Request(environ)
         self.requests += 1
+        t0 = time.perf_counter()
         try:
             resp = self.dispatch(req)
         except ApiError as e:
@@ -146,6 +160,9 @@ class Api:
         except Exception:  # a bug here answers 500 and is logged; the controller goes on
             LOG.exception("API request %s %s failed", req.method, req.path)
             resp = _json(500, {"error": "internal error (logged by the controller)"})
+        metrics = getattr(self.source, "metrics", None)
+        if metrics is not None:
+            metrics.api_request.labels(_route(req.path_info)).observe(time.perf_counter() - t0)
         return resp(environ, start_response)
 
     def dispatch(self, req: Request) -> Response:

@@ -84,6 +84,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self._switch_changes = 0
         self._view: View | None = None  # the view the latest period decided on (the API shows the same)
         self._elephants: tuple = (None, [])
+        self._elephant_parts: dict = {}  # the unchanging part of each elephant's document
         LOG.info("freeway: mode %s, fabric %s (%d switches, %d hosts)", self.cfg.mode, self.fabric.topo,
                  len(self.fabric.switches), len(self.fabric.hosts))
 
@@ -461,7 +462,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         """Every elephant (computed once per epoch: the API, the status and the metrics share it)."""
         epoch = self.epoch()
         if self._elephants[0] != epoch:
-            self._elephants = (epoch, opstate.elephants(self.policy, self.shown_view()))
+            self._elephants = (epoch, opstate.elephants(self.policy, self.shown_view(), self._elephant_parts))
         return self._elephants[1]
 
     def api_partition(self) -> dict:
@@ -475,7 +476,8 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                            "links": len(self.fabric.links), "hosts": len(self.fabric.hosts)},
                 "switches_connected": sum(st.state == "connected" for st in self.switch_states.values()),
                 "links_down": sum(1 for a, b in self.policy.dead if a < b),
-                "elephants": len(self.api_elephants()), "decisions": self.decisions.seq,
+                "elephants": sum(int(row[0]) for row in opstate.elephant_totals(self.policy, self.shown_view()).values()),
+                "decisions": self.decisions.seq,
                 "config_file": config.source_file(), "config_loaded": round(self.config_loaded, 3),
                 "writable": bool(self.cfg.api_token_file)}
 
@@ -530,7 +532,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
 
     def metrics_state(self) -> dict:
         return {"mode": self.policy.mode, "isolation": self.cfg.isolation, "monitor": self.cfg.monitor,
-                "elephants": self.api_elephants(),
+                "elephants": opstate.elephant_totals(self.policy, self.shown_view()),
                 "monitor_stats": self.monitor.stats() if self.monitor is not None else {},
                 "transactions": len(self.tracker)}
 

@@ -34,6 +34,9 @@ class Metrics:
         self.period = Histogram("freeway_period_duration_seconds", "Time the controller's periodic decision "
                                 "round took (monitoring view, policy, messages)", buckets=PERIOD_BUCKETS,
                                 registry=self.registry)
+        self.api_request = Histogram("freeway_api_request_duration_seconds", "Time the controller's loop spent "
+                                     "answering one API request (the loop does nothing else meanwhile)",
+                                     ["route"], buckets=LATENCY_BUCKETS, registry=self.registry)
         self.counts: Counter[tuple] = Counter()
         self.registry.register(_StateCollector(self, source))
         self.fabric_registry = CollectorRegistry(auto_describe=True)  # the big part: per switch, per link
@@ -77,8 +80,8 @@ def _counter(name: str, doc: str, labels: list[str], counts: Counter, key: str) 
 
 class _StateCollector:
     """The controller, its elephants and counters, read from ``source`` at each scrape. ``source`` gives
-    ``metrics_state()`` -> dict with keys mode, isolation, monitor, elephants, monitor_stats,
-    transactions (the API's documents)."""
+    ``metrics_state()`` -> dict with keys mode, isolation, monitor, elephants (``opstate.elephant_totals``),
+    monitor_stats, transactions."""
 
     def __init__(self, metrics: Metrics, source):
         self.metrics = metrics
@@ -101,15 +104,12 @@ class _StateCollector:
                                   "allocations, by how they were placed", labels=["how"])
         meas = GaugeMetricFamily("freeway_elephant_measured_bytes_per_second", "Sum of the elephants' measured "
                                  "rates, by how they were placed", labels=["how"])
-        count, a, m = Counter(), Counter(), Counter()
-        for el in st["elephants"]:
-            count[el["how"]] += 1
-            a[el["how"]] += el["allocation_bps"] or 0
-            m[el["how"]] += el["measured_bps"] or 0
+        totals = st["elephants"]  # how -> [count, allocated bit/s, measured bit/s]
         for how in HOWS:
-            n.add_metric([how], count[how])
-            alloc.add_metric([how], a[how] / 8)
-            meas.add_metric([how], m[how] / 8)
+            count, a, m = totals.get(how, (0, 0.0, 0.0))
+            n.add_metric([how], count)
+            alloc.add_metric([how], a / 8)
+            meas.add_metric([how], m / 8)
         yield from (n, alloc, meas)
 
 

@@ -103,8 +103,39 @@ def links(fabric: Fabric, policy, view: View, states: dict[str, SwitchState] | N
 
 
 def _measured(view: View, flows) -> float | None:
-    rates = [view.flows[f].rate_bps for f in flows if f in view.flows]
+    rates = [r.rate_bps for f in flows if (r := view.flows.get(f)) is not None]
     return round(sum(rates)) if rates else None
+
+
+def elephant_totals(policy, view: View) -> dict[str, list[float]]:
+    """Per how-placed: [count, allocated bit/s, measured bit/s] (the metrics; cheaper than ``elephants``)."""
+    out: dict[str, list[float]] = {}
+
+    def add(how, alloc, measured):
+        row = out.setdefault(how, [0, 0.0, 0.0])
+        row[0] += 1
+        row[1] += alloc or 0.0
+        row[2] += measured or 0.0
+    seen: set = set()
+    core = getattr(policy, "core", None)
+    for el in core.elephants.values() if core is not None else ():
+        fts = [_ft(s) for s in el.subflows]
+        seen.update(fts)
+        add("adopted" if el.adopted else "announced", el.rate_bps, _measured(view, fts))
+    rerouter = getattr(policy, "rerouter", None)
+    for flow in rerouter.efm.paths if rerouter is not None else ():
+        if flow not in seen and flow in rerouter.pins:
+            seen.add(flow)
+            add("efm", None, _measured(view, [flow]))
+    scheduler = getattr(policy, "scheduler", None)
+    for flow, placed in scheduler.gff.placed.items() if scheduler is not None else ():
+        if flow not in seen:
+            seen.add(flow)
+            add("hedera", placed.demand_bps, _measured(view, [flow]))
+    for flow, r in view.flows.items():
+        if r.elephant and flow not in seen:
+            add("detected", None, r.rate_bps)
+    return out
 
 
 def _ft(s) -> FiveTuple:
@@ -122,7 +153,7 @@ def _links_of(paths, fabric: Fabric | None = None, flow=None) -> list[list[str]]
     return out
 
 
-def elephants(policy, view: View, iso_meters: bool = True) -> list[dict]:
+def elephants(policy, view: View, cache: dict | None = None) -> list[dict]:
     """Every elephant the controller knows of, placed or only detected:
 
     - ``announced`` / ``adopted``: Freeway's (id = the elephant number, as in the cookie and the ACK);
@@ -135,17 +166,28 @@ def elephants(policy, view: View, iso_meters: bool = True) -> list[dict]:
     seen: set[FiveTuple] = set()
     core = getattr(policy, "core", None)
     if core is not None:
+        fresh: dict = {}
         for el in sorted(core.elephants.values(), key=lambda e: e.eid):
-            fts = [_ft(s) for s in el.subflows]
+            key = (el.eid, el.cookie, el.rate_bps, tuple(pl.path for pl in el.placements))
+            hit = cache.get(key) if cache is not None else None
+            if hit is None:  # what changes only when the elephant does (most of the document)
+                meter = core.meter_of(el)
+                fts = [_ft(s) for s in el.subflows]
+                hit = (fts, {"id": str(el.eid), "how": "adopted" if el.adopted else "announced",
+                             "flows": [flow_dict(s) for s in el.subflows], "src_host": el.src.name,
+                             "dst_host": el.dst.name, "allocation_bps": round(el.rate_bps), "rateless": el.rateless,
+                             "measured_bps": None, "paths": [list(pl.path) for pl in el.placements],
+                             "links": _links_of([pl.path for pl in el.placements], policy.fabric, fts[0]),
+                             "meter": meter.meter_id if meter is not None else None, "cookie": f"{el.cookie:016x}",
+                             "age_s": None})
+            fresh[key] = hit
+            fts, doc = hit
             seen.update(fts)
-            meter = core.meter_of(el)
-            out.append({"id": str(el.eid), "how": "adopted" if el.adopted else "announced",
-                        "flows": [flow_dict(s) for s in el.subflows], "src_host": el.src.name,
-                        "dst_host": el.dst.name, "allocation_bps": round(el.rate_bps), "rateless": el.rateless,
-                        "measured_bps": _measured(view, fts), "paths": [list(pl.path) for pl in el.placements],
-                        "links": _links_of([pl.path for pl in el.placements], policy.fabric, fts[0]),
-                        "meter": meter.meter_id if meter is not None else None, "cookie": f"{el.cookie:016x}",
+            out.append({**doc, "measured_bps": _measured(view, fts),
                         "age_s": round(view.now - el.since, 1) if view.now >= el.since else None})
+        if cache is not None:  # keep only the live elephants' parts
+            cache.clear()
+            cache.update(fresh)
     rerouter = getattr(policy, "rerouter", None)
     if rerouter is not None:
         for flow, path in sorted(rerouter.efm.paths.items(), key=lambda fp: str(fp[0])):

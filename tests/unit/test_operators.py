@@ -146,6 +146,11 @@ def test_elephants_are_listed_with_how_they_were_placed_their_path_meter_and_rat
     assert mine["links"] == [[SRC.name, SRC.switch], *hops, [DST.switch, DST.name]]
     (det,) = [d for d in docs.values() if d["how"] == "detected"]
     assert det["flows"][0]["sport"] == 1234 and det["links"] == [["e1_0", "a1_0"]] and det["measured_bps"] == 3e6
+    totals = opstate.elephant_totals(pol, view)  # what the metrics count: the same, cheaper
+    assert totals == {"announced": [1, 2_000_000, 1_900_000], "detected": [1, 0.0, 3e6]}
+    cache: dict = {}
+    assert opstate.elephants(pol, view, cache) == opstate.elephants(pol, view, cache) == list(docs.values())
+    assert len(cache) == 1  # the announced one's unchanging part
     part = opstate.partition(pol, make_view(5.0, {}, {}, {("e0_0", "e3_1"): 4.5}))
     assert part["pairs"] == [{"src": "e0_0", "dst": "e3_1", "lol_paths": 2, "active": True,
                               "paths": [list(p) for p in pol.core.partition.lol_paths(("e0_0", "e3_1"))]}]

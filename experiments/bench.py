@@ -186,6 +186,23 @@ class ApiPoller:
         self.thread.join()
 
 
+def _latency_buckets(base: str) -> dict[float, float]:
+    """The controller's own handshake latency histogram (packet-in to answer): upper bound (s) -> count."""
+    import re
+    import urllib.request
+
+    text = urllib.request.urlopen(base + "/metrics", timeout=5).read().decode()
+    return {float(le): float(n) for le, n in
+            re.findall(r'^freeway_handshake_latency_seconds_bucket\{le="([^"]+)"\} (\S+)$', text, re.M)}
+
+
+def _within(before: dict, after: dict, bound_s: float) -> float | None:
+    """Of the handshakes answered between the two readings, the fraction the controller answered within
+    ``bound_s`` of receiving them."""
+    total = after.get(float("inf"), 0) - before.get(float("inf"), 0)
+    return round((after.get(bound_s, 0) - before.get(bound_s, 0)) / total, 4) if total else None
+
+
 def _api_loop_ms(base: str, since: float = 0.0) -> float:
     """Milliseconds the controller's loop has spent answering API requests (its own histogram), minus
     ``since``."""
@@ -225,6 +242,7 @@ def handshake_latency(rates: list[int], seconds: float, out: Path, punt_pps: int
                 print(f"[bench handshake] {rate}/s for {seconds:g} s from {len(senders)} hosts, {what} ...", flush=True)
                 poller = ApiPoller(f"http://{api}", api_poll_s) if polled else contextlib.nullcontext()
                 before_poll = _api_loop_ms(f"http://{api}") if polled else 0.0
+                buckets0 = _latency_buckets(f"http://{api}")
                 with poller:
                     for j, (src, dst) in enumerate(senders):
                         fn.host(src).sendCmd(f"{sys.executable} -m experiments.hsload --to {dst} --rate {per} "
@@ -240,6 +258,9 @@ def handshake_latency(rates: list[int], seconds: float, out: Path, punt_pps: int
                     row |= {"api_polls": len(poller.times), "api_poll_errors": poller.errors,
                             "api_poll_p50_ms": _percentile([1000 * t for t in poller.times], 50),
                             "api_loop_ms_per_poll": _api_loop_ms(f"http://{api}", before_poll) / max(1, len(poller.times))}
+                buckets1 = _latency_buckets(f"http://{api}")
+                row["controller_within_10ms"] = _within(buckets0, buckets1, 0.01)  # packet-in to answer
+                row["controller_within_50ms"] = _within(buckets0, buckets1, 0.05)
                 rows.append(row)
                 print(f"[bench handshake] {row}", flush=True)
                 time.sleep(4)  # let the short-lived elephant entries expire between runs

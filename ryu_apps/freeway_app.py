@@ -81,6 +81,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.restart_needed: list = []  # settings changed in the file that a reload could not apply
         self.periods = 0
         self.reloads = 0
+        self.api_writes = 0
         self._switch_changes = 0
         self._view: View | None = None  # the view the latest period decided on (the API shows the same)
         self._elephants: tuple = (None, [])
@@ -399,8 +400,11 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         return self.periods, self.liveness.version, self._switch_changes, self.reloads
 
     def epoch(self) -> tuple:
-        """... and every decision (elephants, counters). The API answers from its cache while it stays."""
-        return self.fabric_epoch() + (self.decisions.seq,)
+        """... and every write through the API (so that what an operator announced or withdrew shows at
+        once). The API answers from its cache while it stays: the elephants shown are at most a period
+        old, however many handshakes arrive (recomputing them on every one would take the loop's time
+        from the handshakes themselves)."""
+        return self.fabric_epoch() + (self.api_writes,)
 
     def view(self, now: float) -> View:
         return self.monitor.view(now) if self.monitor is not None else View(now)
@@ -506,7 +510,9 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             box.update(reply=hs.decode(reply) if reply is not None else None, event=event)
             answered.set()
         self.react(self.policy.announce(time.monotonic(), host.name, payload, deliver))
-        if not answered.wait(API_ANSWER_S):
+        answered.wait(API_ANSWER_S)
+        self.api_writes += 1
+        if not answered.is_set():
             placed = self.policy.core.elephant_of(subflows[0])
             return 504, {"error": f"no answer within {API_ANSWER_S:.0f} s (the switches did not confirm); the "
                                   "install goes on or is rolled back", "elephant": str(placed.eid) if placed else None}
@@ -528,6 +534,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             return 404, {"error": f"no Freeway elephant {ident!r} (only announced and adopted elephants, by the id "
                                   "/api/v1/elephants shows, can be withdrawn)"}
         self.react(r)
+        self.api_writes += 1
         return 200, {"withdrawn": ident}
 
     def metrics_state(self) -> dict:

@@ -65,7 +65,8 @@ def cmd_config(args) -> int:
 FLAGS = {"fabric": "--fabric", "listen": "--listen", "mode": "--mode", "monitor": "--monitor", "sflow_listen": "--sflow-listen",
          "sflow_rt_url": "--sflow-rt", "ovsdb": "--ovsdb", "events_file": "--events", "isolation": "--isolation",
          "hedera_poll_s": "--hedera-poll", "link_hold_down_s": "--link-hold-down", "events_max_mb": "--events-max-mb",
-         "api": "--api", "api_token_file": "--api-token-file", "log_format": "--log-format"}
+         "api": "--api", "api_token_file": "--api-token-file", "log_format": "--log-format",
+         "cluster": "--cluster", "cluster_name": "--cluster-name", "cluster_ttl_s": "--cluster-ttl", "node_id": "--node-id"}
 
 
 def _config_flags(c) -> None:

@@ -78,6 +78,12 @@ class Config:
                                   "as 'Authorization: Bearer TOKEN' ('' = the API is read-only)")
     log_format: str = setting("text", "log lines as text, or one JSON object per line (decisions with their "
                               "fields)", choices=LOG_FORMATS)
+    cluster: str = setting("", "etcd endpoints of the cluster this controller is a member of, etcd://HOST:PORT"
+                           "[,etcd://HOST:PORT...] ('' = a lone controller, as before)")
+    cluster_name: str = setting("freeway", "the fabric's name in etcd: the members of one cluster share it")
+    cluster_ttl_s: float = setting(3.0, "lease of the leader in etcd: a leader that stops refreshing it is replaced "
+                                   "after this long", "s", min=1.0)
+    node_id: str = setting("", "this member's name in the cluster ('' = HOST:PORT of its OpenFlow listen address)")
     monitor_settings: Pairs = ()
     freeway_settings: Pairs = ()
     isolation_settings: Pairs = ()
@@ -93,6 +99,12 @@ class Config:
             hostport("api", self.api)
         if self.api_token_file and not self.api:
             raise ConfigError("api_token_file: the token protects the API's write calls: give --api too")
+        if self.cluster:
+            from .cluster import parse_endpoints
+
+            parse_endpoints(self.cluster)  # raises ConfigError naming the key
+            if not self.cluster_name or "/" in self.cluster_name:
+                raise ConfigError(f"cluster_name: a name without '/', got {self.cluster_name!r}")
         if self.monitor == "sflow-rt" and not self.sflow_rt_url.startswith(("http://", "https://")):
             raise ConfigError(f"sflow_rt_url: the sflow-rt monitor needs an http(s) URL, got {self.sflow_rt_url!r}")
         for key in SECTIONS:

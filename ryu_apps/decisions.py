@@ -13,12 +13,13 @@ from collections import deque
 from dataclasses import dataclass
 
 TYPES = ("placement", "refusal", "reroute", "released", "withdrawal", "rollback", "partition", "liveness",
-         "config")
+         "config", "cluster")
 DEFAULT_KEEP = 2000
 
 # A refusal's cause: one word per kind of reason (the reason itself is free text with numbers in it),
 # so that metrics can count refusals by cause without a label per message.
-CAUSES = ("malformed", "unexpected", "spoofed", "pending", "invalid", "host-cap", "no-room", "switch-refused")
+CAUSES = ("malformed", "unexpected", "spoofed", "pending", "invalid", "host-cap", "no-room", "switch-refused",
+          "store-unreachable")
 
 
 @dataclass

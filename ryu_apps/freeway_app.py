@@ -28,6 +28,7 @@ from .framework import (
     hub,
     ofp_event,
     ofproto,
+    run_blocking,
     set_ev_cls,
 )
 from .metrics import Metrics
@@ -86,6 +87,17 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self._view: View | None = None  # the view the latest period decided on (the API shows the same)
         self._elephants: tuple = (None, [])
         self._elephant_parts: dict = {}  # the unchanging part of each elephant's document
+        self.watching: dict[str, object] = {}  # every connected switch's datapath, whatever this member's role
+        self.elector = self.store = None
+        self.refusing = ""  # why new announces are refused ('' = they are not): the cluster's store is away
+        self._stored: dict[int, dict] = {}  # the elephant records this leader knows its store holds
+        if self.cfg.cluster:
+            from .cluster import Elector, Store, parse_endpoints
+
+            self.store = Store(parse_endpoints(self.cfg.cluster), self.cfg.cluster_name)
+            self.elector = Elector(self.store, self.cfg.node_id or self.cfg.listen, self.cfg.cluster_ttl_s)
+            LOG.info("cluster %s: member %s, etcd %s, lease %.1f s", self.cfg.cluster_name, self.elector.state.node,
+                     self.cfg.cluster, self.cfg.cluster_ttl_s)
         LOG.info("freeway: mode %s, fabric %s (%d switches, %d hosts)", self.cfg.mode, self.fabric.topo,
                  len(self.fabric.switches), len(self.fabric.hosts))
 
@@ -100,6 +112,16 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             from .api import serve
 
             self.threads.append(hub.spawn(serve, self, self.cfg.api, self.cfg.api_token_file))
+        if self.elector is not None:
+            self.threads.append(hub.spawn(self._cluster_loop))
+
+    def stop(self):
+        if self.elector is not None and self.master():
+            try:  # a clean stop hands the leadership on at once (a crash: after the lease)
+                run_blocking(self.elector.resign)
+            except Exception as e:  # the store away: the lease lapses by itself
+                LOG.warning("cluster: could not resign: %s", e)
+        super().stop()
 
     # ----- carrying out a Reaction --------------------------------------------------------
     def _switch(self, dpid: int, unknown: str = ""):
@@ -151,6 +173,9 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         if o is None:
             return
         if o.ok:
+            if o.txn.store and self.store is not None:  # durable in the cluster's store before what it backs
+                hub.spawn(self._store_then_done, o)
+                return
             self.react(o.txn.done() if o.txn.done else None)
             return
         self.counters["rolled-back"] += 1
@@ -170,11 +195,27 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
 
     def switch_up(self, dp) -> None:
         """A switch connected and described its ports: its links' state goes to the liveness model, and
-        its tables are read back so that it is sent only the difference (no delete-all)."""
+        its tables are read back so that it is sent only the difference (no delete-all). A member of a
+        cluster first tells the switch its role; a follower only watches."""
         sw = self._switch(dp.id, "unknown-datapath")
         if sw is None:
             LOG.warning("datapath %016x is not in the fabric description: ignored", dp.id)
             return
+        self.watching[sw] = dp
+        if self.elector is not None:
+            self._send_role(dp)
+            if not self.master():
+                now = time.monotonic()
+                self.switch_states[sw] = opstate.SwitchState("standby", time.time())
+                self._switch_changes += 1
+                self.links_changed(now, self.liveness.switch(now, sw, True))
+                for port in getattr(dp, "ports", {}).values():
+                    self.port_changed(now, sw, port)
+                return
+        self._adopt(sw, dp)
+
+    def _adopt(self, sw: str, dp) -> None:
+        """Start programming a connected switch: read it back, then send the difference."""
         now = time.monotonic()
         self.switch_states[sw] = opstate.SwitchState("syncing", time.time())
         self._switch_changes += 1
@@ -232,6 +273,14 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
 
     def switch_down(self, dp) -> None:
         sw = self._switch(dp.id) if dp.id is not None else None
+        if sw is not None and self.watching.get(sw) is dp:
+            del self.watching[sw]
+            if not self.master():  # a follower only watched it
+                now = time.monotonic()
+                self.switch_states[sw] = opstate.SwitchState("disconnected", time.time())
+                self._switch_changes += 1
+                self.links_changed(now, self.liveness.switch(now, sw, False))
+                return
         if sw is not None and sw in self.syncs and self.syncs[sw].dp is dp:
             del self.syncs[sw]
             self.switch_states[sw] = opstate.SwitchState("disconnected", time.time())
@@ -291,6 +340,9 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def on_packet_in(self, ev):
         msg = ev.msg
+        if not self.master():  # a follower answers nothing (the host retries; the leader answers)
+            self.counters["packet-in-not-leader"] += 1
+            return
         sw = self._switch(msg.datapath.id, "packet-in-dropped")
         if sw is not None:
             self.react(self.policy.on_packet(time.monotonic(), sw, msg.match["in_port"], msg.data))
@@ -306,6 +358,9 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         msg = ev.msg
         self.counters["switch-errors"] += 1
         self.metrics.openflow_error(OFP_ERROR_TYPES.get(msg.type, str(msg.type)))
+        if msg.type == ofproto.OFPET_ROLE_REQUEST_FAILED and self.elector is not None:
+            self._stale(f"switch {msg.datapath.id:016x} refused our role request (code {msg.code})")
+            return
         LOG.error("switch %016x reported error type=%d code=%d", msg.datapath.id, msg.type, msg.code)
         sw = self._switch(msg.datapath.id)
         if sw is not None:
@@ -313,6 +368,8 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
 
     @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
     def on_flow_removed(self, ev):
+        if not self.master():
+            return
         sw = self._switch(ev.msg.datapath.id, "flow-removed-unknown-switch")
         if ev.msg.reason == ofproto.OFPRR_DELETE:
             self.counters["flow-removed-by-us"] += 1  # our own delete (a move, a release): nothing to release
@@ -351,10 +408,14 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
 
     @set_ev_cls(EventElephantStart)
     def on_elephant(self, ev):
+        if not self.master():
+            return
         self.react(self.policy.on_elephant_start(time.monotonic(), ev.start))
 
     @set_ev_cls(EventElephantEnd)
     def on_elephant_end(self, ev):
+        if not self.master():
+            return
         self.react(self.policy.on_elephant_end(time.monotonic(), ev.end))
 
     # ----- the period -----------------------------------------------------------------------
@@ -386,6 +447,10 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
     def period(self, now: float) -> None:
         if config.active() is not self.cfg:  # reloaded: the live settings take effect from this period
             self.reconfigure(config.active())
+        if not self.master():  # a follower keeps watching, decides nothing
+            self._view = self.view(now)
+            self.periods += 1
+            return
         view = self._view = self.view(now)
         if self.policy.periodic or self.monitor is not None:
             self.react(self.policy.on_period(now, view))
@@ -455,6 +520,150 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.record({"type": "config", "result": "applied", "changed": {k: new for k, _, new in res.changed},
                      "restart_needed": [k for k, _, _ in res.restart]})
 
+    # ----- a cluster of controllers (etcd) ----------------------------------------------------
+    def master(self) -> bool:
+        """Whether this controller programs the switches: a lone one always, a cluster's leader only."""
+        return self.elector is None or self.elector.state.role == "leader"
+
+    def _send_role(self, dp) -> None:
+        st = self.elector.state
+        if st.role == "candidate" and not st.generation:
+            return  # no leader known yet: nothing to claim (the switch keeps its default role)
+        msg = ofmsg.bind([ofmsg.role_request(self.master(), st.generation)], dp)[0]
+        dp.send_msg(msg)
+
+    def _cluster_loop(self):
+        """The election, every lease/3: etcd is called in an OS thread; what changed is handled here."""
+        while self.is_active:
+            try:
+                for ev in run_blocking(self.elector.step, time.monotonic(), time.time()):
+                    self.cluster_event(ev)
+                if self.master() and self.elector.state.store_ok:
+                    self._sync_store()
+            except Exception:  # a bug here must not stop the election
+                LOG.exception("cluster loop failed")
+            hub.sleep(self.elector.ttl / 3)
+
+    def cluster_event(self, ev: tuple) -> None:
+        st = self.elector.state
+        if ev[0] == "leader":
+            self._take_over(ev[1])
+        elif ev[0] == "follower":
+            self._follow(ev[1], ev[2])
+        elif ev[0] == "store":
+            ok, reason = ev[1], ev[2]
+            self.refusing = "" if ok else f"the cluster store (etcd) is unreachable, nothing new is placed: {reason}"[:190]
+            if isinstance(self.policy, policies.FreewayPolicy):
+                self.policy.refusing = self.refusing
+            (LOG.info if ok else LOG.error)("cluster: the store is %s%s", "back" if ok else "unreachable",
+                                            "" if ok else f" ({reason}); new announces are refused")
+            self.record({"type": "cluster", "event": "store", "ok": ok, "reason": reason, "node": st.node})
+
+    def _fresh_policy(self) -> None:
+        self.policy = policies.make(self.cfg, self.fabric)
+        if isinstance(self.policy, policies.FreewayPolicy):
+            self.policy.refusing = self.refusing
+        self.tracker = Tracker(BARRIER_TIMEOUT_S)
+        self._elephant_parts.clear()
+
+    def _take_over(self, generation: int) -> None:
+        st = self.elector.state
+        LOG.warning("cluster: %s is the leader (generation %d)", st.node, generation)
+        self.record({"type": "cluster", "event": "leader", "node": st.node, "generation": generation})
+        if self.datapaths or self.syncs:  # still programming (elected again after the store was away)
+            for dp in self.watching.values():
+                self._send_role(dp)
+            return
+        try:  # what the switches cannot tell: each announced elephant's record
+            held = run_blocking(self.store.get_prefix, "elephants/")
+        except Exception as e:
+            LOG.error("cluster: cannot read the elephant records: %s; recovering from the switches alone", e)
+            held = {}
+        records = {int(k.rpartition("/")[2]): v for k, v in held.items() if k.rpartition("/")[2].isdigit()}
+        self._stored = dict(records)
+        self._fresh_policy()
+        if isinstance(self.policy, policies.FreewayPolicy):
+            self.policy.core.records = records
+        for sw, dp in list(self.watching.items()):
+            self._send_role(dp)
+            self._adopt(sw, dp)
+        LOG.info("cluster: taking over %d connected switches (%d elephant records)", len(self.watching),
+                 len(records))
+
+    def _follow(self, leader: str, generation: int) -> None:
+        st = self.elector.state
+        LOG.info("cluster: %s follows %s (generation %d)", st.node, leader, generation)
+        self.record({"type": "cluster", "event": "follower", "node": st.node, "leader": leader,
+                     "generation": generation})
+        if self.datapaths or self.syncs:
+            self._stop_programming(f"{leader} leads now")
+        for dp in self.watching.values():
+            self._send_role(dp)
+
+    def _stale(self, why: str) -> None:
+        """The switches say another controller is master with a newer generation: stop at once (the
+        election catches up at its next step)."""
+        if self.datapaths or self.syncs:
+            self.elector.state.role = "candidate"
+            self._stop_programming(why)
+
+    def _stop_programming(self, why: str) -> None:
+        LOG.warning("cluster: %s stops programming the switches: %s", self.elector.state.node, why)
+        self.datapaths.clear()
+        self.syncs.clear()
+        self._fresh_policy()
+        for sw in self.watching:
+            self.switch_states[sw] = opstate.SwitchState("standby", time.time())
+        self._switch_changes += 1
+
+    def _store_then_done(self, o: Outcome) -> None:
+        """Write what a confirmed install's answer relies on, then answer; a store that does not take it
+        undoes the install (the answer becomes a NACK that says why)."""
+        from .cluster import StoreError
+        from .txn import rollback_of
+
+        try:
+            run_blocking(lambda: [self.store.put(key, value) for key, value in o.txn.store])
+        except StoreError as e:
+            LOG.error("%s: the cluster store did not take its record: %s", o.txn.name, e)
+            self.send_ops(rollback_of(o.txn.install))
+            self.react(o.txn.failed(Failure(f"cluster store (etcd) unreachable, not placed: {e}"[:180]))
+                       if o.txn.failed else None)
+            return
+        for key, value in o.txn.store:
+            self._stored[int(key.rpartition("/")[2])] = value
+        self.react(o.txn.done() if o.txn.done else None)
+
+    def _sync_store(self) -> None:
+        """The leader keeps the store's records equal to its elephants: gone ones deleted, changed ones
+        (a new share, a move) written."""
+        if not isinstance(self.policy, policies.FreewayPolicy) or self.policy.core.recovering(time.monotonic()):
+            return
+        want = self.policy.core.records_now()
+        want = {eid: rec for eid, rec in want.items() if eid not in self.policy.core.pending}
+        puts = {eid: rec for eid, rec in want.items() if self._stored.get(eid) != rec}
+        gone = [eid for eid in self._stored if eid not in want and eid not in self.policy.core.pending]
+        if not puts and not gone:
+            return
+
+        def write():
+            for eid, rec in puts.items():
+                self.store.put(f"elephants/{eid}", rec)
+            for eid in gone:
+                self.store.delete(f"elephants/{eid}")
+        run_blocking(write)
+        self._stored.update(puts)
+        for eid in gone:
+            self._stored.pop(eid, None)
+
+    def cluster_doc(self) -> dict | None:
+        if self.elector is None:
+            return None
+        st = self.elector.state
+        return {"node": st.node, "role": st.role, "leader": st.leader, "generation": st.generation,
+                "since": round(st.since, 3) if st.since else None, "store_ok": st.store_ok,
+                "store_error": st.store_error or None, "name": self.cfg.cluster_name}
+
     # ----- what the operator sees (API, metrics) ---------------------------------------------
     def api_fabric(self) -> dict:
         view = self.shown_view()
@@ -483,7 +692,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                 "elephants": sum(int(row[0]) for row in opstate.elephant_totals(self.policy, self.shown_view()).values()),
                 "decisions": self.decisions.seq,
                 "config_file": config.source_file(), "config_loaded": round(self.config_loaded, 3),
-                "writable": bool(self.cfg.api_token_file)}
+                "writable": bool(self.cfg.api_token_file), "cluster": self.cluster_doc()}
 
     def api_counters(self) -> dict:
         snap = self.snapshot()
@@ -499,6 +708,10 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         """An announce on behalf of the flows' source host; waits for the switches' confirmation."""
         if not isinstance(self.policy, policies.FreewayPolicy):
             return 503, {"error": f"announces need --mode freeway (this controller runs {self.policy.mode})"}
+        if not self.master():
+            st = self.elector.state
+            return 503, {"error": f"this controller ({st.node}) is not the cluster's leader: announce through the "
+                                  f"leader's API ({st.leader or 'not elected yet'})"}
         host = self.fabric.host_by_ip(subflows[0].src)
         if host is None:
             return 409, {"verdict": "nack", "reason": f"source {subflows[0].src} is not a host of this fabric",
@@ -528,6 +741,9 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         return 201, {"verdict": "ack", "elephant": el, "allocation_bps": reply.rate_kbps * 1000}
 
     def api_withdraw(self, ident: str) -> tuple[int, dict]:
+        if not self.master():
+            return 404, {"error": f"this controller is not the cluster's leader: withdraw through the leader's API "
+                                  f"({self.elector.state.leader or 'not elected yet'})"}
         r = self.policy.withdraw(time.monotonic(), int(ident)) if (
             ident.isascii() and ident.isdigit() and len(ident) < 19 and isinstance(self.policy, policies.FreewayPolicy)) else None
         if r is None:
@@ -541,7 +757,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         return {"mode": self.policy.mode, "isolation": self.cfg.isolation, "monitor": self.cfg.monitor,
                 "elephants": opstate.elephant_totals(self.policy, self.shown_view()),
                 "monitor_stats": self.monitor.stats() if self.monitor is not None else {},
-                "transactions": len(self.tracker)}
+                "transactions": len(self.tracker), "cluster": self.cluster_doc()}
 
     def metrics_fabric(self) -> dict:
         fabric = self.api_fabric()

@@ -160,6 +160,7 @@ class FreewayCore:
         self.alloc = Allocations()
         self.elephants: dict[int, Elephant] = {}
         self.pending: set[int] = set()  # announced elephants whose install is not confirmed yet
+        self.records: dict[int, dict] = {}  # what a cluster store kept of each announced elephant (``record``)
         self.by_subflow: dict[hs.Subflow, int] = {}
         self.link_util: dict[Link, float] = {}
         self.stale: frozenset[Link] = frozenset()  # links whose measurement is too old to place on
@@ -364,7 +365,7 @@ class FreewayCore:
         return ops
 
     def handshake(self, now: float, switch: str, in_port: int, ip_src: str, payload: bytes,
-                  mac: str | None = None) -> HandshakeOutcome:
+                  mac: str | None = None, refuse: str = "") -> HandshakeOutcome:
         """Check, place and install an announced elephant; say what to answer. The sender must be the
         host on ``in_port``: its IP and (the app always passes the frame's source ``mac``) its MAC."""
         try:
@@ -392,6 +393,8 @@ class FreewayCore:
                                     cause=cause)
 
         access_kbps = self.capacity_bps((host.name, host.switch)) / 1000
+        if refuse:  # nothing new is placed (what is placed stays): the answer says why, the host retries later
+            return nack(refuse, "store-unreachable")
         why = hs.check(msg, ip_src, access_kbps, lambda ip: self.fabric.host_by_ip(ip) is not None)
         if why:
             return nack(why)
@@ -541,6 +544,18 @@ class FreewayCore:
         allocs = tuple((sub, round(pl.rate_bps / 1000), tuple(self.fabric.switches[s].dpid for s in pl.path))
                        for sub, pl in zip(el.subflows, el.placements, strict=True))
         return hs.encode(hs.Ack(el.nonce, el.size, round(el.rate_bps / 1000), allocs))
+
+    def record(self, el: Elephant) -> dict:
+        """What the switches cannot tell of an announced elephant, for a cluster's store (written before
+        its ACK; a controller that takes over reads it back with the switches)."""
+        return {"eid": el.eid, "src": el.src.name, "subflows": [[s.src, s.dst, s.proto, s.sport, s.dport]
+                                                                for s in el.subflows],
+                "rate_bps": el.rate_bps, "rateless": el.rateless, "size": el.size, "nonce": el.nonce,
+                "adopted": el.adopted}
+
+    def records_now(self) -> dict[int, dict]:
+        """The record of every placed elephant (announced or adopted), as the store should hold them."""
+        return {el.eid: self.record(el) for el in self.elephants.values()}
 
     def confirmed(self, eid: int) -> None:
         """An announced elephant's entries are confirmed by every switch (its ACK goes out now)."""
@@ -733,14 +748,20 @@ class FreewayCore:
         src, dst = self.fabric.host_by_ip(subs[0].src), self.fabric.host_by_ip(subs[0].dst)
         eid, gen, adopted = eid_of(cookie), cookie & GEN_MASK, bool(cookie & ADOPTED_BIT)
         meter = self._held_meters.get((src.switch, pipeline.ELEPHANT_METERS.id(eid)))
-        if meter is not None and self.iso is not None:
+        rec = self.records.get(eid)
+        if rec is not None and sorted(map(tuple, rec.get("subflows", []))) != sorted(
+                (s.src, s.dst, s.proto, s.sport, s.dport) for s in subs):
+            rec = None  # a record of another elephant that had this id: the switches win
+        if rec is not None:  # what the cluster store kept of it: exactly what it was given
+            rate = float(rec["rate_bps"])
+        elif meter is not None and self.iso is not None:
             rate = self._rate_of_meter(meter.rate)
         else:
             rate = 0.1 * self.capacity_bps((src.name, src.switch)) * len(subs)
         placements = [Placement(paths[(s.src, s.dst, s.proto, s.sport, s.dport)], rate / len(subs), 0.0)
                       for s in subs]
-        el = Elephant(eid, gen, src, dst, 0, 0, rate, tuple(subs), placements, now, adopted,
-                      rateless=bool(cookie & RATELESS_BIT))
+        el = Elephant(eid, gen, src, dst, int(rec["nonce"]) if rec else 0, int(rec["size"]) if rec else 0, rate,
+                      tuple(subs), placements, now, adopted, rateless=bool(cookie & RATELESS_BIT))
         self.elephants[eid] = el
         for sub in el.subflows:
             self.by_subflow[sub] = eid

@@ -98,6 +98,8 @@ def run(cfg: config.Config, listen: str = "127.0.0.1:6653", verbose: bool = Fals
     config.set_active(cfg)
     config.set_reread(reread, config_file)
     signal.signal(signal.SIGHUP, lambda *_: config.request_reload())  # the app reloads in its own loop
+    if cfg.cluster:  # a clean stop hands a cluster's leadership on at once (the apps' stop resigns)
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     mgr = AppManager.get_instance()
     mgr.load_apps(APPS)
     services = mgr.instantiate_apps(**mgr.create_contexts())

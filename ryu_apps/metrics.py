@@ -139,6 +139,14 @@ class _StateCollector:
             yield fam
         yield GaugeMetricFamily("freeway_transactions_open", "Installs waiting for the switches' confirmation",
                                 value=st["transactions"])
+        cl = st.get("cluster")
+        if cl is not None:
+            yield GaugeMetricFamily("freeway_cluster_leader", "1 while this member is the cluster's leader",
+                                    value=1 if cl["role"] == "leader" else 0)
+            yield GaugeMetricFamily("freeway_cluster_generation", "The leader's generation id (etcd revision)",
+                                    value=cl["generation"])
+            yield GaugeMetricFamily("freeway_cluster_store_up", "1 while the cluster's store (etcd) answers",
+                                    value=1 if cl["store_ok"] else 0)
 
 
 class _FabricCollector:
@@ -156,7 +164,7 @@ class _FabricCollector:
         sw_state = GaugeMetricFamily("freeway_switches", "Switches of the description by connection state",
                                      labels=["state"])
         states = Counter(s["state"] for s in st["switches"])
-        for s in ("connected", "syncing", "disconnected", "never"):
+        for s in ("connected", "syncing", "standby", "disconnected", "never"):
             sw_state.add_metric([s], states[s])
         yield sw_state
         yield GaugeMetricFamily("freeway_switches_connected", "Switches connected and programmed",

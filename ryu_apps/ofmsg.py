@@ -164,6 +164,13 @@ def port_desc_request():
     return parser.OFPPortDescStatsRequest(None, 0)
 
 
+def role_request(master: bool, generation: int):
+    """OpenFlow role: MASTER (the switch then refuses anything from a master with an older generation id)
+    or SLAVE (read-only: no flow-mods taken, no packet-ins sent to it)."""
+    return parser.OFPRoleRequest(None, ofp.OFPCR_ROLE_MASTER if master else ofp.OFPCR_ROLE_SLAVE,
+                                 generation & 0xFFFFFFFFFFFFFFFF)
+
+
 def program(intents: list) -> list:
     """Replace whatever a switch holds by this program, in a safe order: delete everything, then
     meters, groups, anything else, flows, and a barrier."""

@@ -32,7 +32,7 @@ ERROR = _obj({"error": STR}, ["error"], extra=True)
 
 SWITCH = _obj({"name": STR, "dpid": {"type": "string", "pattern": "^[0-9a-f]{16}$"}, "role": STR, "pod": INT,
                "index": INT, "level": INT,
-               "state": {"type": "string", "enum": ["never", "syncing", "connected", "disconnected"]},
+               "state": {"type": "string", "enum": ["never", "syncing", "connected", "standby", "disconnected"]},
                "connected": BOOL, "since": _nullable(NUM)})
 
 LINK = _obj({"src": STR, "dst": STR, "port": INT, "capacity_bps": NUM, "up": BOOL,
@@ -63,7 +63,11 @@ DECISION = {"type": "object", "required": ["seq", "time", "type"], "additionalPr
 STATUS = _obj({"version": STR, "mode": STR, "isolation": BOOL, "monitor": STR, "started": NUM, "uptime_s": NUM,
                "fabric": _obj({"topo": STR, "switches": INT, "links": INT, "hosts": INT}),
                "switches_connected": INT, "links_down": INT, "elephants": INT, "decisions": INT,
-               "config_file": _nullable(STR), "config_loaded": NUM, "writable": BOOL})
+               "config_file": _nullable(STR), "config_loaded": NUM, "writable": BOOL,
+               "cluster": _nullable(_obj({"node": STR, "role": {"type": "string",
+                                                                "enum": ["candidate", "leader", "follower"]},
+                                          "leader": _nullable(STR), "generation": INT, "since": _nullable(NUM),
+                                          "store_ok": BOOL, "store_error": _nullable(STR), "name": STR}))})
 
 COUNTS = {"type": "object", "additionalProperties": NUM}
 COUNTERS = _obj({"controller": COUNTS, "freeway": COUNTS, "monitor": COUNTS, "state": COUNTS})

@@ -624,6 +624,7 @@ class FreewayPolicy(Policy):
         self.punt = (self.core.cfg.punt_pps, self.core.cfg.punt_burst)
         self.services = {hs.SERVICE_IP: hs.SERVICE_MAC}
         self.rerouter = Rerouter(fabric, efm or EFMConfig(), iso, self.counters, self.next_id)
+        self.refusing = ""  # why new announces are refused now ('' = they are not): a cluster's store is away
 
     def switch_program(self, switch: str) -> list:
         return super().switch_program(switch) + self.core.fixed_entries(switch)
@@ -719,7 +720,7 @@ class FreewayPolicy(Policy):
         return self._handshake(now, h.switch, h.port, h.ip, payload, h.mac, deliver, "api")
 
     def _handshake(self, now, switch, port, ip_src, payload, mac, deliver, via: str) -> Reaction:
-        out = self.core.handshake(now, switch, port, ip_src, payload, mac)
+        out = self.core.handshake(now, switch, port, ip_src, payload, mac, refuse=self.refusing)
         if out.verdict != "ack":
             LOG.info("handshake from %s on %s port %d: %s", ip_src, switch, port, out.verdict)
 
@@ -753,7 +754,8 @@ class FreewayPolicy(Policy):
         LOG.info("elephant %s -> %s placed via %s (%.2f Mbit/s)", ip_src, el.dst.ip,
                  ", ".join(path_top(pl.path) for pl in el.placements), el.rate_bps / 1e6)
         return Reaction(txns=[Txn(f"elephant {ip_src} {el.subflows[0].sport}", out.ops, answer,
-                                  self._refused(el, answer, refusal))])
+                                  self._refused(el, answer, refusal),
+                                  store=[(f"elephants/{el.eid}", self.core.record(el))])])
 
     def _placed_event(self, el: Elephant, how: str, via: str, now: float, repeat: bool = False) -> dict:
         return {"type": "placement", "how": how, "via": via, "elephant": el.eid, "host": el.src.ip,
@@ -781,8 +783,10 @@ class FreewayPolicy(Policy):
                 return Reaction(txns=[Txn(f"elephant {el.src.ip} (no meter)", self.core.install_ops(el), answer,
                                           failed)])
             self.core.release(el.eid)
-            reason = f"the switches refused the path: {f.reason}"
-            return answer(hs.encode(hs.Nack(el.nonce, el.size, reason)), refusal("switch-refused", reason, True))
+            store = f.reason.startswith("cluster store")
+            reason = f.reason if store else f"the switches refused the path: {f.reason}"
+            return answer(hs.encode(hs.Nack(el.nonce, el.size, reason)),
+                          refusal("store-unreachable" if store else "switch-refused", reason, True))
         return failed
 
     def on_elephant_start(self, now, start) -> Reaction:

@@ -92,6 +92,12 @@ def render(base: str, show_all: bool, n_decisions: int, out) -> None:
     out.write(f"Freeway {st['version']} at {base}: mode {st['mode']}{' + isolation' if st['isolation'] else ''}, "
               f"monitor {st['monitor']}, up {_duration(st['uptime_s'])}, "
               f"config {st['config_file'] or '(flags only)'}, API {'read-write' if st['writable'] else 'read-only'}\n")
+    cl = st.get("cluster")
+    if cl:
+        since = time.strftime("%H:%M:%S", time.localtime(cl["since"])) if cl["since"] else "-"
+        out.write(f"cluster {cl['name']}: this member {cl['node']} is {cl['role']} since {since}; leader "
+                  f"{cl['leader'] or '(none yet)'}, generation {cl['generation']}; store "
+                  f"{'up' if cl['store_ok'] else 'UNREACHABLE: ' + (cl['store_error'] or '')}\n")
     sw = fabric["switches"]
     states = Counter(s["state"] for s in sw)
     out.write(f"\nswitches: {st['switches_connected']}/{len(sw)} connected"

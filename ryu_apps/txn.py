@@ -40,6 +40,8 @@ class Txn:
     done: Callable[[], object] | None = None
     failed: Callable[[Failure], object] | None = None
     rollback: Ops | None = None  # None: derived from ``install``
+    store: list = field(default_factory=list)  # (key, record) a cluster writes to its store after the switches
+    # confirmed and before ``done()`` (the ACK it backs); a write that fails rolls the install back
 
 
 @dataclass

@@ -211,11 +211,13 @@ def programmed_switches(names) -> int:
 class FabricNet:
     """A running fabric: ``with FabricNet(fabric, ("127.0.0.1", 6653)) as fn: fn.net.hosts ...``"""
 
-    def __init__(self, fabric: Fabric, controller: tuple[str, int] = ("127.0.0.1", 6653),
+    def __init__(self, fabric: Fabric, controller: tuple[str, int] | list[tuple[str, int]] = ("127.0.0.1", 6653),
                  shape: bool = True, controller_wait: float = 10.0, sflow: SFlowAgentConfig | None = None,
                  isolation=None):
         self.fabric = fabric
-        self.controller = controller
+        # one controller, or several (a cluster: every switch connects to every member)
+        self.controllers = [controller] if isinstance(controller[0], str) else list(controller)
+        self.controller = self.controllers[0]
         self.shape = shape
         self.controller_wait = controller_wait
         self.sflow = sflow
@@ -225,7 +227,8 @@ class FabricNet:
 
     def start(self, connect_timeout: float = 60.0) -> FabricNet:
         check_environment()
-        check_controller(*self.controller, wait=self.controller_wait)
+        for ctl in self.controllers:
+            check_controller(*ctl, wait=self.controller_wait)
         from mininet.link import Link
         from mininet.log import setLogLevel
         from mininet.net import Mininet
@@ -243,7 +246,8 @@ class FabricNet:
         t0 = time.monotonic()
         net = Mininet(topo=FabricTopo(self.fabric), switch=OVSSwitch, host=FreewayHost, link=Link,
                       controller=None, autoSetMacs=False, build=False, waitConnected=False)
-        net.addController(_Remote("ctl", ip=self.controller[0], port=self.controller[1]))
+        for i, (ip, port) in enumerate(self.controllers):
+            net.addController(_Remote(f"ctl{i}" if i else "ctl", ip=ip, port=port))
         self.net = net
         try:
             net.build()

@@ -36,7 +36,7 @@ def cmd_fabric(args) -> int:
         print(f"fabric description written to {args.describe}")
     if args.describe_only:
         return 0
-    ctl = hostport("--controller", args.controller)
+    ctl = [hostport("--controller", c.strip()) for c in args.controller.split(",")]
     sflow = None
     if not args.no_sflow:
         try:
@@ -90,7 +90,9 @@ def cmd_fabric(args) -> int:
 def add_commands(sub) -> None:
     f = sub.add_parser("fabric", help="build a fabric on Open vSwitch under Mininet")
     _add_fabric_shape(f)
-    f.add_argument("--controller", default="127.0.0.1:6653", help="controller address HOST:PORT (127.0.0.1:6653)")
+    f.add_argument("--controller", default="127.0.0.1:6653",
+                   help="controller address HOST:PORT, or several separated by commas (the members of a cluster: "
+                        "every switch connects to each) (127.0.0.1:6653)")
     f.add_argument("--controller-wait", type=float, default=10.0, help="seconds to wait for the controller (10)")
     f.add_argument("--describe", metavar="FILE", help="write the fabric description (JSON) here")
     f.add_argument("--describe-only", action="store_true", help="write the description and exit")
@@ -101,7 +103,8 @@ def add_commands(sub) -> None:
     f.add_argument("--isolation-set", action="append", default=[], metavar="KEY=VALUE",
                    help="queue settings: mice_dscp, elephant_dscp, mice_queue_len, elephant_queue_len, "
                         "elephant_min_share (as for the controller)")
-    f.add_argument("--sflow-target", default="127.0.0.1:6343", help="sFlow collector HOST:PORT (127.0.0.1:6343)")
+    f.add_argument("--sflow-target", default="127.0.0.1:6343",
+                   help="sFlow collector HOST:PORT, or several separated by commas (127.0.0.1:6343)")
     f.add_argument("--sflow-sampling", type=int, help="sample 1 in N packets (N = link rate in Mbit/s)")
     f.add_argument("--sflow-polling", type=int, help="counter polling interval in seconds (1)")
     f.add_argument("--sflow-header", type=int, help="bytes of each sampled header (128)")

@@ -20,15 +20,20 @@ class SFlowAgentConfig:
     agent: str = "lo"
 
     def __post_init__(self) -> None:
-        host, sep, port = self.target.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"sflow target: expected HOST:PORT, got {self.target!r}")
+        for target in self.targets:  # one collector, or several (one per controller of a cluster)
+            host, sep, port = target.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"sflow target: expected HOST:PORT[,HOST:PORT...], got {self.target!r}")
         for key in ("sampling", "polling", "header"):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"sflow {key}: must be a positive integer, got {v!r}")
         if not 18 <= self.header <= 256:
             raise ValueError(f"sflow header: must be 18..256 bytes, got {self.header}")
+
+    @property
+    def targets(self) -> list[str]:
+        return [t.strip() for t in self.target.split(",")]
 
     @classmethod
     def for_rate(cls, rate_mbps: float, **overrides) -> SFlowAgentConfig:
@@ -38,7 +43,8 @@ class SFlowAgentConfig:
 
     def vsctl_args(self, bridges: list[str]) -> list[str]:
         """One ovs-vsctl transaction creating a shared sFlow record and attaching it to every bridge."""
-        args = ["--", "--id=@sf", "create", "sflow", f"agent={self.agent}", f'target="{self.target}"',
+        targets = ",".join(f'"{t}"' for t in self.targets)
+        args = ["--", "--id=@sf", "create", "sflow", f"agent={self.agent}", f"target=[{targets}]",
                 f"header={self.header}", f"sampling={self.sampling}", f"polling={self.polling}",
                 "external-ids:freeway=1"]
         for br in bridges:

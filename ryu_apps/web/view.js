@@ -144,7 +144,8 @@ async function poll() {
     const [st, fabric, el] = await Promise.all([getJSON("api/v1/status"), getJSON("api/v1/fabric"), getJSON("api/v1/elephants")]);
     update(fabric);
     updateElephants(el.elephants);
-    status.textContent = `mode ${st.mode}${st.isolation ? " + isolation" : ""} · ${st.switches_connected}/${st.fabric.switches} switches connected · ${st.links_down} links down · ${el.elephants.length} elephants`;
+    const cl = st.cluster ? ` · ${st.cluster.node} is ${st.cluster.role} (leader ${st.cluster.leader || "none yet"}, generation ${st.cluster.generation}${st.cluster.store_ok ? "" : ", store unreachable"})` : "";
+    status.textContent = `mode ${st.mode}${st.isolation ? " + isolation" : ""} · ${st.switches_connected}/${st.fabric.switches} switches connected · ${st.links_down} links down · ${el.elephants.length} elephants${cl}`;
     status.classList.remove("error");
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
     document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);

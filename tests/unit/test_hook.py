@@ -220,8 +220,9 @@ lock = threading.Lock()
 def one():
     s = socket.socket()
     s.connect(("127.0.0.1", {server}))
-    with lock:
-        print(json.dumps({{"pid": os.getpid(), "sport": s.getsockname()[1]}}), flush=True)
+    line = json.dumps({{"pid": os.getpid(), "sport": s.getsockname()[1]}}) + "\\n"
+    with lock:  # one write per line: a pipe takes it whole, whichever process writes
+        os.write(1, line.encode())
 pid = os.fork()
 one()
 if pid:

@@ -1,0 +1,232 @@
+"""Two or more controllers, one fabric: the leader elected through etcd, and the state the switches cannot
+tell kept there.
+
+Election, etcd's own recipe (as in etcd's ``concurrency`` package), through the maintained ``etcd3gw``
+client: every member holds a lease of ``ttl`` seconds and refreshes it every ``ttl``/3. A member that sees
+no leader campaigns with one transaction: create the leader key, attached to its lease, only if the key
+does not exist. The key's create revision is the leader's **generation id**: it grows with every new
+leader, so a switch told MASTER with it refuses a master that comes back with an older one (OpenFlow's
+generation_id). A leader whose lease lapses loses the key; the others see it gone within ``ttl``/3 and
+campaign.
+
+``Store`` talks to etcd (blocking: the app calls it in an OS thread, ``framework.run_blocking``) and tries
+every endpoint before it gives up. ``Elector`` decides, one ``step`` at a time, from what the store says
+(pure: the store is given, the clock too), so its every case is unit-tested with an in-memory store.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+
+from topology.settings import SettingError
+
+LOG = logging.getLogger("freeway.cluster")
+
+
+class StoreError(RuntimeError):
+    """No etcd endpoint answered (the message says what the last one said)."""
+
+
+def parse_endpoints(text: str) -> list[tuple[str, int]]:
+    """``etcd://HOST:PORT[,etcd://HOST:PORT...]`` (``http://`` accepted too) as (host, port) pairs."""
+    out = []
+    for item in (x.strip() for x in text.split(",")):
+        rest = item
+        for scheme in ("etcd://", "http://"):
+            if rest.startswith(scheme):
+                rest = rest[len(scheme):]
+        host, sep, port = rest.rstrip("/").rpartition(":")
+        if not item or not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise SettingError(f"cluster: expected etcd://HOST:PORT[,etcd://HOST:PORT...], got {text!r}")
+        out.append((host.strip("[]"), int(port)))
+    return out
+
+
+class Store:
+    """The cluster's keys in etcd, under ``/freeway/NAME/``; every call tries each endpoint in turn."""
+
+    def __init__(self, endpoints: list[tuple[str, int]], name: str, timeout: float = 1.0):
+        import etcd3gw
+
+        self.clients = [etcd3gw.client(host=h, port=p, timeout=timeout) for h, p in endpoints]
+        self.endpoints = endpoints
+        self.prefix = f"/freeway/{name}/"
+        self.current = 0
+
+    def _call(self, fn):
+        from etcd3gw import exceptions
+
+        errors = []
+        for i in range(len(self.clients)):
+            k = (self.current + i) % len(self.clients)
+            try:
+                out = fn(self.clients[k])
+            except (exceptions.Etcd3Exception, OSError) as e:
+                text = str(e).splitlines()[0][:160] if str(e) else ""
+                errors.append(f"{self.endpoints[k][0]}:{self.endpoints[k][1]}: {type(e).__name__} {text}".rstrip())
+                continue
+            self.current = k
+            return out
+        raise StoreError(f"no etcd endpoint answered ({'; '.join(errors)})")
+
+    @staticmethod
+    def _b64(text: str | bytes) -> str:
+        from etcd3gw.utils import _encode
+
+        return _encode(text)
+
+    @staticmethod
+    def _text(b64: str) -> str:
+        from etcd3gw.utils import _decode
+
+        return _decode(b64).decode()
+
+    def grant(self, ttl: float) -> int:
+        return self._call(lambda c: int(c.post(c.get_url("/lease/grant"), json={"TTL": int(round(ttl)), "ID": 0})["ID"]))
+
+    def refresh(self, lease: int) -> int:
+        """The lease's remaining TTL after a keep-alive; 0 or less when it is gone."""
+        def keepalive(c):
+            res = c.post(c.get_url("/lease/keepalive"), json={"ID": lease})
+            return int(res.get("result", {}).get("TTL", 0) or 0)
+        return self._call(keepalive)
+
+    def revoke(self, lease: int) -> None:
+        self._call(lambda c: c.post(c.get_url("/kv/lease/revoke"), json={"ID": lease}))
+
+    def leader(self) -> tuple[str, int] | None:
+        """(node, generation) of the current leader, None if there is none."""
+        key = self.prefix + "leader"
+
+        def get(c):
+            res = c.post(c.get_url("/kv/range"), json={"key": self._b64(key)})
+            kvs = res.get("kvs") or []
+            return kvs[0] if kvs else None
+        kv = self._call(get)
+        if kv is None:
+            return None
+        return self._text(kv["value"]), int(kv["create_revision"])
+
+    def campaign(self, node: str, lease: int) -> tuple[bool, str, int]:
+        """Take the leader key if nobody holds it: (won, leader node, generation)."""
+        key = self._b64(self.prefix + "leader")
+        txn = {"compare": [{"key": key, "result": "EQUAL", "target": "CREATE", "create_revision": 0}],
+               "success": [{"request_put": {"key": key, "value": self._b64(node), "lease": lease}},
+                           {"request_range": {"key": key}}],
+               "failure": [{"request_range": {"key": key}}]}
+        res = self._call(lambda c: c.post(c.get_url("/kv/txn"), json=txn))
+        won = bool(res.get("succeeded"))
+        rng = [r["response_range"] for r in res.get("responses", []) if "response_range" in r]
+        kvs = (rng[-1].get("kvs") or []) if rng else []
+        if not kvs:
+            return won, node if won else "", 0
+        return won, self._text(kvs[0]["value"]), int(kvs[0]["create_revision"])
+
+    def put(self, key: str, value: dict) -> None:
+        body = {"key": self._b64(self.prefix + key), "value": self._b64(json.dumps(value, sort_keys=True))}
+        self._call(lambda c: c.post(c.get_url("/kv/put"), json=body))
+
+    def delete(self, key: str) -> None:
+        self._call(lambda c: c.post(c.get_url("/kv/deleterange"), json={"key": self._b64(self.prefix + key)}))
+
+    def get_prefix(self, prefix: str) -> dict[str, dict]:
+        from etcd3gw.utils import _increment_last_byte
+
+        start = (self.prefix + prefix).encode()
+        body = {"key": self._b64(start), "range_end": self._b64(_increment_last_byte(start))}
+        res = self._call(lambda c: c.post(c.get_url("/kv/range"), json=body))
+        out = {}
+        for kv in res.get("kvs") or []:
+            key = self._text(kv["key"])
+            try:
+                out[key[len(self.prefix):]] = json.loads(self._text(kv["value"]))
+            except ValueError:
+                LOG.warning("cluster store: %s is not JSON: ignored", key)
+        return out
+
+
+@dataclass
+class ClusterState:
+    """What this member knows: its role (candidate: no leader seen yet; leader; follower), the leader and
+    its generation id, since when, and whether the store answers."""
+
+    node: str
+    role: str = "candidate"
+    leader: str | None = None
+    generation: int = 0
+    since: float = 0.0  # wall clock of the last role change
+    store_ok: bool = True
+    store_error: str = ""
+    events: list = field(default_factory=list)
+
+
+class Elector:
+    """One member's side of the election. ``step(now, wall)`` is called every ``ttl``/3 (in an OS thread:
+    it calls the store) and returns what changed: ``("leader", generation)``, ``("follower", leader,
+    generation)``, ``("store", ok, reason)``."""
+
+    def __init__(self, store, node: str, ttl: float):
+        self.store = store
+        self.ttl = ttl
+        self.state = ClusterState(node)
+        self.lease: int | None = None
+        self.last_refresh = -1e9
+
+    def step(self, now: float, wall: float) -> list[tuple]:
+        st, out = self.state, []
+        try:
+            if st.role == "leader":
+                out += self._lead(now, wall)
+            else:
+                out += self._follow_or_campaign(now, wall)
+        except StoreError as e:
+            if st.store_ok:
+                out.append(("store", False, str(e)))
+            st.store_ok, st.store_error = False, str(e)
+            return out
+        if not st.store_ok:
+            out.append(("store", True, ""))
+        st.store_ok, st.store_error = True, ""
+        return out
+
+    def _lead(self, now: float, wall: float) -> list[tuple]:
+        st = self.state
+        remaining = self.store.refresh(self.lease) if self.lease is not None else 0
+        if remaining > 0:
+            self.last_refresh = now
+            cur = self.store.leader()
+            if cur is not None and cur == (st.node, st.generation):
+                return []
+        # the lease lapsed (the store was away longer than it) or the key is someone else's now
+        LOG.warning("cluster: %s is no longer the leader (lease %s)", st.node,
+                    "lapsed" if remaining <= 0 else "kept but the key changed")
+        self.lease = None
+        st.role = "candidate"
+        return self._follow_or_campaign(now, wall)
+
+    def _follow_or_campaign(self, now: float, wall: float) -> list[tuple]:
+        st = self.state
+        cur = self.store.leader()
+        if cur is None:
+            if self.lease is None or self.store.refresh(self.lease) <= 0:
+                self.lease = self.store.grant(self.ttl)
+            won, node, gen = self.store.campaign(st.node, self.lease)
+            if won:
+                self.last_refresh = now
+                st.role, st.leader, st.generation, st.since = "leader", st.node, gen, wall
+                return [("leader", gen)]
+            cur = (node, gen) if node else None
+        if cur is None:
+            return []
+        if st.role != "follower" or (st.leader, st.generation) != cur:
+            st.role, (st.leader, st.generation), st.since = "follower", cur, wall
+            return [("follower", cur[0], cur[1])]
+        return []
+
+    def resign(self) -> None:
+        """Give the leadership up at once (a clean stop): the lease goes, and with it the key."""
+        if self.lease is not None:
+            self.store.revoke(self.lease)
+            self.lease = None

@@ -173,6 +173,7 @@ class Elector:
         self.state = ClusterState(node)
         self.lease: int | None = None
         self.last_refresh = -1e9
+        self.last_ok = 0.0  # when the store last answered
 
     def step(self, now: float, wall: float) -> list[tuple]:
         st, out = self.state, []
@@ -182,10 +183,14 @@ class Elector:
             else:
                 out += self._follow_or_campaign(now, wall)
         except StoreError as e:
-            if st.store_ok:
+            # one failed call is not an outage (an etcd member going, its cluster electing a new leader):
+            # the store is called unreachable once nothing has answered for half a lease
+            if st.store_ok and now - self.last_ok >= self.ttl / 2:
                 out.append(("store", False, str(e)))
-            st.store_ok, st.store_error = False, str(e)
+                st.store_ok = False
+            st.store_error = str(e)
             return out
+        self.last_ok = now
         if not st.store_ok:
             out.append(("store", True, ""))
         st.store_ok, st.store_error = True, ""

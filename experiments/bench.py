@@ -821,3 +821,122 @@ def hook_latency(connects: int, rounds: int, out: Path) -> dict:
               "path": "h0_0_0 -> h3_1_1 (another pod)", "rounds": rounds, "results": rows}
     (out / "hook.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
+
+
+def _status(api: str) -> dict | None:
+    import urllib.request
+
+    try:
+        return json.load(urllib.request.urlopen(api + "/api/v1/status", timeout=1))
+    except (OSError, ValueError):
+        return None
+
+
+def cluster_failover(trials: int, ttl: float, out: Path) -> dict:
+    """Two controllers in a cluster on a three-member etcd, a 10 Mbit/s k=4 fat-tree (freeway mode with
+    isolation). Each trial: an announced 4 Mbit/s elephant and a 50 Hz ping run, the leader is SIGKILLed
+    and a host announces an elephant during the failover (retrying every 0.25 s); measured: the time until
+    the other member leads, pings lost, the time from its election to the handshake's ACK, the elephant's
+    worst second over its allocation. The killed member then restarts and rejoins; the next trial kills
+    the new leader."""
+    import subprocess
+    import sys
+
+    from experiments.etcd import EtcdCluster
+    from experiments.procs import free_port
+    from topology.queues import IsolationConfig
+    from topology.sflow_agent import SFlowAgentConfig
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "cluster-etcd").mkdir(exist_ok=True)
+    subprocess.run(["rm", "-rf", *[str(p) for p in (out / "cluster-etcd").iterdir()]], check=False)
+    fabric = fattree(4, 10)
+    fabric.save(out / "cluster-fabric.json")
+    etcd = EtcdCluster(out / "cluster-etcd", 3).start()
+    members = {}
+    rows = []
+    try:
+        for node in ("A", "B"):
+            api = f"127.0.0.1:{free_port()}"
+            members[node] = (ControllerProcess(
+                out / "cluster-fabric.json", mode="freeway", log_file=out / f"cluster-{node}.log",
+                events_file=out / f"cluster-{node}.jsonl",
+                extra=["--isolation", "on", "--cluster", etcd.url, "--cluster-name", "bench", "--cluster-ttl",
+                       str(ttl), "--node-id", node, "--api", api]), f"http://{api}")
+        for node, (ctl, api) in members.items():
+            ctl.start()
+            deadline = time.monotonic() + 20
+            while ((_status(api) or {}).get("cluster") or {}).get("role") not in ("leader", "follower"):
+                assert time.monotonic() < deadline, f"{node} never joined the cluster"
+                time.sleep(0.1)
+        a, b = (m[0] for m in members.values())
+        with FabricNet(fabric, [a.address, b.address], isolation=IsolationConfig(),
+                       sflow=SFlowAgentConfig.for_rate(10, target=f"{a.sflow_target},{b.sflow_target}")) as fn:
+            fn.wait_reachable(60)
+            for trial in range(trials):
+                leader = next(n for n, (_, api) in members.items() if (_status(api) or {}).get("cluster", {}).get(
+                    "role") == "leader")
+                other = next(n for n in members if n != leader)
+                ctl, _ = members[leader]
+                other_api = members[other][1]
+                print(f"[bench failover --cluster] trial {trial + 1}/{trials}: killing the leader {leader} ...",
+                      flush=True)
+                src, dst = fabric.hosts_on("e0_0")[0], fabric.hosts_on("e3_1")[0]
+                proc, ack = start_elephant(fn, True, src.name, dst.name, 5600 + trial, 16.0, rate_mbps=4.0)
+                rate = PortRate(dst.switch, dst.port, 0.1)
+                pings = ping_bg(fn, "h0_1_0", "h3_0_0", 500)
+                time.sleep(3)
+                gen = _status(other_api)["cluster"]["generation"]
+                t_kill = time.monotonic()
+                ctl.kill()
+                hs = fn.host("h1_1_0").popen([sys.executable, "-m", "ryu_apps.cli", "send", "--to",
+                                              fn.host("h2_0_0").IP(), "--port", str(5700 + trial), "--size", "10M",
+                                              "--rate", "1", "--announce-only", "--json", "--timeout", "0.25",
+                                              "--retries", "40"], stdout=subprocess.PIPE, text=True)
+                elected = None
+                while time.monotonic() - t_kill < ttl + 10:
+                    if ((_status(other_api) or {}).get("cluster") or {}).get("role") == "leader":
+                        elected = time.monotonic() - t_kill
+                        break
+                    time.sleep(0.02)
+                hs_out = hs.communicate(timeout=30)[0]
+                answered = time.monotonic() - t_kill
+                time.sleep(4)
+                t_end = time.monotonic()
+                sent, received = pings()
+                proc.wait(30)
+                rate.stop()
+                seconds = rate.seconds(t_kill - 2.0, t_end)
+                rep = json.loads(hs_out[hs_out.index("{"):]) if "{" in hs_out else {}
+                row = {"trial": trial, "killed": leader, "ttl_s": ttl, "elected_after_s": round(elected, 3)
+                       if elected is not None else None,
+                       "generation_before": gen, "generation_after": _status(other_api)["cluster"]["generation"],
+                       "pings_sent": sent, "pings_lost": sent - received,
+                       "handshake": rep.get("answer"), "handshake_after_election_s": round(answered - elected, 3)
+                       if elected is not None else None,
+                       "elephant_allocation_mbps": ack.get("rate_mbps"), "elephant_seconds_mbps": seconds,
+                       "elephant_worst_second_vs_allocation": round(min(seconds) / ack["rate_mbps"], 3)
+                       if seconds and ack.get("rate_mbps") else None}
+                rows.append(row)
+                print(f"[bench failover --cluster] {row}", flush=True)
+                ctl.start()  # it rejoins as a follower
+                deadline = time.monotonic() + 20
+                while ((_status(members[leader][1]) or {}).get("cluster") or {}).get("role") != "follower":
+                    assert time.monotonic() < deadline, f"{leader} did not rejoin"
+                    time.sleep(0.1)
+                time.sleep(2)
+    finally:
+        for ctl, _ in members.values():
+            ctl.stop()
+        etcd.stop()
+
+    def stat(key):
+        xs = [r[key] for r in rows if r[key] is not None]
+        return {"median": _percentile(xs, 50), "worst": max(xs) if key != "elephant_worst_second_vs_allocation"
+                else min(xs), "n": len(xs)} if xs else None
+    result = {"bench": "failover-cluster", "machine": machine(), "fabric": "fattree k=4, 10 Mbit/s, freeway with "
+              "isolation, two controllers, etcd x3", "lease_ttl_s": ttl, "trials": rows,
+              "summary": {k: stat(k) for k in ("elected_after_s", "pings_lost", "handshake_after_election_s",
+                                                  "elephant_worst_second_vs_allocation")}}
+    (out / "failover-cluster.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result

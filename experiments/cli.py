@@ -40,6 +40,10 @@ def cmd_bench(args) -> int:
               f"partition period with {r['partition_period']['active_pairs']} active pairs: median "
               f"{r['partition_period']['median_ms']} ms; Bin-Pack / optimum {r['binpack_vs_exact']['mean_ratio']}")
         print(f"results in {Path(args.out) / 'scale.json'}")
+    elif args.bench == "failover" and args.cluster:
+        r = bench.cluster_failover(args.trials, args.ttl, Path(args.out))
+        print(json.dumps(r["summary"]))
+        print(f"results in {Path(args.out) / 'failover-cluster.json'}")
     elif args.bench == "failover":
         r = bench.failover(args.modes.split(","), args.trials, Path(args.out))
         for mode, row in r["summary"].items():
@@ -180,6 +184,9 @@ def add_commands(sub) -> None:
     bf = bsub.add_parser("failover", help="link cuts and a controller restart on k=4: reachability, ping gaps")
     bf.add_argument("--trials", type=int, default=3, help="trials per mode (3)")
     bf.add_argument("--modes", default="ecmp,freeway", help="modes (ecmp,freeway; freeway runs with isolation)")
+    bf.add_argument("--cluster", action="store_true",
+                    help="instead: two controllers on a three-member etcd, the leader SIGKILLed in each trial")
+    bf.add_argument("--ttl", type=float, default=2.0, help="with --cluster: the leader's lease in s (2)")
     bf.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     bi = bsub.add_parser("isolation", help="many-to-one on a leaf-spine: mice FCT and utilisation, isolation on/off")
     bi.add_argument("--seconds", type=float, default=20.0, help="seconds of mice per run (20)")

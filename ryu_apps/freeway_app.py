@@ -114,14 +114,15 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             self.threads.append(hub.spawn(serve, self, self.cfg.api, self.cfg.api_token_file))
         if self.elector is not None:
             self.threads.append(hub.spawn(self._cluster_loop))
+            from .launcher import ON_TERMINATE
 
-    def stop(self):
-        if self.elector is not None and self.master():
-            try:  # a clean stop hands the leadership on at once (a crash: after the lease)
-                run_blocking(self.elector.resign)
-            except Exception as e:  # the store away: the lease lapses by itself
-                LOG.warning("cluster: could not resign: %s", e)
-        super().stop()
+            ON_TERMINATE.append(self._resign)
+
+    def _resign(self) -> None:
+        """A clean stop (SIGTERM) hands the leadership on at once (a crash: after the lease)."""
+        if self.master():
+            LOG.info("cluster: %s resigns", self.elector.state.node)
+            self.elector.resign()
 
     # ----- carrying out a Reaction --------------------------------------------------------
     def _switch(self, dpid: int, unknown: str = ""):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import warnings
@@ -17,6 +18,19 @@ APPS = ["ryu_apps.freeway_app", "ryu_apps.monitor_app"]
 
 class LaunchError(RuntimeError):
     """A problem found before anything was started."""
+
+
+ON_TERMINATE: list = []  # what to do on SIGTERM before the process goes (a cluster's leader resigns)
+
+
+def _terminate(*_):
+    for hook in ON_TERMINATE:
+        try:
+            hook()
+        except Exception as e:  # the store away: the lease lapses by itself
+            logging.getLogger("freeway").warning("on SIGTERM: %s", e)
+    logging.shutdown()
+    os._exit(0)
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -98,8 +112,8 @@ def run(cfg: config.Config, listen: str = "127.0.0.1:6653", verbose: bool = Fals
     config.set_active(cfg)
     config.set_reread(reread, config_file)
     signal.signal(signal.SIGHUP, lambda *_: config.request_reload())  # the app reloads in its own loop
-    if cfg.cluster:  # a clean stop hands a cluster's leadership on at once (the apps' stop resigns)
-        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    if cfg.cluster:  # a clean stop hands a cluster's leadership on at once
+        signal.signal(signal.SIGTERM, _terminate)
     mgr = AppManager.get_instance()
     mgr.load_apps(APPS)
     services = mgr.instantiate_apps(**mgr.create_contexts())

@@ -53,7 +53,7 @@ def _wait(pred, timeout, what, every=0.05):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    from tests.etcd import EtcdCluster
+    from experiments.etcd import EtcdCluster
 
     d = tmp_path_factory.mktemp("cluster")
     etcd = EtcdCluster(d / "etcd", 3)

@@ -1,4 +1,4 @@
-"""A real etcd cluster (Debian's ``etcd-server``) on loopback ports, one process per member."""
+"""A real etcd cluster (Debian's ``etcd-server``) on loopback ports, one process per member (tests, bench failover --cluster)."""
 
 from __future__ import annotations
 

@@ -359,8 +359,10 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         msg = ev.msg
         self.counters["switch-errors"] += 1
         self.metrics.openflow_error(OFP_ERROR_TYPES.get(msg.type, str(msg.type)))
-        if msg.type == ofproto.OFPET_ROLE_REQUEST_FAILED and self.elector is not None:
-            self._stale(f"switch {msg.datapath.id:016x} refused our role request (code {msg.code})")
+        if self.elector is not None and (msg.type == ofproto.OFPET_ROLE_REQUEST_FAILED or (
+                msg.type == ofproto.OFPET_BAD_REQUEST and msg.code == ofproto.OFPBRC_IS_SLAVE)):
+            self._stale(f"switch {msg.datapath.id:016x} refused us as master (error type {msg.type} code "
+                        f"{msg.code}): another member leads with a newer generation")
             return
         LOG.error("switch %016x reported error type=%d code=%d", msg.datapath.id, msg.type, msg.code)
         sw = self._switch(msg.datapath.id)

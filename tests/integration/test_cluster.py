@@ -234,3 +234,28 @@ def test_the_old_leader_restarted_joins_as_a_follower_and_sends_no_flow_mod(clus
     assert "OFPT_ROLE_REQUEST" in kinds, kinds
     _wait(lambda: {r for (sw, n), r in _roles(fn, [a, b]).items() if n == "A"} == {"slave"}, 15,
           "the switches never showed A as a slave")
+
+
+def test_a_frozen_leader_that_comes_back_is_refused_by_the_switches_and_steps_down(cluster):
+    """The leader (B since the SIGKILL test) freezes (SIGSTOP) longer than its lease: A takes the switches
+    with a newer generation. B, thawed, still believes it leads until it hears otherwise: the switches
+    refuse it as master, and it steps down without having changed anything."""
+    import os
+    import signal
+
+    fn, etcd, a, b = cluster
+    leader, other = (a, b) if a.role() == "leader" else (b, a)
+    def held(sw):  # each entry's match and actions (not its counters)
+        return sorted(x.split("priority=")[1] for x in ofctl("dump-flows", sw).splitlines() if "priority=" in x)
+    flows = {sw: held(sw) for sw in ("e0_0", "a1_1", "c3")}
+    gen = leader.status()["cluster"]["generation"]
+    os.killpg(leader.ctl.proc.pid, signal.SIGSTOP)
+    try:
+        _wait(lambda: other.role() == "leader", 3 * TTL, "the other member never took over")
+    finally:
+        os.killpg(leader.ctl.proc.pid, signal.SIGCONT)
+    _wait(lambda: leader.role() == "follower", 3 * TTL, "the thawed leader never stepped down")
+    assert other.role() == "leader"
+    assert other.status()["cluster"]["generation"] > gen and leader.status()["cluster"]["leader"] == other.node
+    time.sleep(1)
+    assert {sw: held(sw) for sw in flows} == flows  # neither member changed the switches on the way

@@ -41,6 +41,7 @@ PERIOD_S = 1.0
 TICK_S = 0.1  # how often link hold-downs and the liveness model are looked at
 BARRIER_TIMEOUT_S = 3.0
 SYNC_TIMEOUT_S = 5.0  # a switch that does not answer the read-back in time is programmed from scratch
+FOLLOWER_LOOK_S = 0.25  # how often a cluster's follower looks for a lapsed leader
 API_ANSWER_S = 2 * BARRIER_TIMEOUT_S  # an API announce waits this long for the switches' confirmation
 OFP_ERROR_TYPES = {getattr(ofproto, n): n[len("OFPET_"):] for n in dir(ofproto) if n.startswith("OFPET_")}
 
@@ -545,7 +546,9 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                     self._sync_store()
             except Exception:  # a bug here must not stop the election
                 LOG.exception("cluster loop failed")
-            hub.sleep(self.elector.ttl / 3)
+            # the leader refreshes its lease every third of it; the others look for a lapsed leader every
+            # quarter second, so that a new one is elected within the lease and etcd's own expiry check
+            hub.sleep(self.elector.ttl / 3 if self.master() else min(FOLLOWER_LOOK_S, self.elector.ttl / 3))
 
     def cluster_event(self, ev: tuple) -> None:
         st = self.elector.state

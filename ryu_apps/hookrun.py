@@ -43,7 +43,7 @@ def environment(rules_file: str | None, rules: list[str], service: str | None, t
     lib = str(library())
     env["LD_PRELOAD"] = lib + (" " + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
     if rules:
-        env["FREEWAY_RULES"] = ";".join(rules)
+        env["FREEWAY_RULES"] = "\n".join(rules)  # one line each: an error names its rule's line
     elif rules_file:
         if not Path(rules_file).is_file():
             raise HookError(f"--rules: no such file: {rules_file}")

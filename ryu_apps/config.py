@@ -73,6 +73,11 @@ class Config:
                                    positive=True, live=True)
     link_hold_down_s: float = setting(2.0, "a link that comes back is used again only after staying up this long",
                                       "s", min=0.0, live=True)
+    lldp_interval_s: float = setting(1.0, "send an LLDP probe out of every switch port this often, to check "
+                                     "every link against the description (0 = no probes, no check)", "s", min=0.0)
+    lldp_timeout_s: float = setting(3.5, "a described link not heard by LLDP both ways for this long (or heard "
+                                    "wired elsewhere) is a fault: taken down until it is heard again", "s",
+                                    positive=True)
     api: str = setting("", "serve the operator API, /metrics and the fabric view on this HOST:PORT ('' = off)")
     api_token_file: str = setting("", "a file holding the token that write calls (announce, withdraw) must send "
                                   "as 'Authorization: Bearer TOKEN' ('' = the API is read-only)")
@@ -97,6 +102,9 @@ class Config:
         hostport("listen", self.listen)
         if self.api:
             hostport("api", self.api)
+        if self.lldp_interval_s and self.lldp_timeout_s < 2 * self.lldp_interval_s:
+            raise ConfigError(f"lldp_timeout_s: must be at least twice lldp_interval_s ({self.lldp_interval_s:g} s) "
+                              f"so that one lost probe is not a fault, got {self.lldp_timeout_s:g}")
         if self.api_token_file and not self.api:
             raise ConfigError("api_token_file: the token protects the API's write calls: give --api too")
         if self.cluster:

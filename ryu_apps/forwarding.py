@@ -36,6 +36,9 @@ PRIO_HOST = pipeline.prio("host")
 PRIO_ARP = pipeline.prio("arp")
 PRIO_GUARD_PASS = pipeline.prio("guard-pass")
 PRIO_GUARD_DROP = pipeline.prio("guard-drop")
+PRIO_LLDP = pipeline.prio("lldp")
+PRIO_LLDP_HOST = pipeline.prio("lldp-host")
+ETH_LLDP = 0x88CC
 
 ETH_ARP = 0x0806
 ETH_IPV4 = 0x0800
@@ -112,7 +115,7 @@ def base_program(fabric: Fabric, switch: str, dead=frozenset(), reach: Reachabil
     if sw.is_tor:
         for h in fabric.hosts_on(switch):  # ARP from each host through its own punt meter (``punt_meters``)
             flows.append(Flow(PRIO_ARP, match(eth_type=ETH_ARP, in_port=h.port), (ToController(),),
-                              meter_id=pipeline.HOST_PUNT_METERS.id(h.port)))
+                              meter_id=pipeline.HOST_PUNT_METERS.id(fabric.host_slot(h))))
         for h in fabric.hosts_on(switch):
             flows.append(Flow(PRIO_HOST, match(eth_type=ETH_IPV4, ipv4_dst=h.ip), (Output(h.port),)))
     for n in fabric.down_neighbors(switch):
@@ -158,6 +161,19 @@ def tor_tables(fabric: Fabric, switch: str, flows: list[Flow]) -> list[Flow]:
     return out
 
 
+LLDP_PPS, LLDP_BURST = 200, 100  # a switch's LLDP probes to the controller (k=48: 48 ports at 1 s are 48/s)
+
+
+def lldp_program(fabric: Fabric, switch: str) -> list:
+    """Every switch punts the LLDP probes it receives through its LLDP meter; at a ToR, those from a
+    host port go through that host's punt meter instead (a host cannot starve the link check)."""
+    out: list = [Meter(pipeline.LLDP_METER.id(0), LLDP_PPS, LLDP_BURST, pktps=True),
+                 Flow(PRIO_LLDP, match(eth_type=ETH_LLDP), (ToController(),), meter_id=pipeline.LLDP_METER.id(0))]
+    out += [Flow(PRIO_LLDP_HOST, match(in_port=h.port, eth_type=ETH_LLDP), (ToController(),),
+                 meter_id=pipeline.HOST_PUNT_METERS.id(fabric.host_slot(h))) for h in fabric.hosts_on(switch)]
+    return out
+
+
 PUNT_PPS, PUNT_BURST = 200, 50  # what one host may send to the controller, unless the mode says otherwise
 
 
@@ -167,7 +183,7 @@ def punt_meters(fabric: Fabric, switch: str, pps: int = PUNT_PPS, burst: int = P
     ``pps`` and its neighbours keep theirs."""
     if not fabric.switches[switch].is_tor:
         return []
-    return [Meter(pipeline.HOST_PUNT_METERS.id(h.port), pps, burst, pktps=True) for h in fabric.hosts_on(switch)]
+    return [Meter(pipeline.HOST_PUNT_METERS.id(fabric.host_slot(h)), pps, burst, pktps=True) for h in fabric.hosts_on(switch)]
 
 
 def up_group(fabric: Fabric, switch: str, dst_tor: str | None, dead=frozenset(),

@@ -9,11 +9,13 @@ No handler knows which mode runs.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
 from collections import Counter
 
 from monitoring.view import View
+from topology import lldp
 from topology.fabric import Fabric
 from topology.liveness import Liveness
 
@@ -71,6 +73,11 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.policy = policies.make(self.cfg, self.fabric)
         self.tracker = Tracker(BARRIER_TIMEOUT_S)
         self.liveness = Liveness(self.fabric, self.cfg.link_hold_down_s)
+        self.lldp_secret = os.urandom(16)  # a probe that does not carry our proof is not one of ours
+        self.linkcheck = lldp.LinkCheck(self.fabric, self.cfg.lldp_timeout_s)
+        self._lldp_next = 0.0
+        self._lldp_states: dict = {}  # each described link's last reported state
+        self._lldp_reported: set = set()  # unexpected adjacencies already logged
         self.syncs: dict[str, Sync] = {}
         self.datapaths: dict[int, object] = {}
         self.counters: Counter[str] = Counter()
@@ -267,6 +274,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         for m in ofmsg.bind(msgs, dp):
             dp.send_msg(m)
         self.datapaths[dp.id] = dp
+        self.linkcheck.watch(time.monotonic(), sw)  # its links are judged from now (it punts probes now)
         self.switch_states[sw] = opstate.SwitchState("connected", time.time())
         self._switch_changes += 1
         self.counters["switch-connects"] += 1
@@ -275,6 +283,8 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
 
     def switch_down(self, dp) -> None:
         sw = self._switch(dp.id) if dp.id is not None else None
+        if sw is not None and self.watching.get(sw) is dp:
+            self.linkcheck.forget(sw)
         if sw is not None and self.watching.get(sw) is dp:
             del self.watching[sw]
             if not self.master():  # a follower only watched it
@@ -327,6 +337,8 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
     # ----- links ------------------------------------------------------------------------------
     def port_changed(self, now: float, sw: str, port) -> None:
         up = not (port.state & ofproto.OFPPS_LINK_DOWN or port.config & ofproto.OFPPC_PORT_DOWN)
+        if up and (sw, port.port_no) in self.liveness.port_down:
+            self.linkcheck.watch(now, sw, port.port_no)  # back up: judged by LLDP after its grace
         self.links_changed(now, self.liveness.port(now, sw, port.port_no, up))
 
     def links_changed(self, now: float, change) -> None:
@@ -338,6 +350,63 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             LOG.info("link %s-%s is up again (held down %.1f s)", a, b, self.liveness.hold_down_s)
         self.react(self.policy.on_links(now, self.liveness.dead()))
 
+    # ----- LLDP: the links as the fabric is wired ------------------------------------------
+    def lldp_in(self, now: float, sw: str, port: int, data: bytes) -> None:
+        try:
+            peer = lldp.read(self.lldp_secret, data)
+        except lldp.LldpError as e:  # another agent's LLDP, a forgery, garbage: counted, never a link
+            self.counters[f"lldp-{e.reason}"] += 1
+            return
+        self.counters["lldp-heard"] += 1
+        self.linkcheck.heard(now, sw, port, peer)
+
+    def lldp_tick(self, now: float) -> None:
+        """Probe every port of every programmed switch each interval; links LLDP finds missing or
+        miswired go down in the liveness model (and come back, after the hold-down, once heard)."""
+        if not self.cfg.lldp_interval_s or not self.master():
+            return
+        if now >= self._lldp_next:
+            self._lldp_next = now + self.cfg.lldp_interval_s
+            self.send_probes()
+        states = self.linkcheck.links(now)
+        self.links_changed(now, self.liveness.lldp(now, lldp.faults_of(states)))
+        self._report_checks(now, states)
+
+    def send_probes(self) -> None:
+        for dpid, dp in list(self.datapaths.items()):
+            sw = self._switch(dpid)
+            if sw is None:
+                continue
+            hosts = {h.port for h in self.fabric.hosts_on(sw)}
+            for port in lldp.probe_ports(self.fabric, sw, getattr(dp, "ports", {}), hosts):
+                dp.send_msg(ofmsg.bind([ofmsg.packet_out(port, lldp.probe(self.lldp_secret, dpid, port))], dp)[0])
+                self.counters["lldp-sent"] += 1
+
+    def _report_checks(self, now: float, states: dict) -> None:
+        """A link going missing or miswired, or heard again, is a decision (log, API, events); so is
+        an adjacency the description does not have (reported once; never used)."""
+        for (a, b), state in states.items():
+            before = self._lldp_states.get((a, b), lldp.WAITING)
+            self._lldp_states[(a, b)] = state
+            if state == before or (state == lldp.WAITING) or (state == lldp.VERIFIED and before == lldp.WAITING):
+                continue
+            (LOG.info if state == lldp.VERIFIED else LOG.warning)("link %s-%s: LLDP: %s", a, b, state)
+            self.record({"type": "liveness", "event": f"lldp-{state}", "link": f"{a}-{b}"})
+        for u in self.linkcheck.unexpected(now):
+            key = (u["switch"], u["port"], u["heard"])
+            if key not in self._lldp_reported:
+                self._lldp_reported.add(key)
+                LOG.warning("LLDP: %s port %d hears %s, the description has %s there: not used", u["switch"],
+                            u["port"], u["heard"], u["described"] or "nothing")
+                self.record({"type": "liveness", "event": "lldp-unexpected", **u})
+                self.counters["lldp-unexpected"] += 1
+
+    def lldp_doc(self) -> dict:
+        now = time.monotonic()
+        return {"interval_s": self.cfg.lldp_interval_s, "timeout_s": self.cfg.lldp_timeout_s,
+                "links": {f"{a}-{b}": st for (a, b), st in sorted(self.linkcheck.links(now).items())},
+                "unexpected": self.linkcheck.unexpected(now)}
+
     # ----- messages from the switches ------------------------------------------------------
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def on_packet_in(self, ev):
@@ -346,7 +415,9 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             self.counters["packet-in-not-leader"] += 1
             return
         sw = self._switch(msg.datapath.id, "packet-in-dropped")
-        if sw is not None:
+        if sw is not None and lldp.is_lldp(msg.data):
+            self.lldp_in(time.monotonic(), sw, msg.match["in_port"], msg.data)
+        elif sw is not None:
             self.react(self.policy.on_packet(time.monotonic(), sw, msg.match["in_port"], msg.data))
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
@@ -440,6 +511,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                 if config.take_reload_request():
                     self.reload()
                 self.links_changed(now, self.liveness.tick(now))
+                self.lldp_tick(now)
                 for sw, sync in list(self.syncs.items()):
                     if not sync.requested:
                         self._read_back_when_settled(sw, now)
@@ -673,9 +745,10 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
     # ----- what the operator sees (API, metrics) ---------------------------------------------
     def api_fabric(self) -> dict:
         view = self.shown_view()
+        check = self.lldp_doc()
         return {"topo": self.fabric.topo, "switches": opstate.switches(self.fabric, self.switch_states),
-                "links": opstate.links(self.fabric, self.policy, view, self.switch_states),
-                "hosts": opstate.hosts(self.fabric)}
+                "links": opstate.links(self.fabric, self.policy, view, self.switch_states, check["links"]),
+                "hosts": opstate.hosts(self.fabric), "unexpected": check["unexpected"]}
 
     def api_elephants(self) -> list[dict]:
         """Every elephant (computed once per epoch: the API, the status and the metrics share it)."""
@@ -767,7 +840,8 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
 
     def metrics_fabric(self) -> dict:
         fabric = self.api_fabric()
-        return {"switches": fabric["switches"], "links": fabric["links"], "partition": self.api_partition()}
+        return {"switches": fabric["switches"], "links": fabric["links"], "partition": self.api_partition(),
+                "unexpected": fabric["unexpected"]}
 
     def metrics_exposition(self) -> bytes:
         return self.metrics.exposition(self.fabric_epoch())

@@ -36,7 +36,7 @@ def tor_program(fabric: Fabric, switch: str, cfg: IsolationConfig) -> tuple[list
     for h in fabric.hosts_on(switch):
         meter = 0
         if cfg.mice_meter_mbps > 0:
-            meter = pipeline.MICE_METERS.id(h.port)
+            meter = pipeline.MICE_METERS.id(fabric.host_slot(h))
             meters.append(Meter(meter, int(cfg.mice_meter_mbps * 1000), int(cfg.mice_meter_mbps * 1000 * 0.05) + 12))
         out.append(Flow(PRIO_CLASSIFY, match(in_port=h.port, eth_type=ETH_IPV4),
                         (SetField("ip_dscp", cfg.mice_dscp), SetQueue(MICE_Q)), table_id=ingress, goto=fwd,

@@ -205,6 +205,15 @@ class _FabricCollector:
         for cls in ("lol", "draining", "hol", "shared", "access", "down"):
             by_class.add_metric([cls], classes[cls])
         yield by_class
+        checked = GaugeMetricFamily("freeway_lldp_links", "Switch links by what LLDP says of them (verified: heard "
+                                    "both ways; waiting: not yet; missing, miswired: faults, not used)",
+                                    labels=["state"])
+        by_check = Counter(ln["lldp"] for ln in st["links"] if ln["lldp"] is not None and ln["src"] < ln["dst"])
+        for state in ("verified", "waiting", "missing", "miswired"):
+            checked.add_metric([state], by_check[state])
+        yield checked
+        yield GaugeMetricFamily("freeway_lldp_unexpected", "Adjacencies LLDP hears that the fabric description does "
+                                "not have (reported, never used)", value=len(st.get("unexpected", ())))
 
         part = st["partition"]
         pairs = GaugeMetricFamily("freeway_partition_pairs", "Active or widened ToR pairs by their number of "

@@ -38,7 +38,10 @@ SWITCH = _obj({"name": STR, "dpid": {"type": "string", "pattern": "^[0-9a-f]{16}
 LINK = _obj({"src": STR, "dst": STR, "port": INT, "capacity_bps": NUM, "up": BOOL,
              "class": {"type": "string", "enum": list(LINK_CLASSES)}, "counter": _nullable(INT),
              "utilisation": _nullable(NUM), "bps": _nullable(NUM), "measured_age_s": _nullable(NUM),
-             "stale": BOOL})
+             "stale": BOOL,
+             "lldp": _nullable({"type": "string", "enum": ["verified", "waiting", "missing", "miswired"]})})
+
+UNEXPECTED = _obj({"switch": STR, "port": INT, "described": _nullable(STR), "heard": STR})
 
 HOST = _obj({"name": STR, "ip": STR, "mac": STR, "switch": STR, "port": INT})
 
@@ -131,7 +134,8 @@ def document() -> dict:
             "/api/v1/fabric": _get("Switches with their connection state, links with state, class, counter and "
                                    "load, hosts", _obj({"topo": STR, "switches": {"type": "array", "items": ref["Switch"]},
                                                         "links": {"type": "array", "items": ref["Link"]},
-                                                        "hosts": {"type": "array", "items": ref["Host"]}})),
+                                                        "hosts": {"type": "array", "items": ref["Host"]},
+                                                        "unexpected": {"type": "array", "items": UNEXPECTED}})),
             "/api/v1/elephants": {
                 **_get("Every elephant: how it was placed, allocation, measured rate, path, meter",
                        _obj({"elephants": {"type": "array", "items": ref["Elephant"]}})),

@@ -86,7 +86,9 @@ def link_class(policy, link: Link, access: bool) -> str:
     return "lol" if part.counter[link] > 0 else "hol"
 
 
-def links(fabric: Fabric, policy, view: View, states: dict[str, SwitchState] | None = None) -> list[dict]:
+def links(fabric: Fabric, policy, view: View, states: dict[str, SwitchState] | None = None,
+          checks: dict[str, str] | None = None) -> list[dict]:
+    """Every directed link as the API shows it; ``checks``: LLDP's state of each switch link ('a-b', a < b)."""
     core = getattr(policy, "core", None)
     out = []
     for ln, port, access in directed_links(fabric):
@@ -98,7 +100,8 @@ def links(fabric: Fabric, policy, view: View, states: dict[str, SwitchState] | N
                     "counter": core.partition.counter[ln] if core is not None and not access else None,
                     "utilisation": round(r.util, 4) if r else None, "bps": round(r.bps) if r else None,
                     "measured_age_s": round(view.now - r.time, 3) if r else None,
-                    "stale": ln in policy.stale})
+                    "stale": ln in policy.stale,
+                    "lldp": None if access or checks is None else checks.get("%s-%s" % tuple(sorted(ln)))})
     return out
 
 

@@ -56,6 +56,9 @@ _BANDS = (
     Band("classify", 100, INGRESS, "isolation: mark host traffic as mice (DSCP, queue), go to forward"),
     Band("guard-pass", 110, GUARD, "a host's own packets (source MAC and IP; ARP: source MAC and sender IP), "
                                    "and everything from an uplink: go to ingress"),
+    Band("lldp", 120, GUARD, "LLDP probes from the fabric to the controller (the link check), through the "
+                             "switch's LLDP meter"),
+    Band("lldp-host", 121, GUARD, "at a ToR: LLDP from a host port, through that host's punt meter"),
     Band("down", 200, FORWARD, "destination prefix below a down port"),
     Band("host", 300, FORWARD, "a host on this ToR"),
     Band("hedera-edge", 400, FORWARD, "Hedera: one entry per flow at its ingress ToR, counting its bytes"),
@@ -129,12 +132,13 @@ class IdRange:
 UPLINK_GROUP = IdRange("uplink group", 1, 1)  # ECMP over the uplinks
 MICE_GROUPS = IdRange("mice groups", 1000, 1000 + 0xFFFF)  # + index of the destination ToR
 AVOID_GROUPS = IdRange("failure groups", 70000, 70000 + 0xFFFF)  # + index of the destination ToR
-HOST_PUNT_METERS = IdRange("host punt meters", 2, 99)  # + host port: what one host may send to the controller
-# (ARP, handshakes, Hedera's first packets), so that one host cannot starve its neighbours' (meter 1 is unused)
+LLDP_METER = IdRange("lldp meter", 1, 1)  # the LLDP probes a switch punts
+HOST_PUNT_METERS = IdRange("host punt meters", 2, 99)  # + the host's place on its ToR (1..): what one host may
+# send to the controller (ARP, handshakes, Hedera's first packets), so that one host cannot starve its neighbours'
 MICE_METERS = IdRange("mice meters", 100, 999)  # + host port (isolation's optional mice cap)
 ELEPHANT_METERS = IdRange("elephant meters", 1000, 0xFFFF0000)  # + elephant id
 GROUP_RANGES = (UPLINK_GROUP, MICE_GROUPS, AVOID_GROUPS)
-METER_RANGES = (HOST_PUNT_METERS, MICE_METERS, ELEPHANT_METERS)
+METER_RANGES = (LLDP_METER, HOST_PUNT_METERS, MICE_METERS, ELEPHANT_METERS)
 
 
 def describe() -> str:

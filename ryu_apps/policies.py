@@ -107,7 +107,7 @@ class Policy:
     def static_program(self, switch: str) -> list:
         """What a switch holds whatever the traffic: base forwarding around dead links, the mode's fixed
         entries, and isolation's classification at a ToR."""
-        intents = self.switch_program(switch)
+        intents = self.switch_program(switch) + forwarding.lldp_program(self.fabric, switch)
         if not self.fabric.switches[switch].is_tor:
             return intents
         flows = forwarding.tor_tables(self.fabric, switch, [i for i in intents if isinstance(i, Flow)])

@@ -12,10 +12,15 @@ from .sflow_agent import SFlowAgentConfig
 
 def _fabric_from_args(args):
     from .fabric import build as build_fabric
+    from .fabric import scramble
 
     if args.topo == "fattree":
-        return build_fabric("fattree", args.rate, k=args.k)
-    return build_fabric("leafspine", args.rate, spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf)
+        fabric = build_fabric("fattree", args.rate, k=args.k)
+    else:
+        fabric = build_fabric("leafspine", args.rate, spines=args.spines, leaves=args.leaves,
+                              hosts_per_leaf=args.hosts_per_leaf)
+    seed = getattr(args, "scramble", None)
+    return fabric if seed is None else scramble(fabric, seed)
 
 
 def _add_fabric_shape(p: argparse.ArgumentParser) -> None:
@@ -94,6 +99,9 @@ def add_commands(sub) -> None:
                    help="controller address HOST:PORT, or several separated by commas (the members of a cluster: "
                         "every switch connects to each) (127.0.0.1:6653)")
     f.add_argument("--controller-wait", type=float, default=10.0, help="seconds to wait for the controller (10)")
+    f.add_argument("--scramble", type=int, metavar="SEED",
+                   help="random datapath ids, port numbers and host MACs (from SEED), as a fabric the controller "
+                        "did not build: it must work from the description alone")
     f.add_argument("--describe", metavar="FILE", help="write the fabric description (JSON) here")
     f.add_argument("--describe-only", action="store_true", help="write the description and exit")
     f.add_argument("--no-shape", action="store_true", help="do not enforce the link rate with OVS QoS")

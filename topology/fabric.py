@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 FORMAT_VERSION = 1
@@ -93,6 +93,7 @@ class Fabric:
     _below: dict = field(default_factory=dict, repr=False)
     _adj: dict = field(default_factory=dict, repr=False)
     _cap: dict = field(default_factory=dict, repr=False)
+    _slot: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self._validate()
@@ -166,6 +167,9 @@ class Fabric:
             self._port_peer[(h.switch, h.port)] = (h.name, 0)
             self._hosts_on.setdefault(h.switch, []).append(h)
             self._by_ip[h.ip] = h
+        for hosts in self._hosts_on.values():
+            for n, h in enumerate(sorted(hosts, key=lambda h: h.port)):
+                self._slot[h.name] = n + 1
         self._by_dpid = {sw.dpid: sw for sw in self.switches.values()}
         self._adj = {n: sorted(peers, key=self._order) for n, peers in self._adj.items()}
         for sw in sorted(self.switches.values(), key=lambda s: s.level):
@@ -183,6 +187,11 @@ class Fabric:
 
     def hosts_on(self, switch: str) -> list[Host]:
         return list(self._hosts_on.get(switch, []))
+
+    def host_slot(self, h: Host) -> int:
+        """The host's place (1, 2, ...) among its switch's hosts, by port: what per-host ids (meters)
+        are numbered by, so that they never depend on how the switch numbers its ports."""
+        return self._slot[h.name]
 
     def hosts_below(self, switch: str) -> list[Host]:
         """Hosts reachable from ``switch`` going only downward in the tree."""
@@ -367,6 +376,35 @@ def leafspine(spines: int, leaves: int, hosts_per_leaf: int, rate_mbps: float = 
             hosts.append(Host(f"h{leaf}_{x}", ip, host_mac(ip), f"l{leaf}", 1 + x))
     params = {"spines": spines, "leaves": leaves, "hosts_per_leaf": hosts_per_leaf}
     return Fabric("leafspine", params, rate_mbps, switches, links, hosts)
+
+
+def scramble(fabric: Fabric, seed: int) -> Fabric:
+    """The same fabric as an operator's would be: every switch a random datapath id (nothing encoded in
+    it), every switch's ports renumbered at random, random host MACs, and the description's lists in a
+    random order. Names, roles, pods and addresses stay, so tests and people can still find things.
+    What works on the original must work on this: the controller may rely on the description alone."""
+    import random
+
+    rng = random.Random(seed)
+    dpids: set[int] = set()
+    while len(dpids) < len(fabric.switches):
+        dpids.add(rng.randrange(1, 1 << 48))
+    new_dpid = dict(zip(sorted(fabric.switches), rng.sample(sorted(dpids), len(dpids)), strict=True))
+    renumber: dict[tuple[str, int], int] = {}
+    for name in sorted(fabric.switches):
+        ports = sorted([ln.a_port for ln in fabric.links if ln.a == name] + [ln.b_port for ln in fabric.links if ln.b == name]
+                       + [h.port for h in fabric.hosts if h.switch == name])
+        for old, new in zip(ports, rng.sample(range(1, max(64, 4 * len(ports)) + 1), len(ports)), strict=True):
+            renumber[(name, old)] = new
+    macs: set[str] = set()
+    while len(macs) < len(fabric.hosts):
+        macs.add("%02x:%02x:%02x:%02x:%02x:%02x" % (rng.randrange(256) & 0xFC | 0x02, *(rng.randrange(256) for _ in range(5))))
+    switches = [replace(sw, dpid=new_dpid[sw.name]) for sw in fabric.switches.values()]
+    links = [replace(ln, a_port=renumber[(ln.a, ln.a_port)], b_port=renumber[(ln.b, ln.b_port)]) for ln in fabric.links]
+    hosts = [replace(h, mac=m, port=renumber[(h.switch, h.port)]) for h, m in zip(fabric.hosts, sorted(macs), strict=True)]
+    for lst in (switches, links, hosts):
+        rng.shuffle(lst)
+    return Fabric(fabric.topo, dict(fabric.params), fabric.link_rate_mbps, {sw.name: sw for sw in switches}, links, hosts)
 
 
 def build(topo: str, rate_mbps: float = 10.0, **params) -> Fabric:

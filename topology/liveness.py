@@ -2,7 +2,8 @@
 
 Inputs: port status messages, the port description a switch sends when it
 connects (ports that are already down), a switch disconnecting (all its
-links down), and sFlow's interface status. A directed link ``(a, b)`` is up
+links down), sFlow's interface status, and LLDP (a link not heard, or
+heard wired elsewhere, is down). A directed link ``(a, b)`` is up
 when both ends' ports are up and both switches are connected; a link is down
 in both directions as soon as either end says so.
 
@@ -47,6 +48,7 @@ class Liveness:
         self.port_down: set[tuple[str, int]] = set()  # ports OpenFlow reports down
         self.sflow_down: set[tuple[str, int]] = set()  # ports sFlow reports down
         self.switch_down: set[str] = set()
+        self.lldp_down: set[Link] = set()  # links LLDP finds missing or miswired (both directions)
         self._dead: set[Link] = set()  # both directions of every link the policies must avoid
         self._pending: dict[Link, float] = {}  # link (a < b) -> when it was last seen coming up
         self.version = 0
@@ -83,6 +85,17 @@ class Liveness:
                 out.up |= c.up
         return out
 
+    def lldp(self, now: float, faults: set[Link]) -> Change:
+        """The links LLDP finds missing or miswired (``lldp.LinkCheck.faults``): down while they are."""
+        changed = (faults ^ self.lldp_down)
+        self.lldp_down = set(faults)
+        out = Change()
+        for key in {tuple(sorted(ln)) for ln in changed}:
+            c = self._settle(now, key)
+            out.down |= c.down
+            out.up |= c.up
+        return out
+
     def tick(self, now: float) -> Change:
         """Re-admit links that have stayed up through their hold-down."""
         out = Change()
@@ -107,7 +120,7 @@ class Liveness:
     def _physically_up(self, a: str, b: str) -> bool:
         f = self.fabric
         ends = ((a, f.port_to(a, b)), (b, f.port_to(b, a)))
-        return (a not in self.switch_down and b not in self.switch_down
+        return (a not in self.switch_down and b not in self.switch_down and (a, b) not in self.lldp_down
                 and not any(e in self.port_down or e in self.sflow_down for e in ends))
 
     def _settle(self, now: float, link: Link) -> Change:

@@ -2,10 +2,19 @@
 
 import pytest
 
-from experiments.procs import ControllerProcess
+from experiments.procs import ControllerProcess, free_port
 from topology.builder import FabricNet
-from topology.fabric import fattree, leafspine
+from topology.fabric import fattree, leafspine, scramble
 from topology.sflow_agent import SFlowAgentConfig
+
+SCRAMBLE_SEED = 15
+
+
+def operator_fattree():
+    """The k=4 fat-tree as an operator's fabric would be (random datapath ids, port numbers and MACs,
+    ``freeway fabric --scramble``): the forwarding, Freeway and isolation tests run on it, so that
+    nothing in the controller can lean on the builder's numbering (issue 15)."""
+    return scramble(fattree(4, 10), SCRAMBLE_SEED)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -15,11 +24,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="module")
 def k4(tmp_path_factory):
-    """A 10 Mbit/s k=4 fat-tree with sFlow under 'freeway controller': (FabricNet, ControllerProcess)."""
+    """A 10 Mbit/s k=4 fat-tree (scrambled numbering) with sFlow under 'freeway controller':
+    (FabricNet, ControllerProcess)."""
     d = tmp_path_factory.mktemp("k4")
-    fabric = fattree(4, 10)
+    fabric = operator_fattree()
     fabric.save(d / "fabric.json")
-    ctl = ControllerProcess(d / "fabric.json").start()
+    ctl = ControllerProcess(d / "fabric.json", extra=["--api", f"127.0.0.1:{free_port()}"]).start()
     fn = FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target))
     try:
         fn.start()
@@ -54,7 +64,7 @@ def start_fabric(tmp_path_factory, name, fabric, mode="ecmp", extra=None):
 
 @pytest.fixture(scope="module")
 def k4_freeway(tmp_path_factory):
-    fn, ctl = start_fabric(tmp_path_factory, "k4fw", fattree(4, 10), mode="freeway")
+    fn, ctl = start_fabric(tmp_path_factory, "k4fw", operator_fattree(), mode="freeway")
     try:
         yield fn, ctl
     finally:

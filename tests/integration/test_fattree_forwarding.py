@@ -1,8 +1,10 @@
 """ECMP forwarding on a real k=4 fat-tree of userspace Open vSwitch under the real controller."""
 
+import json
 import re
 import subprocess
 import time
+import urllib.request
 
 from topology.builder import ofctl, port_tx_bytes
 
@@ -44,9 +46,9 @@ def test_tcp_across_pods_reaches_80_percent_and_no_more_than_the_link(k4):
     assert 8.0 <= mbps <= 10.5, mbps
 
 
-def _uplink_tx(switch: str, ports=(3, 4)) -> dict[int, int]:
+def _uplink_tx(fn, switch: str) -> dict[int, int]:
     tx = port_tx_bytes(switch)
-    return {p: tx[p] for p in ports}
+    return {p: tx[p] for p in (fn.fabric.port_to(switch, n) for n in fn.fabric.up_neighbors(switch))}
 
 
 def test_ecmp_spreads_eight_flows_over_uplinks(k4):
@@ -59,9 +61,9 @@ def test_ecmp_spreads_eight_flows_over_uplinks(k4):
     for attempt in range(2):
         dst.cmd(f"iperf3 -s -1 -p {5301 + attempt} -D >/dev/null 2>&1")
         time.sleep(0.3)
-        before = _uplink_tx("e0_0")
+        before = _uplink_tx(fn, "e0_0")
         fn.host("h0_0_0").cmd(f"iperf3 -c {dst.IP()} -p {5301 + attempt} -P 8 -t 3 >/dev/null 2>&1")
-        after = _uplink_tx("e0_0")
+        after = _uplink_tx(fn, "e0_0")
         sent = {p: after[p] - before[p] for p in after}
         total = sum(sent.values())
         assert total > 1_000_000, sent
@@ -120,3 +122,80 @@ def test_unanswered_handshake_goes_on_as_an_unannounced_flow(k4):
     rep, sent = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
     assert rep["answer"] == "none" and rep["tries"] == 2
     assert sent["sent"] == 1_000_000
+
+
+# ----- LLDP: the links as wired, checked against the description (issue 15) -------------------------
+def _api(ctl):
+    return ctl.extra[ctl.extra.index("--api") + 1]
+
+
+def _checks(ctl):
+    doc = json.load(urllib.request.urlopen(f"http://{_api(ctl)}/api/v1/fabric", timeout=5))
+    return ({f"{ln['src']}-{ln['dst']}": ln["lldp"] for ln in doc["links"] if ln["lldp"] and ln["src"] < ln["dst"]},
+            doc["unexpected"])
+
+
+def _until(what, timeout, why):
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, why()
+        time.sleep(0.2)
+    return time.monotonic()
+
+
+def black_hole(dev: str, on: bool = True) -> None:
+    """Everything sent out of ``dev`` goes into an 8 bit/s class with a one-packet queue: lost, while the
+    port stays up (no tc drop action here: the kernel cannot load modules)."""
+    tc = ["tc", "-b", "-"]
+    cmds = (f"class add dev {dev} parent 1: classid 1:99 htb rate 8bit ceil 8bit burst 2b cburst 2b quantum 1500\n"
+            f"qdisc add dev {dev} parent 1:99 handle 99: pfifo limit 1\n"
+            f"filter add dev {dev} parent 1: protocol all prio 1 u32 match u32 0 0 flowid 1:99\n") if on else (
+            f"filter del dev {dev} parent 1: prio 1\nclass del dev {dev} classid 1:99\n")
+    subprocess.run(tc, input=cmds, text=True, check=True)
+
+
+def test_lldp_verifies_every_link_and_takes_a_silently_dead_one_down(k4):
+    """A link whose port stays up but carries nothing one way (here c1 drops all it sends to a0_0) is
+    only found by LLDP: it goes down within the timeout, forwarding avoids it, and it comes back."""
+    fn, ctl = k4
+    _until(lambda: set(_checks(ctl)[0].values()) == {"verified"} and len(_checks(ctl)[0]) == 32, 20,
+           lambda: _checks(ctl))
+    dev, agg_port = f"c1-eth{fn.fabric.port_to('c1', 'a0_0')}", fn.fabric.port_to("a0_0", "c1")
+    assert f"output:{agg_port}" in ofctl("dump-groups", "a0_0")
+    black_hole(dev)
+    try:
+        t0 = time.monotonic()
+        t1 = _until(lambda: _checks(ctl)[0]["a0_0-c1"] == "missing", 10, lambda: _checks(ctl))
+        assert t1 - t0 < 3.5 + 1.5, t1 - t0  # the timeout, plus a probe interval
+        assert "link a0_0-c1: LLDP: missing" in ctl.log_text()
+        _until(lambda: f"output:{agg_port}" not in ofctl("dump-groups", "a0_0"), 5, lambda: ofctl("dump-groups", "a0_0"))
+        assert sum(s == "verified" for s in _checks(ctl)[0].values()) == 31
+        secs, failed = fn.wait_reachable(timeout=20)
+        assert failed == []
+    finally:
+        black_hole(dev, False)
+    _until(lambda: _checks(ctl)[0]["a0_0-c1"] == "verified", 10, lambda: _checks(ctl))
+    _until(lambda: f"output:{agg_port}" in ofctl("dump-groups", "a0_0"), 10, lambda: ofctl("dump-groups", "a0_0"))
+
+
+def test_a_cable_the_description_does_not_have_is_reported_and_never_used(k4):
+    fn, ctl = k4
+    subprocess.run(["ip", "link", "add", "fwl0", "type", "veth", "peer", "name", "fwl1"], check=True)
+    try:
+        for dev in ("fwl0", "fwl1"):
+            subprocess.run(["ip", "link", "set", dev, "up"], check=True)
+        subprocess.run(["ovs-vsctl", "add-port", "e0_0", "fwl0", "--", "set", "interface", "fwl0", "ofport_request=200",
+                        "--", "add-port", "e1_0", "fwl1", "--", "set", "interface", "fwl1", "ofport_request=201"],
+                       check=True)
+        want = [{"switch": "e0_0", "port": 200, "described": None, "heard": "e1_0:201"},
+                {"switch": "e1_0", "port": 201, "described": None, "heard": "e0_0:200"}]
+        _until(lambda: all(u in _checks(ctl)[1] for u in want), 10, lambda: _checks(ctl))
+        assert "LLDP: e0_0 port 200 hears e1_0:201, the description has nothing there: not used" in ctl.log_text()
+        assert set(_checks(ctl)[0].values()) == {"verified"}
+        for sw, port in (("e0_0", 200), ("e1_0", 201)):
+            assert f"output:{port}" not in ofctl("dump-flows", sw) + ofctl("dump-groups", sw)
+        assert fn.ping_matrix([("h0_0_0", "h1_0_0")]) == []
+    finally:
+        subprocess.run(["ovs-vsctl", "--if-exists", "del-port", "e0_0", "fwl0", "--", "--if-exists", "del-port",
+                        "e1_0", "fwl1"])
+        subprocess.run(["ip", "link", "del", "fwl0"])

@@ -10,8 +10,8 @@ import time
 
 from experiments.procs import ControllerProcess
 from ryu_apps.isolation import IsolationConfig
+from tests.integration.conftest import operator_fattree
 from topology.builder import FabricNet
-from topology.fabric import fattree
 from topology.sflow_agent import SFlowAgentConfig
 
 PY = sys.executable
@@ -32,7 +32,7 @@ def _tc_sent(dev):
 
 def _measure(tmp_path, isolation: bool):
     name = "on" if isolation else "off"
-    fabric = fattree(4, 10)
+    fabric = operator_fattree()
     fabric.save(tmp_path / f"{name}.json")
     extra = ["--isolation", "on"] if isolation else []
     with ControllerProcess(tmp_path / f"{name}.json", extra=extra) as ctl, \
@@ -44,7 +44,7 @@ def _measure(tmp_path, isolation: bool):
         fn.host("h3_0_0").cmd(f"{PY} -m experiments.rr server --port 7010 >/dev/null 2>&1 &")
         time.sleep(0.5)
         unloaded = _mice(fn)
-        before = _tc_sent("e2_0-eth1")
+        before = _tc_sent(f"e2_0-eth{next(h.port for h in fabric.hosts if h.name == 'h2_0_0')}")
         # an elephant into h2_0_0 from its neighbour on the same ToR: it saturates e2_0's port 1
         fn.host("h2_0_0").cmd("iperf3 -s -1 -p 5801 -D >/dev/null 2>&1")
         time.sleep(0.3)
@@ -52,7 +52,7 @@ def _measure(tmp_path, isolation: bool):
         time.sleep(3.0)  # established, and detected (marked) in the isolated run
         loaded = _mice(fn)
         ele = json.loads(fn.host("h2_0_1").waitOutput())["end"]["sum_received"]["bytes"]
-        after = _tc_sent("e2_0-eth1")
+        after = _tc_sent(f"e2_0-eth{next(h.port for h in fabric.hosts if h.name == 'h2_0_0')}")
         fn.host("h3_0_0").cmd("kill %1")
         sent = {k: after.get(k, 0) - before.get(k, 0) for k in after}
         return {"unloaded": unloaded, "loaded": loaded, "queues": len(queues), "elephant_bytes": ele, "tc": sent}
@@ -74,7 +74,7 @@ def test_mice_keep_their_latency_next_to_an_elephant_only_with_isolation(tmp_pat
 
 
 def test_a_metered_elephant_is_held_to_its_allocation(tmp_path):
-    fabric = fattree(4, 10)
+    fabric = operator_fattree()
     fabric.save(tmp_path / "m.json")
     with ControllerProcess(tmp_path / "m.json", mode="freeway", extra=["--isolation", "on"]) as ctl, \
             FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target),

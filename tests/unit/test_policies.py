@@ -125,10 +125,15 @@ def test_everything_sent_to_the_controller_goes_through_the_sending_hosts_own_pu
 
     fabric = fattree(4)
     pol = policy(mode, fabric, None)
+    lldp = pipeline.prio("lldp")
     for sw in fabric.switches:
         prog = pol.program(sw)
         meters = {m.meter_id: m for m in prog if isinstance(m, Meter)}
         punts = [f for f in prog if isinstance(f, Flow) and any(isinstance(a, ToController) for a in f.actions)]
+        probes = [f for f in punts if f.priority == lldp]  # the fabric's LLDP probes: the switch's own meter
+        assert [(dict(f.match), f.meter_id) for f in probes] == [({"eth_type": 0x88CC}, pipeline.LLDP_METER.id(0))]
+        assert meters[pipeline.LLDP_METER.id(0)].pktps
+        punts = [f for f in punts if f.priority != lldp]
         if not fabric.switches[sw].is_tor:
             assert not punts
             continue
@@ -136,4 +141,5 @@ def test_everything_sent_to_the_controller_goes_through_the_sending_hosts_own_pu
         assert punts and all(dict(f.match).get("in_port") in hosts for f in punts), sw
         for f in punts:
             m = meters[f.meter_id]
-            assert m.pktps and f.meter_id == pipeline.HOST_PUNT_METERS.id(dict(f.match)["in_port"])
+            assert m.pktps and f.meter_id == pipeline.HOST_PUNT_METERS.id(
+                fabric.host_slot(next(h for h in fabric.hosts_on(sw) if h.port == dict(f.match)["in_port"])))

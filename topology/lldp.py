@@ -1,0 +1,196 @@
+"""LLDP probes and the check of the fabric's links against its description (pure).
+
+The controller sends an LLDP frame out of every switch port it knows of and
+the switch at the other end punts it back (``pipeline`` band ``lldp``). A
+frame names the switch and port it left by (chassis and port TLVs, as any
+LLDP tool reads them) and carries a keyed hash of both under the
+controller's own secret, so that a frame a host forges or replays, or one
+sent by a switch's own LLDP agent or another controller, is told apart and
+never taken for a link.
+
+``LinkCheck`` holds what arrived where and says, for every link of the
+description, whether it is verified (heard both ways), still waiting (not
+heard yet, within its grace), missing (not heard within the timeout) or
+miswired (a port heard a different peer than the description gives), and
+lists what was heard that the description does not have. Missing and
+miswired links are faults: the liveness model takes them down, so that no
+policy uses them. Nothing here touches a socket or the clock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import struct
+from dataclasses import dataclass
+
+from .fabric import Fabric
+
+ETH_LLDP = 0x88CC
+LLDP_DST = bytes.fromhex("0180c200000e")  # nearest bridge: no bridge forwards it
+_OUI = bytes.fromhex("02fee1")  # the organisationally specific TLV that carries Freeway's proof
+_SUBTYPE = 1
+_MAC_LEN = 16
+TTL_S = 120
+
+PortRef = tuple[str, int]  # (switch name, port number)
+
+
+class LldpError(ValueError):
+    """A frame that is not LLDP, is malformed, or was not sent by this controller (``reason`` says which)."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+def _tlv(kind: int, value: bytes) -> bytes:
+    return struct.pack("!H", (kind << 9) | len(value)) + value
+
+
+def _proof(secret: bytes, dpid: int, port: int) -> bytes:
+    return hmac.new(secret, struct.pack("!QI", dpid, port), hashlib.sha256).digest()[:_MAC_LEN]
+
+
+def probe(secret: bytes, dpid: int, port: int, port_mac: bytes | None = None) -> bytes:
+    """The LLDP frame that leaves switch ``dpid`` by ``port``."""
+    src = port_mac or bytes([0x02]) + dpid.to_bytes(8, "big")[-5:]
+    body = (_tlv(1, b"\x07" + f"dpid:{dpid:016x}".encode())  # chassis id, locally assigned
+            + _tlv(2, b"\x07" + str(port).encode())  # port id, locally assigned
+            + _tlv(3, struct.pack("!H", TTL_S))
+            + _tlv(127, _OUI + bytes([_SUBTYPE]) + struct.pack("!QI", dpid, port) + _proof(secret, dpid, port))
+            + _tlv(0, b""))
+    return LLDP_DST + src + struct.pack("!H", ETH_LLDP) + body
+
+
+def is_lldp(data: bytes) -> bool:
+    return len(data) >= 14 and data[12:14] == b"\x88\xcc"
+
+
+def read(secret: bytes, data: bytes) -> tuple[int, int]:
+    """(datapath id, port) a probe of ours left by; ``LldpError`` for anything else."""
+    if not is_lldp(data):
+        raise LldpError("not-lldp")
+    pos, end = 14, len(data)
+    while pos + 2 <= end:
+        (head,) = struct.unpack_from("!H", data, pos)
+        kind, length = head >> 9, head & 0x1FF
+        pos += 2
+        if pos + length > end:
+            raise LldpError("malformed", f"TLV type {kind} runs past the frame")
+        value = data[pos:pos + length]
+        pos += length
+        if kind == 0:
+            break
+        if kind == 127 and value[:3] == _OUI and len(value) == 4 + 12 + _MAC_LEN and value[3] == _SUBTYPE:
+            dpid, port = struct.unpack_from("!QI", value, 4)
+            if not hmac.compare_digest(value[16:], _proof(secret, dpid, port)):
+                raise LldpError("not-ours", f"a probe for {dpid:016x} port {port} with a wrong proof")
+            return dpid, port
+    raise LldpError("not-ours", "no Freeway proof (another LLDP agent)")
+
+
+# ----- the check --------------------------------------------------------------------------
+VERIFIED, WAITING, MISSING, MISWIRED = "verified", "waiting", "missing", "miswired"
+
+
+@dataclass(frozen=True)
+class Heard:
+    peer: tuple[int, int]  # (datapath id, port) the probe left by
+    at: float
+
+
+class LinkCheck:
+    """What LLDP says of each described link. ``watch`` starts a port's grace (its switch connected,
+    or it came up); ``heard`` records a probe; ``faults`` are the links to take down."""
+
+    def __init__(self, fabric: Fabric, timeout_s: float):
+        self.fabric = fabric
+        self.timeout_s = timeout_s
+        self.expect: dict[PortRef, PortRef] = {}
+        for ln in fabric.links:
+            self.expect[(ln.a, ln.a_port)] = (ln.b, ln.b_port)
+            self.expect[(ln.b, ln.b_port)] = (ln.a, ln.a_port)
+        self.heard_at: dict[PortRef, Heard] = {}
+        self.since: dict[PortRef, float] = {}
+
+    def watch(self, now: float, switch: str, port: int | None = None) -> None:
+        """A switch connected (every port of it), or one port came up: judged only after the timeout."""
+        ports = [p for p in self.expect if p[0] == switch] if port is None else [(switch, port)]
+        for p in ports:
+            self.since[p] = now
+            self.heard_at.pop(p, None)
+
+    def forget(self, switch: str) -> None:
+        """A switch went away: nothing is judged about its links until it connects again."""
+        for p in [p for p in self.since if p[0] == switch]:
+            del self.since[p]
+        for p in [p for p in self.heard_at if p[0] == switch]:
+            del self.heard_at[p]
+
+    def heard(self, now: float, switch: str, port: int, peer: tuple[int, int]) -> None:
+        self.heard_at[(switch, port)] = Heard(peer, now)
+
+    def _name(self, peer: tuple[int, int]) -> PortRef | None:
+        sw = self.fabric.switch_by_dpid(peer[0])
+        return (sw.name, peer[1]) if sw is not None else None
+
+    def _direction(self, now: float, src: PortRef, dst: PortRef) -> str:
+        """What the probes arriving at ``dst`` say of the direction src -> dst."""
+        h = self.heard_at.get(dst)
+        if h is not None and now - h.at <= self.timeout_s:
+            return VERIFIED if self._name(h.peer) == src else MISWIRED
+        if dst not in self.since or src not in self.since:
+            return WAITING  # one end's switch is not connected (the liveness model already knows)
+        start = max(self.since[dst], self.since[src], h.at if h is not None else 0.0)
+        return MISSING if now - start > self.timeout_s else WAITING
+
+    def links(self, now: float) -> dict[tuple[str, str], str]:
+        """Every described link (a < b) and its state."""
+        out = {}
+        for ln in self.fabric.links:
+            a, b = (ln.a, ln.a_port), (ln.b, ln.b_port)
+            ways = {self._direction(now, a, b), self._direction(now, b, a)}
+            state = next((s for s in (MISWIRED, MISSING, WAITING) if s in ways), VERIFIED)
+            out[tuple(sorted((ln.a, ln.b)))] = state
+        return out
+
+    def faults(self, now: float) -> set[tuple[str, str]]:
+        """Both directions of every missing or miswired link."""
+        return faults_of(self.links(now))
+
+    def unexpected(self, now: float) -> list[dict]:
+        """Probes heard (within the timeout) where the description has no such link: a port it does
+        not know, a host's port, or a different peer. Reported, never used."""
+        out = []
+        for (sw, port), h in sorted(self.heard_at.items()):
+            if now - h.at > self.timeout_s:
+                continue
+            peer = self._name(h.peer)
+            if self.expect.get((sw, port)) == peer and peer is not None:
+                continue
+            out.append({"switch": sw, "port": port, "described": _ref(self.expect.get((sw, port))
+                                                                     or self.fabric.peer(sw, port)),
+                        "heard": _ref(peer) if peer else f"{h.peer[0]:016x}:{h.peer[1]}"})
+        return out
+
+
+def faults_of(states: dict[tuple[str, str], str]) -> set[tuple[str, str]]:
+    out = set()
+    for (a, b), state in states.items():
+        if state in (MISSING, MISWIRED):
+            out |= {(a, b), (b, a)}
+    return out
+
+
+def probe_ports(fabric: Fabric, switch: str, reported, host_ports) -> list[int]:
+    """The ports to probe: every fabric port of the description and every other port the switch
+    reports (a cable the description does not have is found), but not a described host's port (a
+    host is not sent the controller's probes, so it cannot replay one)."""
+    ports = {fabric.port_to(switch, n) for n in fabric.neighbors(switch)}
+    ports |= {int(p) for p in reported if 0 < int(p) <= 0xFFFFFF00}
+    return sorted(ports - set(host_ports))
+
+
+def _ref(p) -> str | None:
+    return None if p is None else (f"{p[0]}:{p[1]}" if p[1] else p[0])

@@ -66,7 +66,8 @@ FLAGS = {"fabric": "--fabric", "listen": "--listen", "mode": "--mode", "monitor"
          "sflow_rt_url": "--sflow-rt", "ovsdb": "--ovsdb", "events_file": "--events", "isolation": "--isolation",
          "hedera_poll_s": "--hedera-poll", "link_hold_down_s": "--link-hold-down", "events_max_mb": "--events-max-mb",
          "api": "--api", "api_token_file": "--api-token-file", "log_format": "--log-format",
-         "cluster": "--cluster", "cluster_name": "--cluster-name", "cluster_ttl_s": "--cluster-ttl", "node_id": "--node-id"}
+         "cluster": "--cluster", "cluster_name": "--cluster-name", "cluster_ttl_s": "--cluster-ttl", "node_id": "--node-id",
+         "lldp_interval_s": "--lldp-interval", "lldp_timeout_s": "--lldp-timeout"}
 
 
 def _config_flags(c) -> None:
@@ -106,6 +107,41 @@ def add_controller(sub) -> None:
     g.set_defaults(func=cmd_config)
 
 
+def cmd_discover(args) -> int:
+    from topology.fabric import Fabric, FabricError
+
+    from .launcher import run_discover
+
+    if args.duration <= 0 or args.interval <= 0 or args.interval * 2 > args.duration:
+        raise SystemExit("freeway discover: --duration must be at least twice --interval, both positive")
+    if args.rate is not None and args.rate <= 0:
+        raise SystemExit(f"freeway discover: --rate must be positive, got {args.rate:g}")
+    settings = {"out": args.out, "duration_s": args.duration, "interval_s": args.interval, "rate_mbps": args.rate}
+    if args.expect:
+        try:
+            settings.update(expect=Fabric.load(args.expect), expect_file=args.expect)
+        except FabricError as e:
+            raise SystemExit(f"freeway discover: --expect: {e}") from None
+    return run_discover(args.listen, settings, args.verbose)
+
+
+def add_discover(sub) -> None:
+    d = sub.add_parser("discover", help="learn an unknown fabric (LLDP, the hosts' own traffic) and write its "
+                                        "description, with its Clos roles inferred from the graph")
+    d.add_argument("--listen", default="127.0.0.1:6653", help="OpenFlow address the switches connect to "
+                                                              "(127.0.0.1:6653)")
+    d.add_argument("--out", required=True, help="where to write the description (JSON)")
+    d.add_argument("--duration", type=float, default=10.0, help="seconds to watch after the first switch "
+                                                                "connects (10)")
+    d.add_argument("--interval", type=float, default=1.0, help="seconds between LLDP probes of every port (1)")
+    d.add_argument("--rate", type=float, help="every link's rate in Mbit/s (default: the ports' advertised "
+                                              "speeds, the slower end of each link)")
+    d.add_argument("--expect", metavar="FILE", help="a description to compare with: exit 2 and say what "
+                                                    "differs, by datapath id, if the fabric is not that one")
+    d.add_argument("--verbose", action="store_true", help="debug logging")
+    d.set_defaults(func=cmd_discover)
+
+
 # Each package adds its own commands; loaded by name, so no package imports one above it.
 COMMAND_MODULES = ("topology.cli", "ryu_apps.agent", "ryu_apps.hookrun", "ryu_apps.status", "experiments.cli")
 
@@ -114,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="freeway", description="Freeway: mice/elephant path isolation for Clos fabrics")
     sub = p.add_subparsers(dest="command", required=True)
     add_controller(sub)
+    add_discover(sub)
     for name in COMMAND_MODULES:
         importlib.import_module(name).add_commands(sub)
     return p

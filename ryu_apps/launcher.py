@@ -64,6 +64,53 @@ def check_udp(host: str, port: int) -> None:
             raise LaunchError(f"--sflow-listen: cannot receive sFlow on {host}:{port}: {e.strerror}") from None
 
 
+def start_osken(host: str, port: int, apps: list[str], log_format: str = "text", verbose: bool = False):
+    """os-ken listening for switches on host:port with ``apps`` loaded; returns (manager, services)."""
+    warnings.filterwarnings("ignore", message="\nEventlet is deprecated")
+    warnings.filterwarnings("ignore", message="Eventlet is deprecated")
+    from os_ken.lib import hub
+
+    hub.patch(thread=True)
+    from os_ken import cfg as osken_cfg
+    from os_ken.base.app_manager import AppManager
+    from os_ken.controller import controller  # noqa: F401  (registers the ofp-* options)
+
+    # echo requests every 2 s, a switch that leaves 3 unanswered is disconnected: a half-open
+    # connection is found in seconds instead of never
+    osken_cfg.CONF(args=["--ofp-listen-host", host, "--ofp-tcp-listen-port", str(port)], project="os_ken")
+    osken_cfg.CONF.set_override("echo_request_interval", 2.0)
+    osken_cfg.CONF.set_override("maximum_unreplied_echo_requests", 3)
+    logfmt.setup(log_format, verbose)
+    mgr = AppManager.get_instance()
+    mgr.load_apps(apps)
+    return mgr, mgr.instantiate_apps(**mgr.create_contexts())
+
+
+def serve(mgr, services) -> int:
+    from os_ken.lib import hub
+
+    try:
+        hub.joinall(services)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        mgr.close()
+    return 0
+
+
+def run_discover(listen: str, settings: dict, verbose: bool = False) -> int:
+    """``freeway discover``: the discovery app alone (it exits when it is done)."""
+    host, port = parse_listen(listen)
+    check_listen(host, port)
+    from . import discover_app
+
+    discover_app.SETTINGS.update(settings)
+    mgr, services = start_osken(host, port, ["ryu_apps.discover_app"], verbose=verbose)
+    logging.getLogger("freeway").info("discover: listening for switches on %s:%d for %.0f s after the first",
+                                      host, port, settings["duration_s"])
+    return serve(mgr, services)
+
+
 def run(cfg: config.Config, listen: str = "127.0.0.1:6653", verbose: bool = False, reread=None,
         config_file: str | None = None) -> int:
     """Start the apps and serve until stopped. ``reread()`` builds the configuration again (the file, then
@@ -94,34 +141,11 @@ def run(cfg: config.Config, listen: str = "127.0.0.1:6653", verbose: bool = Fals
         except OSError as e:
             raise LaunchError(f"--events: cannot write {cfg.events_file}: {e.strerror}") from None
 
-    warnings.filterwarnings("ignore", message="\nEventlet is deprecated")
-    warnings.filterwarnings("ignore", message="Eventlet is deprecated")
-    from os_ken.lib import hub
-
-    hub.patch(thread=True)
-    from os_ken import cfg as osken_cfg
-    from os_ken.base.app_manager import AppManager
-    from os_ken.controller import controller  # noqa: F401  (registers the ofp-* options)
-
-    # echo requests every 2 s, a switch that leaves 3 unanswered is disconnected: a half-open
-    # connection is found in seconds instead of never
-    osken_cfg.CONF(args=["--ofp-listen-host", host, "--ofp-tcp-listen-port", str(port)], project="os_ken")
-    osken_cfg.CONF.set_override("echo_request_interval", 2.0)
-    osken_cfg.CONF.set_override("maximum_unreplied_echo_requests", 3)
-    logfmt.setup(cfg.log_format, verbose)
     config.set_active(cfg)
     config.set_reread(reread, config_file)
     signal.signal(signal.SIGHUP, lambda *_: config.request_reload())  # the app reloads in its own loop
     if cfg.cluster:  # a clean stop hands a cluster's leadership on at once
         signal.signal(signal.SIGTERM, _terminate)
-    mgr = AppManager.get_instance()
-    mgr.load_apps(APPS)
-    services = mgr.instantiate_apps(**mgr.create_contexts())
+    mgr, services = start_osken(host, port, APPS, cfg.log_format, verbose)
     logging.getLogger("freeway").info("listening for switches on %s:%d", host, port)
-    try:
-        hub.joinall(services)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        mgr.close()
-    return 0
+    return serve(mgr, services)

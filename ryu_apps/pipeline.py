@@ -67,6 +67,8 @@ _BANDS = (
     Band("arp", 1000, FORWARD, "ARP to the controller (proxy ARP from the host table), through the host's punt meter"),
     Band("service-drop", 1900, FORWARD, "anything else to the handshake service address"),
     Band("handshake", 2000, FORWARD, "the elephant handshake to the controller, through the host's punt meter"),
+    Band("discover", 3000, GUARD, "'freeway discover' only, while it runs: LLDP, ARP and IPv4 to it, through the "
+                                  "LLDP meter (removed when it ends)"),
 )
 BANDS = {b.name: b for b in _BANDS}
 _BY_PRIORITY = {b.priority: b for b in _BANDS}
@@ -102,7 +104,8 @@ FREEWAY_MICE = CookieSpace(0x3C, "freeway-mice", "n_lol << 32 | index of the des
 HEDERA = CookieSpace(0xD5, "hedera", "kind << 48 | flow id (kind 1: edge counter, 2: placed)")
 EFM = CookieSpace(0xE7, "efm", "kind << 48 | flow id << 8 | generation")
 DETECTED = CookieSpace(0xC1, "detected-mark", "kind << 48 | mark id (isolation: a detected elephant's mark)")
-COOKIE_SPACES = (FREEWAY_ELEPHANT, FREEWAY_MICE, HEDERA, EFM, DETECTED)
+DISCOVER = CookieSpace(0xD1, "discover", "'freeway discover''s punts (0)")
+COOKIE_SPACES = (DISCOVER, FREEWAY_ELEPHANT, FREEWAY_MICE, HEDERA, EFM, DETECTED)
 OWNER_SHIFT = 56
 
 

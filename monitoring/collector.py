@@ -35,8 +35,8 @@ class Collector:
         events: list[LinkLoad] = []
         for cs in dg.counter_samples:
             self.stats["counter_samples"] += 1
-            events += self.estimator.on_counters(now, cs)
+            events += self.estimator.on_counters(now, cs, dg.agent)
         for fs in dg.flow_samples:
             self.stats["flow_samples"] += 1
-            self.estimator.on_flow_sample(now, fs)
+            self.estimator.on_flow_sample(now, fs, dg.agent)
         return events

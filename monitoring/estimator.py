@@ -91,7 +91,8 @@ class Estimator:
     def __init__(self, fabric: Fabric, config: MonitorConfig | None = None):
         self.fabric = fabric
         self.cfg = config or MonitorConfig()
-        self.ifmap: dict[int, tuple[str, int]] = {}  # ifIndex -> (switch, port)
+        self.ifmap: dict[tuple[str | None, int], tuple[str, int]] = {}  # (agent or None: any, ifIndex) -> port
+        self.agents: set[str] = set()  # agent addresses seen
         self.flows: dict[FiveTuple, FlowState] = {}
         self.link_util: dict[tuple[str, str], float] = {}  # directed link -> smoothed occupancy (0..1+)
         self.link_bps: dict[tuple[str, str], float] = {}  # latest raw measurement
@@ -99,23 +100,34 @@ class Estimator:
         self._counters: dict[tuple[tuple[str, str], str], _Counter] = {}
         self.port_up: dict[tuple[str, int], bool] = {}  # fabric port -> operational status as sFlow reports it
         self.stats = {"flow_samples": 0, "counter_samples": 0, "unmapped_ifindex": 0, "packets_without_ip": 0,
-                      "unknown_counter": 0, "discarded_samples": 0}
+                      "unknown_counter": 0, "discarded_samples": 0, "samples_not_from_a_port": 0}
 
     # ----- mapping -----------------------------------------------------
-    def set_ifmap(self, ifmap: dict[int, tuple[str, int]]) -> None:
-        self.ifmap = dict(ifmap)
+    def set_ifmap(self, ifmap: dict) -> None:
+        """(agent, ifIndex) -> (switch, port); a bare ifIndex key holds for any agent."""
+        self.ifmap = {(k if isinstance(k, tuple) else (None, k)): v for k, v in ifmap.items()}
+
+    def locate(self, agent: str | None, if_index: int) -> tuple[str, int] | None:
+        """The (switch, port) an agent's ifIndex stands for: that agent's own mapping first, then a
+        mapping that holds for any agent (one host, unique ifIndexes); None if neither knows it."""
+        if agent is not None:
+            self.agents.add(agent)
+            where = self.ifmap.get((agent, if_index))
+            if where is not None:
+                return where
+        return self.ifmap.get((None, if_index))
 
     def access_rate_bps(self, flow: FiveTuple) -> float:
         h = self.fabric.host_by_ip(flow.src)
         return self.fabric.capacity_bps((h.name, h.switch)) if h else self.fabric.link_rate_mbps * 1e6
 
     # ----- counters -> link occupancy ------------------------------------
-    def on_counters(self, now: float, sample: CounterSample) -> list[LinkLoad | PortState]:
+    def on_counters(self, now: float, sample: CounterSample, agent: str | None = None) -> list[LinkLoad | PortState]:
         """Link loads from the octet counters; a fabric port's operational status when it changes (the
         first report only when it is down: a port starts out as up)."""
         events: list = []
         for ifc in sample.interfaces:
-            where = self.ifmap.get(ifc.if_index)
+            where = self.locate(agent, ifc.if_index)
             if where is None:
                 self.stats["unmapped_ifindex"] += 1
                 continue
@@ -162,11 +174,14 @@ class Estimator:
         return LinkLoad(now, link, bps, self.link_util[link])
 
     # ----- flow samples -> flow rates -------------------------------------
-    def on_flow_sample(self, now: float, sample: FlowSample) -> None:
+    def on_flow_sample(self, now: float, sample: FlowSample, agent: str | None = None) -> None:
         if sample.output_if >> 30 == 1:  # sFlow's "discarded" format: the switch dropped it (e.g. the
             self.stats["discarded_samples"] += 1  # ToR's anti-spoofing guard); it carries no flow's rate
             return
-        where = self.ifmap.get(sample.input_if)
+        if sample.input_if == 0 or sample.input_if >= 0x3FFFFFFF:  # 0: unknown; 0x3FFFFFFF: internal
+            self.stats["samples_not_from_a_port"] += 1  # e.g. a packet the controller sent (LLDP probes)
+            return
+        where = self.locate(agent, sample.input_if)
         if where is None:
             self.stats["unmapped_ifindex"] += 1
             return

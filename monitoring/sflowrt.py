@@ -158,7 +158,7 @@ class SFlowRT:
             except (KeyError, ValueError, TypeError):
                 self.stats["bad_entries"] += 1
                 continue
-            where = self.estimator.ifmap.get(ifindex)
+            where = self.estimator.locate(e.get("agent"), ifindex)
             peer = self.estimator.fabric.peer(*where) if where else None
             if peer is None:
                 continue

@@ -67,7 +67,8 @@ class Config:
     events_file: str = setting("", "append JSON lines here: elephant events and a link snapshot per second")
     events_max_mb: float = setting(100.0, "when the events file passes this size it is renamed FILE.1 (the "
                                    "previous FILE.1 goes) and a new one begun", "MB", positive=True, live=True)
-    ovsdb: str = setting("", "OVSDB to read ifIndex -> port from ('' = the local Open vSwitch)")
+    ovsdb: str = setting("", "the OVSDB of every switch host, comma-separated (tcp:HOST:6640, unix:PATH; '' = the "
+                         "local Open vSwitch): sFlow's (agent, ifIndex) -> switch port is read from each")
     isolation: bool = setting(False, "mice and elephants in separate queues: mark, set_queue, meter elephants")
     hedera_poll_s: float = setting(5.0, "Hedera: time between flow-statistics polls of the edge switches", "s",
                                    positive=True, live=True)

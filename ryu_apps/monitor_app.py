@@ -140,7 +140,7 @@ class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") el
             return
         self._portmap_at, self._unmapped_seen = now, unmapped
         try:
-            ifmap = run_blocking(portmap.load, self.fabric, self.cfg.ovsdb or None)
+            ifmap = run_blocking(portmap.load, self.fabric, self.cfg.ovsdb)
         except Exception as e:  # OVSDB down or unreachable: keep the old map, try again later
             LOG.warning("cannot read ifIndex map from OVSDB: %s", e)
             return
@@ -164,7 +164,8 @@ class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") el
     def stats(self) -> dict:
         """Monitoring's counters (the collector's and the estimator's; sFlow-RT's with a prefix)."""
         stats = {**self.collector.stats, **self.estimator.stats, "monitor_loop_errors": self.loop_errors,
-                 "flows_tracked": len(self.estimator.flows)}
+                 "flows_tracked": len(self.estimator.flows), "agents_seen": len(self.estimator.agents),
+                 "ports_mapped": len(self.estimator.ifmap)}
         if self.sflowrt is not None:
             stats.update({f"sflowrt_{k}": v for k, v in self.sflowrt.stats.items()})
         return stats

@@ -257,6 +257,7 @@ class FabricNet:
             if self.shape:
                 shape_ports(self.fabric, self.isolation)
             if self.sflow is not None:
+                self._agent_aliases(True)
                 vsctl(*self.sflow.vsctl_args(list(self.fabric.switches)))
             self.timings["shaped_s"] = time.monotonic() - t0
             self.wait_programmed(connect_timeout)
@@ -290,6 +291,16 @@ class FabricNet:
             finally:
                 self.net = None
                 remove_qos()
+                self._agent_aliases(False)
+
+    def _agent_aliases(self, add: bool) -> None:
+        """Per-bridge sFlow agent addresses in 127/8 are given to the loopback (Open vSwitch sends from them):
+        an emulation of switches on many hosts, each exporting under its own address."""
+        if self.sflow is None:
+            return
+        for ip in self.sflow.agent_addresses(list(self.fabric.switches)).values():
+            if ip.startswith("127."):
+                subprocess.run(["ip", "addr", "add" if add else "del", f"{ip}/32", "dev", "lo"], capture_output=True)
 
     def __enter__(self) -> FabricNet:
         return self.start() if self.net is None else self

@@ -47,7 +47,7 @@ def cmd_fabric(args) -> int:
         try:
             sflow = SFlowAgentConfig.for_rate(fabric.link_rate_mbps, target=args.sflow_target,
                                               sampling=args.sflow_sampling, polling=args.sflow_polling,
-                                              header=args.sflow_header)
+                                              header=args.sflow_header, agents=args.sflow_agents)
         except ValueError as e:
             raise BuildError(str(e)) from None
     iso = None
@@ -113,6 +113,9 @@ def add_commands(sub) -> None:
                         "elephant_min_share (as for the controller)")
     f.add_argument("--sflow-target", default="127.0.0.1:6343",
                    help="sFlow collector HOST:PORT, or several separated by commas (127.0.0.1:6343)")
+    f.add_argument("--sflow-agents", metavar="PREFIX",
+                   help="every bridge exports sFlow under its own agent address from PREFIX (e.g. 127.0.1.0/24; "
+                        "127/8 addresses go on the loopback), as switches on many hosts do")
     f.add_argument("--sflow-sampling", type=int, help="sample 1 in N packets (N = link rate in Mbit/s)")
     f.add_argument("--sflow-polling", type=int, help="counter polling interval in seconds (1)")
     f.add_argument("--sflow-header", type=int, help="bytes of each sampled header (128)")

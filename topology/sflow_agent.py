@@ -8,6 +8,8 @@ Ethernet + VLAN + IPv4 options + TCP ports).
 
 from __future__ import annotations
 
+import ipaddress
+import itertools
 from dataclasses import dataclass
 
 
@@ -18,6 +20,17 @@ class SFlowAgentConfig:
     polling: int = 1
     header: int = 128
     agent: str = "lo"
+    agents: str = ""  # a prefix (127.0.1.0/24): every bridge exports under its own address from it
+
+    def agent_addresses(self, bridges: list[str]) -> dict[str, str]:
+        """Each bridge's own agent address (``agents``), by sorted name; {} when they share ``agent``."""
+        if not self.agents:
+            return {}
+        net = ipaddress.ip_network(self.agents, strict=False)
+        hosts = list(itertools.islice(net.hosts(), len(bridges) + 1))
+        if len(hosts) < len(bridges):
+            raise ValueError(f"sflow agents: {self.agents} has fewer than {len(bridges)} addresses")
+        return {br: str(ip) for br, ip in zip(sorted(bridges), hosts, strict=False)}
 
     def __post_init__(self) -> None:
         for target in self.targets:  # one collector, or several (one per controller of a cluster)
@@ -28,6 +41,11 @@ class SFlowAgentConfig:
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"sflow {key}: must be a positive integer, got {v!r}")
+        if self.agents:
+            try:
+                ipaddress.ip_network(self.agents, strict=False)
+            except ValueError:
+                raise ValueError(f"sflow agents: expected a prefix such as 127.0.1.0/24, got {self.agents!r}") from None
         if not 18 <= self.header <= 256:
             raise ValueError(f"sflow header: must be 18..256 bytes, got {self.header}")
 
@@ -42,11 +60,16 @@ class SFlowAgentConfig:
         return cls(**base)
 
     def vsctl_args(self, bridges: list[str]) -> list[str]:
-        """One ovs-vsctl transaction creating a shared sFlow record and attaching it to every bridge."""
+        """One ovs-vsctl transaction creating a shared sFlow record and attaching it to every bridge (with
+        ``agents``: one record per bridge, each with the bridge's own agent address)."""
         targets = ",".join(f'"{t}"' for t in self.targets)
-        args = ["--", "--id=@sf", "create", "sflow", f"agent={self.agent}", f"target=[{targets}]",
-                f"header={self.header}", f"sampling={self.sampling}", f"polling={self.polling}",
-                "external-ids:freeway=1"]
-        for br in bridges:
-            args += ["--", "set", "bridge", br, "sflow=@sf"]
+        own = self.agent_addresses(bridges)
+        args = []
+        for n, br in enumerate(bridges):
+            if n == 0 or own:
+                ref = f"@sf{n}" if own else "@sf"
+                args += ["--", f"--id={ref}", "create", "sflow", f"agent={own.get(br, self.agent)}",
+                         f"target=[{targets}]", f"header={self.header}", f"sampling={self.sampling}",
+                         f"polling={self.polling}", "external-ids:freeway=1"]
+            args += ["--", "set", "bridge", br, f"sflow={ref}"]
         return args[1:]

@@ -8,6 +8,7 @@ from topology.fabric import fattree, leafspine, scramble
 from topology.sflow_agent import SFlowAgentConfig
 
 SCRAMBLE_SEED = 15
+AGENTS = "127.0.1.0/24"  # k4's bridges export sFlow each from its own loopback address
 
 
 def operator_fattree():
@@ -24,13 +25,13 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="module")
 def k4(tmp_path_factory):
-    """A 10 Mbit/s k=4 fat-tree (scrambled numbering) with sFlow under 'freeway controller':
-    (FabricNet, ControllerProcess)."""
+    """A 10 Mbit/s k=4 fat-tree (scrambled numbering; each bridge exporting sFlow under its own agent
+    address, as switches on many hosts do) under 'freeway controller': (FabricNet, ControllerProcess)."""
     d = tmp_path_factory.mktemp("k4")
     fabric = operator_fattree()
     fabric.save(d / "fabric.json")
     ctl = ControllerProcess(d / "fabric.json", extra=["--api", f"127.0.0.1:{free_port()}"]).start()
-    fn = FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target))
+    fn = FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target, agents=AGENTS))
     try:
         fn.start()
         yield fn, ctl

@@ -28,7 +28,8 @@ def test_elephant_detected_with_rate_and_link_occupancy_close_to_iperf(k4):
     starts = [e for e in ctl.events(("elephant_start",)) if e["flow"]["sport"] == 41001 and e["wall"] >= t0]
     assert len(starts) == 1, ctl.log_tail()
     ev = starts[0]
-    assert (ev["switch"], ev["port"], ev["flow"]["dst"], ev["flow"]["dport"]) == ("e0_0", 1, "10.3.1.3", 5401)
+    assert (ev["switch"], ev["port"], ev["flow"]["dst"], ev["flow"]["dport"]) == ("e0_0", fn.fabric.host_by_ip("10.0.0.2").port,
+                                                                      "10.3.1.3", 5401)
     assert ev["wall"] - t0 < 3.0
     # steady-state estimates from the per-second snapshots taken while the flow ran (skip its first 3 s)
     snaps = [s for s in ctl.events(("links",)) if t0 + 3 <= s["wall"] <= t0 + 8]
@@ -83,3 +84,39 @@ def test_malformed_datagrams_are_counted_and_dropped(k4):
     stats = ctl.events(("links",))[-1]["stats"]
     assert stats["decode_errors"] >= 290, stats
     assert fn.ping_matrix([("h0_0_0", "h1_1_1")]) == []  # still forwarding, still answering ARP
+
+
+def test_each_switch_exports_under_its_own_agent_and_is_mapped_per_agent(k4):
+    """Issue 15: samples are identified by agent and ifIndex. k4's bridges each export from their own
+    address; an ifIndex is only taken from the agent whose bridge has it."""
+    import socket
+    import subprocess
+
+    from tests.integration.conftest import AGENTS
+    from tests.unit import sflow_encode as enc
+    from topology.sflow_agent import SFlowAgentConfig
+
+    fn, ctl = k4
+    agents = SFlowAgentConfig(agents=AGENTS).agent_addresses(list(fn.fabric.switches))
+    assert len(set(agents.values())) == 20
+    deadline = time.monotonic() + 10
+    while (stats := ctl.events(("links",))[-1]["stats"])["agents_seen"] < 20:
+        assert time.monotonic() < deadline, stats
+        time.sleep(0.5)
+    assert stats["ports_mapped"] == 20 * 5, stats  # 4 ports and LOCAL per switch, each under its agent
+    port = fn.fabric.port_to("c1", "a0_0")
+    ifindex = int(subprocess.run(["ovs-vsctl", "get", "interface", f"c1-eth{port}", "ifindex"], capture_output=True,
+                                 text=True, check=True).stdout)
+
+    def send(agent):
+        before = ctl.events(("links",))[-1]["stats"]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            for n in range(5):
+                s.sendto(enc.datagram([enc.counter_sample([enc.if_counters(ifindex)], seq=n)], agent=agent, seq=n),
+                         ("127.0.0.1", ctl.sflow_port))
+        time.sleep(2.2)  # the next snapshot
+        after = ctl.events(("links",))[-1]["stats"]
+        return after["unmapped_ifindex"] - before["unmapped_ifindex"]
+
+    assert send(agents["e0_0"]) >= 5  # c1's ifIndex, from e0_0's agent: nobody's
+    assert send(agents["c1"]) == 0  # from c1's own agent: c1's port

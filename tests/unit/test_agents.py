@@ -1,0 +1,72 @@
+"""Switches on many hosts (issue 15): sFlow samples identified by agent and ifIndex, mapped per agent."""
+
+import pytest
+
+from monitoring import portmap
+from monitoring.collector import Collector
+from monitoring.estimator import Estimator, MonitorConfig
+from tests.unit import sflow_encode as enc
+from topology.fabric import fattree
+
+F = fattree(4, 10)
+
+
+def _tables(bridges):
+    """OVSDB tables as ``ovs-vsctl --format=json list`` gives them: bridges (name, dpid, agent or None, ports)."""
+    t = {"bridge": {"headings": ["name", "datapath_id", "ports", "sflow"], "data": []},
+         "port": {"headings": ["_uuid", "name", "interfaces"], "data": []},
+         "interface": {"headings": ["_uuid", "name", "ifindex", "ofport"], "data": []},
+         "sflow": {"headings": ["_uuid", "agent"], "data": []}}
+    for name, dpid, agent, ports in bridges:
+        sf = ["set", []]
+        if agent is not None:
+            t["sflow"]["data"].append([["uuid", f"sf-{name}"], agent])
+            sf = ["uuid", f"sf-{name}"]
+        pids = []
+        for ofport, ifindex in ports:
+            t["port"]["data"].append([["uuid", f"p-{name}-{ofport}"], f"{name}-eth{ofport}",
+                                      ["uuid", f"i-{name}-{ofport}"]])
+            t["interface"]["data"].append([["uuid", f"i-{name}-{ofport}"], f"{name}-eth{ofport}", ifindex, ofport])
+            pids.append(["uuid", f"p-{name}-{ofport}"])
+        t["bridge"]["data"].append([name, "%016x" % dpid, ["set", pids], sf])
+    return t
+
+
+def test_each_bridges_agent_comes_from_its_sflow_record_or_the_endpoint():
+    d = {n: F.switches[n].dpid for n in ("e0_0", "a0_0", "c1")}
+    t = _tables([("e0_0", d["e0_0"], "192.0.2.1", [(3, 7)]), ("a0_0", d["a0_0"], "eth0", [(1, 7)]),
+                 ("c1", d["c1"], None, [(1, 8)])])
+    assert portmap.bridge_agents(t) == {d["e0_0"]: "192.0.2.1", d["a0_0"]: None, d["c1"]: None}
+    assert portmap.bridge_agents(t, "198.51.100.7") == {d["e0_0"]: "192.0.2.1", d["a0_0"]: "198.51.100.7",
+                                                         d["c1"]: "198.51.100.7"}
+    assert portmap.endpoint_host("tcp:198.51.100.7:6640") == "198.51.100.7"
+    assert portmap.endpoint_host("unix:/run/openvswitch/db.sock") is None and portmap.endpoint_host(None) is None
+    assert portmap.parse_endpoints("") == [None]
+    assert portmap.parse_endpoints("tcp:10.9.0.1:6640, tcp:10.9.0.2:6640") == ["tcp:10.9.0.1:6640", "tcp:10.9.0.2:6640"]
+    m = portmap.agent_map(F, t, "tcp:198.51.100.7:6640")
+    assert m == {("192.0.2.1", 7): ("e0_0", 3), ("198.51.100.7", 7): ("a0_0", 1), ("198.51.100.7", 8): ("c1", 1)}
+
+
+def test_the_same_ifindex_at_two_agents_is_two_ports():
+    """Two switch hosts both number a port 7: only the agent tells e0_0's uplink from a0_0's downlink."""
+    est = Estimator(F, MonitorConfig(ewma_alpha=1.0))
+    est.set_ifmap({("192.0.2.1", 7): ("e0_0", F.port_to("e0_0", "a0_0")),
+                   ("192.0.2.2", 7): ("a0_0", F.port_to("a0_0", "e0_0"))})
+    col = Collector(est)
+    for t, octets in ((0.0, 0), (1.0, 500_000)):
+        col.handle(t, enc.datagram([enc.counter_sample([enc.if_counters(7, out_octets=octets)])], agent="192.0.2.1"))
+        col.handle(t, enc.datagram([enc.counter_sample([enc.if_counters(7, out_octets=2 * octets)])], agent="192.0.2.2"))
+    assert est.link_bps[("e0_0", "a0_0")] == pytest.approx(4e6)
+    assert est.link_bps[("a0_0", "e0_0")] == pytest.approx(8e6)
+    before = est.stats["unmapped_ifindex"]
+    col.handle(2.0, enc.datagram([enc.counter_sample([enc.if_counters(7, out_octets=0)])], agent="192.0.2.3"))
+    assert est.stats["unmapped_ifindex"] == before + 1  # a third agent's 7 is nobody's
+    assert est.agents == {"192.0.2.1", "192.0.2.2", "192.0.2.3"}
+
+
+def test_a_map_for_any_agent_still_serves_one_host_and_an_agents_own_entry_wins():
+    est = Estimator(F, MonitorConfig(ewma_alpha=1.0))
+    est.set_ifmap({7: ("c1", 1), ("192.0.2.1", 7): ("e0_0", 3)})
+    assert est.locate("127.0.0.1", 7) == ("c1", 1)
+    assert est.locate("192.0.2.1", 7) == ("e0_0", 3)
+    assert est.locate(None, 9) is None

@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass
 
 TYPES = ("placement", "refusal", "reroute", "released", "withdrawal", "rollback", "partition", "liveness",
-         "config", "cluster")
+         "config", "cluster", "queues")
 DEFAULT_KEEP = 2000
 
 # A refusal's cause: one word per kind of reason (the reason itself is free text with numbers in it),

@@ -14,8 +14,9 @@ import random
 import time
 from collections import Counter
 
+from monitoring import portmap
 from monitoring.view import View
-from topology import lldp
+from topology import lldp, qos
 from topology.fabric import Fabric
 from topology.liveness import Liveness
 
@@ -40,6 +41,7 @@ from .txn import Failure, Outcome, Tracker, Txn
 LOG = logging.getLogger("freeway")
 DECISIONS = logging.getLogger("freeway.decisions")  # one record per decision (shown by --log-format json)
 PERIOD_S = 1.0
+QUEUE_CHECK_S = 10.0  # how often the isolation queues of every switch port are checked (and repaired)
 TICK_S = 0.1  # how often link hold-downs and the liveness model are looked at
 BARRIER_TIMEOUT_S = 3.0
 SYNC_TIMEOUT_S = 5.0  # a switch that does not answer the read-back in time is programmed from scratch
@@ -78,6 +80,8 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self._lldp_next = 0.0
         self._lldp_states: dict = {}  # each described link's last reported state
         self._lldp_reported: set = set()  # unexpected adjacencies already logged
+        self._queues_due = 0.0  # when the switches' isolation queues are next checked (through OVSDB)
+        self.queue_state: dict = {"checked": None, "repaired": 0, "error": None}
         self.syncs: dict[str, Sync] = {}
         self.datapaths: dict[int, object] = {}
         self.counters: Counter[str] = Counter()
@@ -116,6 +120,8 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             self.monitor.add_snapshot_source(self.snapshot)
         self.threads.append(hub.spawn(self._period_loop))
         self.threads.append(hub.spawn(self._tick_loop))
+        if self.cfg.isolation:
+            self.threads.append(hub.spawn(self._queue_loop))
         if self.cfg.api:
             from .api import serve
 
@@ -275,6 +281,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             dp.send_msg(m)
         self.datapaths[dp.id] = dp
         self.linkcheck.watch(time.monotonic(), sw)  # its links are judged from now (it punts probes now)
+        self._queues_due = min(self._queues_due, time.monotonic() + 0.5)  # a switch's queues: soon after it connects
         self.switch_states[sw] = opstate.SwitchState("connected", time.time())
         self._switch_changes += 1
         self.counters["switch-connects"] += 1
@@ -400,6 +407,31 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                             u["port"], u["heard"], u["described"] or "nothing")
                 self.record({"type": "liveness", "event": "lldp-unexpected", **u})
                 self.counters["lldp-unexpected"] += 1
+
+    # ----- the isolation queues, through each switch's OVSDB ---------------------------------
+    def _queue_loop(self):
+        while self.is_active:
+            hub.sleep(0.5)
+            now = time.monotonic()
+            if not self.master() or now < self._queues_due:
+                continue
+            self._queues_due = now + QUEUE_CHECK_S
+            try:
+                self.queues_checked(run_blocking(qos.keep, self.fabric, self.cfg.isolation_config(),
+                                                 portmap.parse_endpoints(self.cfg.ovsdb)))
+            except Exception as e:  # a database away: said, counted, tried again soon
+                self._queues_due = now + 5.0
+                self.counters["queue-check-failed"] += 1
+                self.queue_state["error"] = str(e)
+                LOG.error("queues: cannot check the switches' queues: %s", e)
+
+    def queues_checked(self, repaired: list[str]) -> None:
+        """Ports whose queues were missing or different, now repaired: each one logged and recorded."""
+        self.queue_state.update(checked=time.time(), error=None, repaired=self.queue_state["repaired"] + len(repaired))
+        for line in repaired:
+            LOG.warning("queues: repaired %s", line)
+            self.counters["queue-repairs"] += 1
+            self.record({"type": "queues", "repaired": line})
 
     def lldp_doc(self) -> dict:
         now = time.monotonic()
@@ -771,7 +803,9 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                 "elephants": sum(int(row[0]) for row in opstate.elephant_totals(self.policy, self.shown_view()).values()),
                 "decisions": self.decisions.seq,
                 "config_file": config.source_file(), "config_loaded": round(self.config_loaded, 3),
-                "writable": bool(self.cfg.api_token_file), "cluster": self.cluster_doc()}
+                "writable": bool(self.cfg.api_token_file), "cluster": self.cluster_doc(),
+                "links_unverified": sum(st != lldp.VERIFIED for st in self._lldp_states.values()),
+                "queues": dict(self.queue_state) if self.cfg.isolation else None}
 
     def api_counters(self) -> dict:
         snap = self.snapshot()

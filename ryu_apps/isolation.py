@@ -14,7 +14,7 @@ elephant can be held to its allocated rate by a meter at its ingress.
 from __future__ import annotations
 
 from topology.fabric import Fabric
-from topology.queues import ELEPHANT_Q, MICE_Q, IsolationConfig, IsolationConfigError, queue_args, tc_commands
+from topology.queues import ELEPHANT_Q, MICE_Q, IsolationConfig, IsolationConfigError, tc_commands
 
 from . import pipeline
 from .forwarding import ETH_IPV4
@@ -22,7 +22,7 @@ from .intents import Flow, Meter, SetField, SetQueue, match
 
 PRIO_CLASSIFY = pipeline.prio("classify")
 PRIO_ELEPHANT_MARK = pipeline.prio("elephant-mark")  # detected elephants that keep their path: mark, forward
-__all__ = ["ELEPHANT_Q", "MICE_Q", "IsolationConfig", "IsolationConfigError", "queue_args", "tc_commands",
+__all__ = ["ELEPHANT_Q", "MICE_Q", "IsolationConfig", "IsolationConfigError", "tc_commands",
            "tor_program", "elephant_actions", "elephant_meter", "mark_detected"]
 
 

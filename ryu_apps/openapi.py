@@ -70,7 +70,9 @@ STATUS = _obj({"version": STR, "mode": STR, "isolation": BOOL, "monitor": STR, "
                "cluster": _nullable(_obj({"node": STR, "role": {"type": "string",
                                                                 "enum": ["candidate", "leader", "follower"]},
                                           "leader": _nullable(STR), "generation": INT, "since": _nullable(NUM),
-                                          "store_ok": BOOL, "store_error": _nullable(STR), "name": STR}))})
+                                          "store_ok": BOOL, "store_error": _nullable(STR), "name": STR})),
+               "links_unverified": INT,
+               "queues": _nullable(_obj({"checked": _nullable(NUM), "repaired": INT, "error": _nullable(STR)}))})
 
 COUNTS = {"type": "object", "additionalProperties": NUM}
 COUNTERS = _obj({"controller": COUNTS, "freeway": COUNTS, "monitor": COUNTS, "state": COUNTS})

@@ -105,10 +105,10 @@ def switch_ports(fabric: Fabric) -> list[tuple[str, int, float]]:
 def shape_ports(fabric: Fabric, isolation=None) -> int:
     """Put a linux-htb QoS record with max-rate on every switch port; returns the port count.
 
-    With an IsolationConfig the record has two queues (mice, elephants: see ryu_apps/isolation.py) and
-    tc filters map the DSCP marks to them."""
+    With isolation the controller creates each port's QoS and queues itself (``topology.qos``): the
+    builder leaves the ports to it and adds only the tc steps once the queues are there."""
     if isolation is not None:
-        return _shape_isolated(fabric, isolation)
+        return 0
     cmd: list[str] = []
     n = 0
     for sw, port, mbps in switch_ports(fabric):
@@ -129,24 +129,30 @@ def shape_ports(fabric: Fabric, isolation=None) -> int:
     return n
 
 
-def _shape_isolated(fabric: Fabric, iso) -> int:
-    from .queues import queue_args, tc_commands
+def isolation_tc(fabric: Fabric, iso) -> int:
+    """The emulator-only half of isolation: tc filters mapping the DSCP marks to the HTB classes of the
+    queues the controller created (the userspace datapath's ``set_queue`` does not steer), and each
+    class's FIFO length. Returns the port count."""
+    from .queues import tc_commands
 
-    cmd: list[str] = []
     ports = switch_ports(fabric)
-    for n, (sw, port, mbps) in enumerate(ports):
-        bps = int(mbps * 1_000_000)
-        cmd += ["--", "set", "port", f"{sw}-eth{port}", f"qos=@q{n}",
-                "--", f"--id=@q{n}", "create", "qos", "type=linux-htb", f"other-config:max-rate={bps}",
-                QOS_TAG, f"queues:0=@m{n}", f"queues:1=@e{n}", *queue_args(n, bps, iso)]
-    if cmd:
-        vsctl(*cmd[1:], timeout=300)
     for sw, port, _ in ports:
         for c in tc_commands(f"{sw}-eth{port}", iso):
             r = subprocess.run(c, capture_output=True, text=True)
             if r.returncode != 0:
                 raise BuildError(f"{' '.join(c[:6])}...: {r.stderr.strip()}")
     return len(ports)
+
+
+def queues_set(fabric: Fabric) -> tuple[int, int]:
+    """(ports whose QoS has the mice and elephant queues, switch ports): how far the controller is."""
+    from .qos import held, read
+
+    have = held(fabric, read(None))
+    want = {(sw, port) for sw, port, _ in switch_ports(fabric)}
+    done = sum(1 for key in want if (h := have.get(key)) is not None and h.qos is not None
+               and {n for n, _ in h.qos.queues} >= {0, 1})
+    return done, len(want)
 
 
 def remove_qos() -> None:
@@ -262,6 +268,9 @@ class FabricNet:
             self.timings["shaped_s"] = time.monotonic() - t0
             self.wait_programmed(connect_timeout)
             self.timings["programmed_s"] = time.monotonic() - t0
+            if self.shape and self.isolation is not None:
+                self.wait_queues(connect_timeout)
+                isolation_tc(self.fabric, self.isolation)
         except BaseException:
             self.stop()
             raise
@@ -276,6 +285,15 @@ class FabricNet:
                 raise BuildError(f"only {got} of {want} switches were programmed by the controller "
                                  f"within {timeout:.0f} s")
             time.sleep(0.1)
+
+    def wait_queues(self, timeout: float) -> None:
+        """With isolation: wait until the controller has given every switch port its two queues."""
+        deadline = time.monotonic() + timeout
+        while (got := queues_set(self.fabric))[0] < got[1]:
+            if time.monotonic() > deadline:
+                raise BuildError(f"the controller set the isolation queues on only {got[0]} of {got[1]} switch "
+                                 f"ports within {timeout:.0f} s (is it running with --isolation on?)")
+            time.sleep(0.2)
 
     def stop(self) -> None:
         if self.net is not None:

@@ -8,8 +8,10 @@ gets its own FIFO, and the buffer goes to mice first (``mice_queue_len``
 packets), the rest (``elephant_queue_len``) to elephants, so a standing
 elephant queue can never take the mice's buffer. With the userspace datapath
 OpenFlow's ``set_queue`` does not steer packets, so tc u32 filters map the
-DSCP marks to the two classes (an emulator-only step); with the kernel
-datapath ``set_queue`` works. The controller side is ``ryu_apps.isolation``.
+DSCP marks to the two classes (an emulator-only step of the fabric builder);
+with the kernel datapath ``set_queue`` works. The controller creates and
+keeps the queues themselves through each switch's OVSDB (``topology.qos``);
+its OpenFlow side is ``ryu_apps.isolation``.
 """
 
 from __future__ import annotations
@@ -50,17 +52,6 @@ class IsolationConfig:
 
 
 # ----- switch side ---------------------------------------------------------------
-def queue_args(n: int, rate_bps: int, cfg: IsolationConfig) -> list[str]:
-    """ovs-vsctl arguments creating the two queues of port number ``n`` (ids @m{n}, @e{n})."""
-    emin = int(rate_bps * cfg.elephant_min_share)
-    mmin = max(12_000, rate_bps - emin)  # HTB needs a non-zero assured rate
-    tag = "external-ids:freeway=1"
-    return ["--", f"--id=@m{n}", "create", "queue", f"other-config:min-rate={mmin}",
-            f"other-config:max-rate={rate_bps}", "other-config:priority=0", tag,
-            "--", f"--id=@e{n}", "create", "queue", f"other-config:min-rate={max(12_000, emin)}",
-            f"other-config:max-rate={rate_bps}", "other-config:priority=1", tag]
-
-
 def tc_commands(dev: str, cfg: IsolationConfig) -> list[list[str]]:
     """tc commands for one port: DSCP filters to the HTB classes, and the two FIFOs' lengths.
 

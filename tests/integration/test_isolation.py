@@ -73,6 +73,28 @@ def test_mice_keep_their_latency_next_to_an_elephant_only_with_isolation(tmp_pat
     assert on["tc"]["1:1"] >= 20 * 10_000, (on, off)
 
 
+def _queues_are_kept(fn, ctl):
+    """Issue 15: the controller made every port's queues (the builder made none) and keeps them: a port
+    whose elephant queue was changed and one whose QoS was taken away are repaired, and said so."""
+    from topology import qos
+
+    want = qos.desired(fn.fabric, IsolationConfig())
+    assert qos.plan(want, qos.held(fn.fabric, qos.read(None))) == []
+    up, host = fn.fabric.port_to("e0_0", "a0_1"), fn.fabric.host_by_ip("10.1.0.2")
+    queue = subprocess.run(["ovs-vsctl", "get", "qos", subprocess.run(
+        ["ovs-vsctl", "get", "port", f"e0_0-eth{up}", "qos"], capture_output=True, text=True, check=True).stdout.strip(),
+        "queues:1"], capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run(["ovs-vsctl", "set", "queue", queue, "other-config:max-rate=1000000", "--", "clear", "port",
+                    f"{host.switch}-eth{host.port}", "qos"], check=True)
+    deadline = time.monotonic() + 15  # checked every 10 s
+    while qos.plan(want, qos.held(fn.fabric, qos.read(None))):
+        assert time.monotonic() < deadline, qos.plan(want, qos.held(fn.fabric, qos.read(None)))
+        time.sleep(0.5)
+    log = ctl.log_text()
+    assert f"queues: repaired e0_0 port {up} (e0_0-eth{up}): queue 1 is" in log, log[-2000:]
+    assert f"queues: repaired {host.switch} port {host.port} ({host.switch}-eth{host.port}): no QoS record" in log
+
+
 def test_a_metered_elephant_is_held_to_its_allocation(tmp_path):
     fabric = operator_fattree()
     fabric.save(tmp_path / "m.json")
@@ -89,6 +111,7 @@ def test_a_metered_elephant_is_held_to_its_allocation(tmp_path):
         got = json.loads("\n".join(out.splitlines()[1:]))["end"]["sum_received"]["bits_per_second"]
         meters = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "meter-stats", "e0_0"], capture_output=True,
                                 text=True).stdout
+        _queues_are_kept(fn, ctl)
     assert ack["answer"] == "ack" and ack["rate_mbps"] == 4.0
     assert abs(got - 4e6) / 4e6 <= 0.15, got  # sent unthrottled, held by the meter
     assert re.search(r"meter:1001 .*?0: packet_count:([1-9]\d*)", meters, re.S), meters  # the meter dropped some

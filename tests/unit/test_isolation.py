@@ -16,14 +16,12 @@ CFG = iso.IsolationConfig()
 
 
 def test_queue_plan_gives_mice_priority_and_the_link_to_both():
-    args = iso.queue_args(3, 10_000_000, CFG)
-    m = args[args.index("--id=@m3"):args.index("--id=@e3")]
-    e = args[args.index("--id=@e3"):]
-    assert "other-config:priority=0" in m and "other-config:priority=1" in e
-    assert "other-config:min-rate=10000000" in m and "other-config:min-rate=12000" in e  # strict for mice
-    assert all("other-config:max-rate=10000000" in q for q in (m, e))
-    share = iso.queue_args(0, 10_000_000, iso.IsolationConfig(elephant_min_share=0.2))
-    assert "other-config:min-rate=8000000" in share and "other-config:min-rate=2000000" in share
+    from topology.qos import QueueSpec, queue_specs
+
+    assert queue_specs(10_000_000, CFG) == {0: QueueSpec(10_000_000, 10_000_000, 0),  # strict for mice
+                                            1: QueueSpec(12_000, 10_000_000, 1)}
+    share = queue_specs(10_000_000, iso.IsolationConfig(elephant_min_share=0.2))
+    assert (share[0].min_rate, share[1].min_rate) == (8_000_000, 2_000_000)
 
 
 def test_tc_maps_dscp_to_classes_and_sizes_the_fifos():

@@ -1,0 +1,93 @@
+"""The isolation queues kept by the controller through OVSDB (issue 15): what is wrong, and the repair."""
+
+from topology import qos
+from topology.fabric import fattree, scramble
+from topology.queues import IsolationConfig
+
+F = scramble(fattree(4, 10), 3)
+CFG = IsolationConfig()
+
+
+def _tables(ports):
+    """OVSDB tables: ports = [(switch, ofport, qos)] with qos None, ('other', ...) or (max_rate, {n: (min, max, prio)})."""
+    t = {"bridge": {"headings": ["datapath_id", "ports"], "data": []},
+         "port": {"headings": ["_uuid", "name", "interfaces", "qos"], "data": []},
+         "interface": {"headings": ["_uuid", "ofport"], "data": []},
+         "qos": {"headings": ["_uuid", "type", "other_config", "queues", "external_ids"], "data": []},
+         "queue": {"headings": ["_uuid", "other_config"], "data": []}}
+    by_sw = {}
+    for n, (sw, ofport, spec) in enumerate(ports):
+        t["interface"]["data"].append([["uuid", f"i{n}"], ofport])
+        qref = ["set", []]
+        if spec is not None:
+            qref = ["uuid", f"q{n}"]
+            if spec[0] == "other":
+                t["qos"]["data"].append([["uuid", f"q{n}"], "linux-hfsc", ["map", []], ["map", []], ["map", []]])
+            else:
+                rate, queues = spec
+                qmap = []
+                for i, (lo, hi, pr) in queues.items():
+                    t["queue"]["data"].append([["uuid", f"u{n}_{i}"], ["map", [["min-rate", str(lo)], ["max-rate", str(hi)],
+                                                                                ["priority", str(pr)]]]])
+                    qmap.append([i, ["uuid", f"u{n}_{i}"]])
+                t["qos"]["data"].append([["uuid", f"q{n}"], "linux-htb", ["map", [["max-rate", str(rate)]]],
+                                         ["map", qmap], ["map", [["freeway", "1"]]]])
+        t["port"]["data"].append([["uuid", f"p{n}"], f"{sw}-x{ofport}", ["uuid", f"i{n}"], qref])
+        by_sw.setdefault(sw, []).append(["uuid", f"p{n}"])
+    for sw, refs in by_sw.items():
+        t["bridge"]["data"].append(["%016x" % F.switches[sw].dpid, ["set", refs]])
+    return t
+
+
+def _good(sw, port):
+    w = qos.desired(F, CFG)[(sw, port)]
+    return (w.max_rate, {i: (s.min_rate, s.max_rate, s.priority) for i, s in w.queues})
+
+
+def test_every_switch_port_wants_its_link_speed_and_the_two_queues():
+    want = qos.desired(F, CFG)
+    assert len(want) == 20 * 4
+    up = F.port_to("e0_0", "a0_0")
+    assert want[("e0_0", up)] == qos.PortQos(10_000_000, ((0, qos.QueueSpec(10_000_000, 10_000_000, 0)),
+                                                          (1, qos.QueueSpec(12_000, 10_000_000, 1))))
+
+
+def test_what_is_missing_or_different_is_named_and_only_that_is_repaired():
+    e = F.switches["e0_0"]
+    ports = sorted(p for (sw, p) in qos.desired(F, CFG) if sw == "e0_0")
+    rate, queues = _good("e0_0", ports[0])
+    rows = [("e0_0", ports[0], (rate, queues)),  # right
+            ("e0_0", ports[1], None),  # no QoS at all
+            ("e0_0", ports[2], (rate, {0: queues[0]})),  # the elephants' queue gone
+            ("e0_0", ports[3], (rate, {0: queues[0], 1: (12_000, 5_000_000, 1)}))]  # a queue changed
+    have = qos.held(F, _tables(rows))
+    assert set(have) == {("e0_0", p) for p in ports} and e.name == "e0_0"
+    wrong = qos.plan(qos.desired(F, CFG), have)
+    assert wrong == [(("e0_0", ports[1]), "no QoS record"), (("e0_0", ports[2]), "queue 1 missing"),
+                     (("e0_0", ports[3]), "queue 1 is QueueSpec(min_rate=12000, max_rate=5000000, priority=1), "
+                                          "want QueueSpec(min_rate=12000, max_rate=10000000, priority=1)")]
+    args = qos.repair_args(qos.desired(F, CFG), have, [k for k, _ in wrong])
+    assert args.count("create") == 3 * 3  # a QoS and two queues for each wrong port, nothing for the right one
+    assert "p0" not in args and {"p1", "p2", "p3"} <= set(args)
+    assert ["--if-exists", "destroy", "qos", "q2"] == args[args.index("q2") - 3:args.index("q2") + 1]
+    assert "other-config:max-rate=10000000" in args
+
+
+def test_a_qos_of_another_kind_is_replaced_but_not_destroyed_and_other_switches_are_not_judged():
+    port = F.port_to("a1_0", "c1")
+    have = qos.held(F, _tables([("a1_0", port, ("other",))]))
+    assert qos.plan(qos.desired(F, CFG), have) == [(("a1_0", port), "a QoS record that is not linux-htb")]
+    args = qos.repair_args(qos.desired(F, CFG), have, [("a1_0", port)])
+    assert "destroy" not in args  # not ours: left for its owner
+
+
+def test_a_slower_link_gets_its_own_rate():
+    from dataclasses import replace
+
+    from topology.fabric import Fabric
+
+    links = [replace(ln, capacity_mbps=1.0) if {ln.a, ln.b} == {"e0_0", "a0_0"} else ln for ln in F.links]
+    f = Fabric(F.topo, F.params, F.link_rate_mbps, F.switches, links, F.hosts)
+    want = qos.desired(f, CFG)
+    assert want[("e0_0", f.port_to("e0_0", "a0_0"))].max_rate == 1_000_000
+    assert want[("a0_0", f.port_to("a0_0", "e0_0"))].queues[1][1].max_rate == 1_000_000

@@ -118,8 +118,7 @@ class Estimator:
         return self.ifmap.get((None, if_index))
 
     def access_rate_bps(self, flow: FiveTuple) -> float:
-        h = self.fabric.host_by_ip(flow.src)
-        return self.fabric.capacity_bps((h.name, h.switch)) if h else self.fabric.link_rate_mbps * 1e6
+        return self.fabric.host_rate_bps(flow.src)
 
     # ----- counters -> link occupancy ------------------------------------
     def on_counters(self, now: float, sample: CounterSample, agent: str | None = None) -> list[LinkLoad | PortState]:

@@ -79,7 +79,8 @@ class SFlowRT:
     def define(self) -> None:
         """Define the flow and the elephant threshold (bytes/s at the configured fraction of link rate)."""
         fabric = self.estimator.fabric
-        threshold = self.estimator.cfg.elephant_fraction * fabric.link_rate_mbps * 1e6 / 8
+        # one threshold for every flow: the slowest access link's (the estimator judges each flow at its own)
+        threshold = self.estimator.cfg.elephant_fraction * min(fabric.host_rate_bps(h.ip) for h in fabric.hosts) / 8
         self._request("PUT", f"/flow/{FLOW_NAME}/json", {"keys": KEYS, "value": "bytes", "t": 2})
         self._request("PUT", f"/threshold/{FLOW_NAME}-elephant/json", {"metric": FLOW_NAME, "value": threshold})
         self.defined = True

@@ -158,8 +158,13 @@ class HederaScheduler:
     def recover(self, key, path: Path) -> None:
         """A placement read back from the switches after a restart: held on its path with a large flow's
         smallest demand until the next round estimates it."""
-        self.gff.hold(key, path, self.large_fraction * self.fabric.link_rate_mbps * 1e6)
+        self.gff.hold(key, path, self.large_fraction * self._nic(key))
         self.recovered.add(key)
+
+    def _nic(self, key) -> float:
+        """The sending host's access link speed (bit/s): a flow is large above a fraction of it."""
+        src = getattr(key, "src", None) or (key[0] if isinstance(key, tuple) and key and isinstance(key[0], str) else None)
+        return self.fabric.host_rate_bps(src) if src else self.fabric.link_rate_mbps * 1e6
 
     def rates(self, now: float, byte_counts: dict[object, int]) -> dict[object, float]:
         """Rates (bit/s) since the previous poll; flows seen for the first time have none yet."""
@@ -177,8 +182,7 @@ class HederaScheduler:
     def schedule(self, now: float, byte_counts: dict[object, int]) -> tuple[dict[object, Path], list[object]]:
         """(newly placed flows and their paths, flows released). Keys are 5-tuples (src, dst, ...)."""
         rates = self.rates(now, byte_counts)
-        nic = self.fabric.link_rate_mbps * 1e6
-        large = sorted((k for k, r in rates.items() if r > self.large_fraction * nic), key=str)
+        large = sorted((k for k, r in rates.items() if r > self.large_fraction * self._nic(k)), key=str)
         # a placed flow is released once it is measured small or no switch counts it any more (a flow
         # with no rate yet, right after a restart, keeps its placement)
         released = [k for k in list(self.gff.placed) if k not in large and (k in rates or k not in byte_counts)]
@@ -191,13 +195,13 @@ class HederaScheduler:
             if k in self.recovered:  # read back after a restart: same path, the demand as estimated now
                 self.recovered.discard(k)
                 if k in self.gff.placed:
-                    self.gff.hold(k, self.gff.placed[k].path, d * nic)
+                    self.gff.hold(k, self.gff.placed[k].path, d * self._nic(k))
             if k in self.gff.placed:
                 continue
             s, t = self.fabric.host_by_ip(k.src), self.fabric.host_by_ip(k.dst)
             if s is None or t is None or s.switch == t.switch:
                 continue
-            path = self.gff.place(k, s.switch, t.switch, d * nic)
+            path = self.gff.place(k, s.switch, t.switch, d * self._nic(k))
             if path is not None:
                 new[k] = path
         return new, released

@@ -98,7 +98,7 @@ def switch_ports(fabric: Fabric) -> list[tuple[str, int, float]]:
     """(switch, port, Mbit/s) of every switch port."""
     ports = [(ln.a, ln.a_port, ln.capacity_mbps) for ln in fabric.links]
     ports += [(ln.b, ln.b_port, ln.capacity_mbps) for ln in fabric.links]
-    ports += [(h.switch, h.port, fabric.link_rate_mbps) for h in fabric.hosts]
+    ports += [(h.switch, h.port, fabric.capacity_bps((h.name, h.switch)) / 1e6) for h in fabric.hosts]
     return ports
 
 

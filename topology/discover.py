@@ -251,16 +251,16 @@ def _describe(obs, peer, hosts_at, topo, params, roles: Roles, rate_mbps) -> Fab
                                       key=lambda e: (switches[e[0]].level, e[0]))
             links.append(Link(x, xp, y, yp, speed(a, b)))
     links.sort(key=lambda ln: (ln.a, ln.a_port))
-    hosts = []
-    access = []
+    seen = []
     for d in sorted(hosts_at, key=lambda d: roles[d][0]):
         tor = roles[d][0]
         for x, (port, mac, ip) in enumerate(sorted(hosts_at[d])):
             ipaddress.IPv4Address(ip)
-            hosts.append(Host(f"h{tor[1:]}_{x}", ip, mac, tor, port))
-            access.append(speed((d, port)))
+            seen.append((Host(f"h{tor[1:]}_{x}", ip, mac, tor, port), speed((d, port))))
+    rate = min(mbps for _, mbps in seen)  # the fabric's host rate; a faster host port says its own
+    hosts = [h if mbps == rate else Host(h.name, h.ip, h.mac, h.switch, h.port, mbps) for h, mbps in seen]
     try:
-        return Fabric(topo, params, min(access), switches, links, hosts)
+        return Fabric(topo, params, rate, switches, links, hosts)
     except FabricError as e:
         raise DiscoverError(f"the fabric as seen is not a valid description: {e}") from None
 
@@ -273,7 +273,7 @@ def differences(truth: Fabric, found: Fabric) -> list[str]:
         pods = {frozenset(sw.dpid for sw in f.switches.values() if sw.pod == p and sw.role != "core")
                 for p in {sw.pod for sw in f.switches.values() if sw.role != "core"}}
         links = {(frozenset(((by[ln.a], ln.a_port), (by[ln.b], ln.b_port))), ln.capacity_mbps) for ln in f.links}
-        hosts = {(h.ip, h.mac.lower(), by[h.switch], h.port) for h in f.hosts}
+        hosts = {(h.ip, h.mac.lower(), by[h.switch], h.port, f.capacity_bps((h.name, h.switch))) for h in f.hosts}
         return {"topo": {f.topo}, "params": {tuple(sorted(f.params.items()))}, "roles": set(roles.items()),
                 "pods": pods, "links": links, "hosts": hosts, "link rate": {f.link_rate_mbps}}
 

@@ -62,6 +62,7 @@ class Host:
     mac: str
     switch: str
     port: int
+    capacity_mbps: float | None = None  # its access link's speed (None: the fabric's link_rate_mbps)
 
 
 def make_dpid(role: str, pod: int, index: int) -> int:
@@ -94,6 +95,7 @@ class Fabric:
     _adj: dict = field(default_factory=dict, repr=False)
     _cap: dict = field(default_factory=dict, repr=False)
     _slot: dict = field(default_factory=dict, repr=False)
+    _hosts_by_name: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self._validate()
@@ -150,6 +152,8 @@ class Fabric:
             if h.mac.lower() in macs:
                 raise FabricError(f"host {h.name}: duplicate mac {h.mac} (also {macs[h.mac.lower()]})")
             macs[h.mac.lower()] = h.name
+            if h.capacity_mbps is not None and not (isinstance(h.capacity_mbps, (int, float)) and h.capacity_mbps > 0):
+                raise FabricError(f"host {h.name}: capacity_mbps must be positive, got {h.capacity_mbps!r}")
             take(h.switch, h.port, f"host {h.name}")
             if not self.switches[h.switch].is_tor:
                 raise FabricError(f"host {h.name}: attached to {h.switch}, which is not a ToR (edge/leaf)")
@@ -167,6 +171,7 @@ class Fabric:
             self._port_peer[(h.switch, h.port)] = (h.name, 0)
             self._hosts_on.setdefault(h.switch, []).append(h)
             self._by_ip[h.ip] = h
+            self._hosts_by_name[h.name] = h
         for hosts in self._hosts_on.values():
             for n, h in enumerate(sorted(hosts, key=lambda h: h.port)):
                 self._slot[h.name] = n + 1
@@ -225,9 +230,17 @@ class Fabric:
 
     def capacity_bps(self, link: tuple[str, str]) -> float:
         """Capacity in bit/s of a directed link: between switches from the description, a host's
-        access link at the fabric's link rate."""
+        access link at its own speed if the description gives one, else at the fabric's link rate."""
         cap = self._cap.get(link)
-        return (cap if cap is not None else self.link_rate_mbps) * 1e6
+        if cap is None:
+            h = self._hosts_by_name.get(link[0]) or self._hosts_by_name.get(link[1])
+            cap = h.capacity_mbps if h is not None and h.capacity_mbps else self.link_rate_mbps
+        return cap * 1e6
+
+    def host_rate_bps(self, ip: str) -> float:
+        """The access link speed of the host with this address (the fabric's link rate if unknown)."""
+        h = self._by_ip.get(ip)
+        return (h.capacity_mbps if h is not None and h.capacity_mbps else self.link_rate_mbps) * 1e6
 
     def _order(self, name: str) -> tuple[int, int, int]:
         sw = self.switches[name]
@@ -242,7 +255,8 @@ class Fabric:
             "link_rate_mbps": self.link_rate_mbps,
             "switches": [asdict(s) for s in self.switches.values()],
             "links": [asdict(ln) for ln in self.links],
-            "hosts": [asdict(h) for h in self.hosts],
+            "hosts": [{k: v for k, v in asdict(h).items() if k != "capacity_mbps" or v is not None}
+                      for h in self.hosts],
         }
 
     def save(self, path: str | Path) -> None:
@@ -270,7 +284,8 @@ class Fabric:
             for i, ln in enumerate(_list(d, "links"))
         ]
         hosts = [
-            _record(Host, h, f"hosts[{i}]", {"name": str, "ip": str, "mac": str, "switch": str, "port": int})
+            _record(Host, h, f"hosts[{i}]", {"name": str, "ip": str, "mac": str, "switch": str, "port": int},
+                    {"capacity_mbps": (int, float)})
             for i, h in enumerate(_list(d, "hosts"))
         ]
         return cls(d["topo"], d["params"], d["link_rate_mbps"], switches, links, hosts)
@@ -294,16 +309,18 @@ def _list(d: dict, key: str) -> list:
     return d[key]
 
 
-def _record(cls, obj: object, where: str, types: dict):
+def _record(cls, obj: object, where: str, types: dict, optional: dict | None = None):
     if not isinstance(obj, dict):
         raise FabricError(f"{where}: must be an object")
-    for key, typ in types.items():
+    for key, typ in {**types, **(optional or {})}.items():
         if key not in obj:
-            raise FabricError(f"{where}: missing key {key!r}")
+            if key in types:
+                raise FabricError(f"{where}: missing key {key!r}")
+            continue
         val = obj[key]
         if isinstance(val, bool) or not isinstance(val, typ):
             raise FabricError(f"{where}.{key}: wrong type {type(val).__name__}")
-    extra = set(obj) - set(types)
+    extra = set(obj) - set(types) - set(optional or {})
     if extra:
         raise FabricError(f"{where}: unknown key {sorted(extra)[0]!r}")
     return cls(**obj)

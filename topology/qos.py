@@ -56,7 +56,7 @@ def desired(fabric: Fabric, cfg: IsolationConfig) -> dict[tuple[str, int], PortQ
     out = {}
     ports = [(ln.a, ln.a_port, ln.capacity_mbps) for ln in fabric.links]
     ports += [(ln.b, ln.b_port, ln.capacity_mbps) for ln in fabric.links]
-    ports += [(h.switch, h.port, fabric.link_rate_mbps) for h in fabric.hosts]
+    ports += [(h.switch, h.port, fabric.capacity_bps((h.name, h.switch)) / 1e6) for h in fabric.hosts]
     for sw, port, mbps in ports:
         bps = int(mbps * 1_000_000)
         out[(sw, port)] = PortQos(bps, tuple(sorted(queue_specs(bps, cfg).items())))

@@ -124,3 +124,17 @@ def test_a_frame_that_came_over_a_fabric_link_is_not_a_host():
     d = {sw.name: sw.dpid for sw in f.switches.values()}
     obs.host_seen("02:00:00:00:99:01", "10.9.9.9", d["a0_0"], f.port_to("a0_0", "e0_0"))
     assert differences(f, infer(obs)) == []
+
+
+def test_a_host_on_a_faster_port_gets_its_own_speed_and_the_controller_uses_it():
+    truth = fattree(4)
+    obs = observe(truth, speed=10.0)
+    h = truth.hosts[5]
+    obs.switches[truth.switches[h.switch].dpid][h.port] = 100.0
+    found = infer(obs)
+    assert found.link_rate_mbps == 10.0
+    (fh,) = [x for x in found.hosts if x.ip == h.ip]
+    assert fh.capacity_mbps == 100.0 and found.capacity_bps((fh.name, fh.switch)) == 100e6
+    assert found.host_rate_bps(h.ip) == 100e6 and found.host_rate_bps(truth.hosts[0].ip) == 10e6
+    again = type(found).from_dict(found.to_dict())  # the optional key survives the file
+    assert again.to_dict() == found.to_dict() and "capacity_mbps" not in again.to_dict()["hosts"][0]

@@ -940,3 +940,105 @@ def cluster_failover(trials: int, ttl: float, out: Path) -> dict:
                                                   "elephant_worst_second_vs_allocation")}}
     (out / "failover-cluster.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
+
+
+def _cpu_s(pid: int) -> float:
+    """User and system CPU seconds a process has used."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def linkcheck(trials: int, idle_s: float, out: Path, seed: int = 1) -> dict:
+    """The LLDP link check on a scrambled 10 Mbit/s k=4 fat-tree under the ECMP controller with its API.
+    First its cost: the controller's CPU over ``idle_s`` of an idle fabric with probes every second and,
+    in a second run, with none. Then ``trials`` silent failures: one direction of a random switch link
+    black-holed (its ports stay up) while 8 host pairs ping across the fabric at 50 Hz; measured: the
+    time until the API says the link is missing, pings lost, and, once the black hole is removed, the
+    time until it is verified and up again."""
+    import random
+    import urllib.request
+
+    from topology.builder import black_hole
+    from topology.fabric import scramble
+
+    from .procs import free_port
+
+    out.mkdir(parents=True, exist_ok=True)
+    fabric = scramble(fattree(4, 10), seed)
+    fabric.save(out / "linkcheck-fabric.json")
+    rng = random.Random(seed)
+    result: dict = {"machine": machine(), "k": 4, "rate_mbps": 10, "idle_s": idle_s, "cost": {}, "trials": []}
+
+    def get(api, path):
+        return json.load(urllib.request.urlopen(f"http://{api}{path}", timeout=5))
+
+    for interval in ("1", "0"):
+        api = f"127.0.0.1:{free_port()}"
+        ctl = ControllerProcess(out / "linkcheck-fabric.json", log_file=out / f"linkcheck-{interval}.log",
+                                events_file=out / f"linkcheck-{interval}.jsonl",
+                                extra=["--api", api, "--lldp-interval", interval]).start()
+        try:
+            with FabricNet(fabric, ctl.address) as fn:
+                fn.wait_reachable(30)
+                time.sleep(3)
+                print(f"[bench linkcheck] idle {idle_s:g} s with --lldp-interval {interval} ...", flush=True)
+                c0, t0, n0 = _cpu_s(ctl.proc.pid), time.monotonic(), get(api, "/api/v1/counters")["controller"]
+                time.sleep(idle_s)
+                c1, t1, n1 = _cpu_s(ctl.proc.pid), time.monotonic(), get(api, "/api/v1/counters")["controller"]
+                result["cost"][f"interval_{interval}"] = {
+                    "cpu_pct": round(100 * (c1 - c0) / (t1 - t0), 2),
+                    "probes_per_s": round((n1.get("lldp-sent", 0) - n0.get("lldp-sent", 0)) / (t1 - t0), 1),
+                    "heard_per_s": round((n1.get("lldp-heard", 0) - n0.get("lldp-heard", 0)) / (t1 - t0), 1)}
+                if interval == "0":
+                    break
+                links = [ln for ln in fabric.links]
+                pairs = [(a.name, b.name) for a, b in zip(rng.sample(fabric.hosts, 8), rng.sample(fabric.hosts, 8),
+                                                          strict=True) if a.switch != b.switch]
+                for trial in range(trials):
+                    ln = rng.choice(links)
+                    src, dst = rng.choice([(ln.a, ln.b), (ln.b, ln.a)])
+                    dev, key = f"{src}-eth{fabric.port_to(src, dst)}", "-".join(sorted((src, dst)))
+                    print(f"[bench linkcheck] trial {trial + 1}/{trials}: {src} -> {dst} goes silent", flush=True)
+                    waits = [ping_bg(fn, a, b, 400) for a, b in pairs]
+                    time.sleep(1)
+                    black_hole(dev)
+                    t_cut = time.monotonic()
+                    found = None
+                    while time.monotonic() - t_cut < 15:
+                        links_now = {f"{x['src']}-{x['dst']}": x for x in get(api, "/api/v1/fabric")["links"]}
+                        if links_now.get(key, {}).get("lldp") == "missing":
+                            found = time.monotonic() - t_cut
+                            break
+                        time.sleep(0.05)
+                    time.sleep(3)
+                    black_hole(dev, False)
+                    t_back = time.monotonic()
+                    back = None
+                    while time.monotonic() - t_back < 15:
+                        x = {f"{y['src']}-{y['dst']}": y for y in get(api, "/api/v1/fabric")["links"]}.get(key, {})
+                        if x.get("lldp") == "verified" and x.get("up"):
+                            back = time.monotonic() - t_back
+                            break
+                        time.sleep(0.05)
+                    sent = received = 0
+                    for w in waits:
+                        s_, r_ = w()
+                        sent, received = sent + s_, received + r_
+                    row = {"link": f"{src}->{dst}", "found_s": round(found, 3) if found is not None else None,
+                           "back_s": round(back, 3) if back is not None else None,
+                           "pings_sent": sent, "pings_lost": sent - received}
+                    print(f"[bench linkcheck]   missing after {row['found_s']} s, verified and up again "
+                          f"{row['back_s']} s after repair, {row['pings_lost']} of {sent} pings lost", flush=True)
+                    result["trials"].append(row)
+        finally:
+            ctl.stop()
+    found = sorted(r["found_s"] for r in result["trials"] if r["found_s"] is not None)
+    result["summary"] = {"found_median_s": found[len(found) // 2] if found else None,
+                         "found_worst_s": found[-1] if found else None,
+                         "detected": f"{len(found)}/{len(result['trials'])}",
+                         "pings_lost_median": sorted(r["pings_lost"] for r in result["trials"])[len(result["trials"]) // 2]
+                         if result["trials"] else None}
+    (out / "linkcheck.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result

@@ -70,6 +70,14 @@ def cmd_bench(args) -> int:
         for kind, row in r["results"].items():
             print(f"{kind}: connect p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms over {row['connects']}")
         print(f"results in {Path(args.out) / 'hook.json'}")
+    elif args.bench == "linkcheck":
+        r = bench.linkcheck(args.trials, args.seconds, Path(args.out))
+        for k, v in r["cost"].items():
+            print(f"{k}: controller CPU {v['cpu_pct']}%, {v['probes_per_s']} probes/s sent, {v['heard_per_s']}/s heard")
+        s = r["summary"]
+        print(f"silent link failures: {s['detected']} found, median {s['found_median_s']} s, worst {s['found_worst_s']} s; "
+              f"median {s['pings_lost_median']} pings lost")
+        print(f"results in {Path(args.out) / 'linkcheck.json'}")
     elif args.bench == "state":
         r = bench.state(args.flows, args.rate, args.waves, Path(args.out))
         print(f"RSS before {r['before']['rss_mib']} MiB; " + "; ".join(
@@ -202,4 +210,9 @@ def add_commands(sub) -> None:
     bt.add_argument("--rate", type=float, default=1000.0, help="flows per second, all hosts together (1000)")
     bt.add_argument("--waves", type=int, default=2, help="waves, each after the last one's flows expired (2)")
     bt.add_argument("--out", default="results/bench", help="output directory (results/bench)")
+    bl = bsub.add_parser("linkcheck", help="the LLDP link check on k=4: its CPU cost, and how fast a silent "
+                                           "one-way link failure is found")
+    bl.add_argument("--trials", type=int, default=5, help="silent failures (5)")
+    bl.add_argument("--seconds", type=float, default=20.0, help="idle seconds for the CPU cost, each run (20)")
+    bl.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     b.set_defaults(func=cmd_bench)

@@ -155,6 +155,19 @@ def queues_set(fabric: Fabric) -> tuple[int, int]:
     return done, len(want)
 
 
+def black_hole(dev: str, on: bool = True) -> None:
+    """A silent one-way link failure for tests and benchmarks: everything ``dev`` sends goes into an 8
+    bit/s HTB class with a one-packet queue (lost), while both ports stay up. tc's drop action would be
+    simpler, but this kernel cannot load it."""
+    cmds = (f"class add dev {dev} parent 1: classid 1:99 htb rate 8bit ceil 8bit burst 2b cburst 2b quantum 1500\n"
+            f"qdisc add dev {dev} parent 1:99 handle 99: pfifo limit 1\n"
+            f"filter add dev {dev} parent 1: protocol all prio 1 u32 match u32 0 0 flowid 1:99\n") if on else (
+            f"filter del dev {dev} parent 1: prio 1\nclass del dev {dev} classid 1:99\n")
+    r = subprocess.run(["tc", "-b", "-"], input=cmds, text=True, capture_output=True)
+    if r.returncode != 0:
+        raise BuildError(f"tc on {dev}: {r.stderr.strip()}")
+
+
 def remove_qos() -> None:
     """Destroy the QoS, Queue and sFlow records Freeway created (tagged external-ids:freeway=1)."""
     for table in ("qos", "queue", "sflow"):

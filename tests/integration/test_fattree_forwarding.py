@@ -6,7 +6,7 @@ import subprocess
 import time
 import urllib.request
 
-from topology.builder import ofctl, port_tx_bytes
+from topology.builder import black_hole, ofctl, port_tx_bytes
 
 
 def test_all_hosts_reach_all_hosts(k4):
@@ -141,17 +141,6 @@ def _until(what, timeout, why):
         assert time.monotonic() < deadline, why()
         time.sleep(0.2)
     return time.monotonic()
-
-
-def black_hole(dev: str, on: bool = True) -> None:
-    """Everything sent out of ``dev`` goes into an 8 bit/s class with a one-packet queue: lost, while the
-    port stays up (no tc drop action here: the kernel cannot load modules)."""
-    tc = ["tc", "-b", "-"]
-    cmds = (f"class add dev {dev} parent 1: classid 1:99 htb rate 8bit ceil 8bit burst 2b cburst 2b quantum 1500\n"
-            f"qdisc add dev {dev} parent 1:99 handle 99: pfifo limit 1\n"
-            f"filter add dev {dev} parent 1: protocol all prio 1 u32 match u32 0 0 flowid 1:99\n") if on else (
-            f"filter del dev {dev} parent 1: prio 1\nclass del dev {dev} classid 1:99\n")
-    subprocess.run(tc, input=cmds, text=True, check=True)
 
 
 def test_lldp_verifies_every_link_and_takes_a_silently_dead_one_down(k4):

@@ -368,7 +368,11 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
 
     pooled = [{"label": label.split(" ")[0], "mice": [m for run in rl for m in run["mice"]]} for label, rl in runs.items()]
     plots = plot_all(out, results, pooled)
-    stats.write_json(out / "results.json", {"config": config, "results": public, "table": table, "plots": plots,
+    broken = floor_check(results)
+    if broken:
+        print("[experiment] the floor is broken: " + "; ".join(broken), flush=True)
+    stats.write_json(out / "results.json", {"config": config, "valid": not broken, "invalid_because": broken,
+                                            "results": public, "table": table, "plots": plots,
                                             "warnings": cpu_warnings(results)})
     return {"config": config, "results": results, "table": table, "plots": plots}
 
@@ -377,9 +381,38 @@ def _ms(x):
     return "-" if x is None else f"{x * 1e3:.1f} ms"
 
 
+FLOOR_RTO_FRACTION = 0.01  # more of the floor's mice than this took a retransmission timeout: broken
+FLOOR_P50_RATIO = 3.0  # the floor's mice p50 above this many times the non-blocking switch's: broken
+
+
+def floor_check(results: dict) -> list[str]:
+    """Why the floor (mice alone on the fabric) does not measure what the fabric can do, if it does not:
+    its mice took retransmission timeouts or failed with nothing else running, or their median is far
+    above the same mice's on the non-blocking switch. Then the emulator could not carry the workload on
+    this machine, and ratios against the floor mean nothing."""
+    floor = results.get("floor (mice alone)")
+    if not floor:
+        return []
+    m, out = floor["mice"], []
+    n = (m["all"].get("n") or 0) + (m.get("failed") or 0)
+    if n and m.get("with_rto") is not None and m["with_rto"] > FLOOR_RTO_FRACTION * n:
+        out.append(f"{m['with_rto']} of the floor's {n} mice took a retransmission timeout with no elephant running")
+    if n and (m.get("failed") or 0) > FLOOR_RTO_FRACTION * n:
+        out.append(f"{m['failed']} of the floor's {n} mice failed")
+    ceil = results.get("ceiling (non-blocking switch)", {}).get("mice", {}).get("all", {})
+    p50, ref = m["all"].get("p50"), ceil.get("p50")
+    if p50 and ref and p50 > FLOOR_P50_RATIO * ref:
+        out.append(f"the floor's mice p50 ({p50 * 1e3:.0f} ms) is {p50 / ref:.1f} times the same mice's on the "
+                   f"non-blocking switch ({ref * 1e3:.0f} ms)")
+    return out
+
+
 def comparison(results: dict, modes: list[str], references: bool) -> list[dict]:
-    """Each mode's mice p99 and elephant aggregate, as ratios to ECMP and to the limits."""
+    """Each mode's mice p99 and elephant aggregate, as ratios to ECMP and to the limits (none to a
+    broken floor: ``floor_check``)."""
     floor = results.get("floor (mice alone)", {}).get("mice", {}).get("all", {}).get("p99")
+    if floor_check(results):
+        floor = None
     ceiling = results.get("ceiling (non-blocking switch)", {}).get("elephants", {}).get("aggregate_mbps")
     ecmp = results.get("ecmp")
     rows = []
@@ -407,6 +440,12 @@ def _div(a, b):
 
 
 def print_table(table: list[dict], results: dict) -> None:
+    broken = floor_check(results)
+    for why in broken:
+        print(f"INVALID RUN: {why}")
+    if broken:
+        print("INVALID RUN: the emulator could not carry this workload on this machine; no ratio to the floor "
+              "is given (results.json: \"valid\": false)")
     floor = results.get("floor (mice alone)", {}).get("mice", {}).get("all", {})
     ceil = results.get("ceiling (non-blocking switch)", {}).get("elephants", {})
     if floor:

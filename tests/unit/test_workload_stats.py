@@ -123,7 +123,7 @@ def test_spread_takes_each_repeat_against_its_own_references():
 
     def repeat(floor99, ceil, ecmp99, ecmp_agg, fw99, fw_agg):
         return {"floor (mice alone)": _analysis([floor99] * 100, 0.0, [], [], None),
-                "ceiling (non-blocking switch)": _analysis([0.01] * 100, ceil, [ceil], [], None),
+                "ceiling (non-blocking switch)": _analysis([0.08] * 100, ceil, [ceil], [], None),
                 "ecmp": _analysis([ecmp99] * 100, ecmp_agg, [ecmp_agg], [], None),
                 "freeway+isolation": _analysis([fw99] * 100, fw_agg, [fw_agg], [], None, mode="freeway+isolation")}
 
@@ -135,6 +135,30 @@ def test_spread_takes_each_repeat_against_its_own_references():
     assert fw["p99_vs_floor"] == [1.5, 2.0] and fw["goodput_vs_ceiling"] == [0.75, 0.9]
     assert fw["p99_vs_ecmp"] == [0.5, 1.0] and fw["goodput_vs_ecmp"] == [1.5, 3.6]
     assert fw["mice_p99_ms"] == [200.0, 300.0] and table[0]["spread"]["p99_vs_ecmp"] == [1.0, 1.0]
+
+
+def test_a_broken_floor_is_said_and_gets_no_ratio(capsys):
+    """Issue 16: mice alone that take timeouts, or whose median is far above the non-blocking switch's,
+    mean the emulator could not carry the workload: the run says so and shows no ratio to that floor."""
+    from experiments.runner import comparison, floor_check, print_table
+
+    def results(floor_fcts, rto, ceil_fcts):
+        floor = _analysis(floor_fcts, 0.0, [], [], None)
+        floor["mice"]["with_rto"] = rto
+        return {"floor (mice alone)": floor, "ceiling (non-blocking switch)": _analysis(ceil_fcts, 40.0, [40.0], [], None),
+                "ecmp": _analysis([0.4] * 100, 20.0, [20.0], [], None)}
+
+    good = results([0.07] * 100, 0, [0.06] * 100)
+    assert floor_check(good) == [] and comparison(good, ["ecmp"], True)[0]["p99_vs_floor"] == round(0.4 / 0.07, 3)
+    slow = results([8.19] * 100, 1, [0.067] * 100)  # the issue's k=6 run: p50 8,190 ms against 67 ms
+    assert floor_check(slow) == ["the floor's mice p50 (8190 ms) is 122.2 times the same mice's on the non-blocking "
+                                 "switch (67 ms)"]
+    assert comparison(slow, ["ecmp"], True)[0]["p99_vs_floor"] is None
+    timeouts = results([0.07] * 100, 3, [0.06] * 100)
+    assert floor_check(timeouts) == ["3 of the floor's 100 mice took a retransmission timeout with no elephant running"]
+    print_table(comparison(timeouts, ["ecmp"], True), timeouts)
+    out = capsys.readouterr().out
+    assert "INVALID RUN: 3 of the floor's 100 mice" in out and "could not carry this workload" in out
 
 
 def test_repeated_runs_are_plotted(tmp_path):

@@ -93,6 +93,7 @@ class Estimator:
         self.cfg = config or MonitorConfig()
         self.ifmap: dict[tuple[str | None, int], tuple[str, int]] = {}  # (agent or None: any, ifIndex) -> port
         self.agents: set[str] = set()  # agent addresses seen
+        self._own: set[str] = set()
         self.flows: dict[FiveTuple, FlowState] = {}
         self.link_util: dict[tuple[str, str], float] = {}  # directed link -> smoothed occupancy (0..1+)
         self.link_bps: dict[tuple[str, str], float] = {}  # latest raw measurement
@@ -106,15 +107,16 @@ class Estimator:
     def set_ifmap(self, ifmap: dict) -> None:
         """(agent, ifIndex) -> (switch, port); a bare ifIndex key holds for any agent."""
         self.ifmap = {(k if isinstance(k, tuple) else (None, k)): v for k, v in ifmap.items()}
+        self._own = {agent for agent, _ in self.ifmap if agent is not None}  # agents with a map of their own
 
     def locate(self, agent: str | None, if_index: int) -> tuple[str, int] | None:
-        """The (switch, port) an agent's ifIndex stands for: that agent's own mapping first, then a
-        mapping that holds for any agent (one host, unique ifIndexes); None if neither knows it."""
+        """The (switch, port) an agent's ifIndex stands for: from that agent's own map if it has one
+        (and nowhere else), else from the map that holds for any agent (one host, unique ifIndexes);
+        None if neither knows it."""
         if agent is not None:
             self.agents.add(agent)
-            where = self.ifmap.get((agent, if_index))
-            if where is not None:
-                return where
+            if agent in self._own:  # its own map is the whole truth about its ifIndexes
+                return self.ifmap.get((agent, if_index))
         return self.ifmap.get((None, if_index))
 
     def access_rate_bps(self, flow: FiveTuple) -> float:

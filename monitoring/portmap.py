@@ -94,6 +94,12 @@ def endpoint_host(db: str | None) -> str | None:
     try:
         return str(ipaddress.ip_address(host))
     except ValueError:
+        pass
+    import socket
+
+    try:  # a name: the address it resolves to (the agent reports an address, never a name)
+        return socket.gethostbyname(host)
+    except OSError:
         return None
 
 
@@ -138,7 +144,14 @@ def parse_endpoints(value: str) -> list[str | None]:
 
 def load(fabric: Fabric, dbs: str | list | None = None) -> dict[Key, tuple[str, int]]:
     """The map from every endpoint (a comma-separated ``ovsdb`` setting, or a list)."""
-    out = {}
+    import logging
+
+    out: dict = {}
     for db in parse_endpoints(dbs or "") if not isinstance(dbs, list) else dbs:
-        out.update(agent_map(fabric, read_ovsdb(db), db))
+        for key, where in agent_map(fabric, read_ovsdb(db), db).items():
+            if key in out and out[key] != where:
+                logging.getLogger("freeway.monitor").warning(
+                    "ifIndex %d of agent %s is both %s:%d and %s:%d (two hosts with the same agent address?): "
+                    "the latter kept", key[1], key[0] or "(any)", *out[key], *where)
+            out[key] = where
     return out

@@ -34,7 +34,8 @@ from .intents import DeleteFlows, DeleteMeter, Flow, Meter, ToController, match
 
 LOG = logging.getLogger("freeway.discover")
 SETTINGS: dict = {}  # out, duration_s, interval_s, rate_mbps, expect: set by ``cmd_discover`` before the start
-METER = pipeline.LLDP_METER.id(0)
+METER = pipeline.LLDP_METER.id(0)  # the probes' own meter: hosts cannot starve them
+HOST_METER = pipeline.HOST_PUNT_METERS.id(0)  # the hosts' ARP and IPv4
 COOKIE = pipeline.cookie(pipeline.DISCOVER, 0)
 PUNT_PPS = 500
 ETH_ARP, ETH_IPV4 = 0x0806, 0x0800
@@ -42,13 +43,14 @@ ETH_ARP, ETH_IPV4 = 0x0806, 0x0800
 
 def punts() -> list:
     prio = pipeline.prio("discover")
-    return [Meter(METER, PUNT_PPS, PUNT_PPS, pktps=True)] + [
-        Flow(prio, match(eth_type=t), (ToController(),), cookie=COOKIE, meter_id=METER)
-        for t in (lldp.ETH_LLDP, ETH_ARP, ETH_IPV4)]
+    return [Meter(METER, PUNT_PPS, PUNT_PPS, pktps=True), Meter(HOST_METER, PUNT_PPS, PUNT_PPS, pktps=True),
+            Flow(prio, match(eth_type=lldp.ETH_LLDP), (ToController(),), cookie=COOKIE, meter_id=METER)] + [
+        Flow(prio, match(eth_type=t), (ToController(max_len=128),), cookie=COOKIE, meter_id=HOST_METER)
+        for t in (ETH_ARP, ETH_IPV4)]
 
 
-def sender(data: bytes) -> tuple[str, str] | None:
-    """(MAC, IPv4) of a host's ARP or IPv4 frame; None for anything else or anything too short."""
+def sender(data: bytes) -> tuple[str, str, bool] | None:
+    """(MAC, IPv4, from ARP) of a host's ARP or IPv4 frame; None for anything else or anything too short."""
     if len(data) < 34:
         return None
     (eth,) = struct.unpack_from("!H", data, 12)
@@ -58,7 +60,7 @@ def sender(data: bytes) -> tuple[str, str] | None:
         mac, ip = data[6:12], data[26:30]
     else:
         return None
-    return ":".join(f"{b:02x}" for b in mac), str(ipaddress.IPv4Address(ip))
+    return ":".join(f"{b:02x}" for b in mac), str(ipaddress.IPv4Address(ip)), eth == ETH_ARP
 
 
 class DiscoverApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else app_manager.RyuApp):
@@ -70,6 +72,7 @@ class DiscoverApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else 
         self.secret = os.urandom(16)
         self.dps: dict[int, object] = {}
         self.first: float | None = None
+        self.last: float = 0.0  # when the latest switch connected
         self.counts = {"probes": 0, "heard": 0, "frames": 0, "ignored": 0}
 
     def start(self):
@@ -85,9 +88,12 @@ class DiscoverApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else 
         self.dps[dp.id] = dp
         self.obs.switches[dp.id] = {p.port_no: p.curr_speed / 1000 for p in dp.ports.values()
                                     if p.port_no <= ofproto.OFPP_MAX}
+        self.obs.ports_up |= {(dp.id, p.port_no) for p in dp.ports.values()
+                              if p.port_no <= ofproto.OFPP_MAX and not p.state & ofproto.OFPPS_LINK_DOWN}
         for m in ofmsg.bind(ofmsg.messages([DeleteFlows(COOKIE), *punts()]), dp):
             dp.send_msg(m)
         self.first = self.first or time.monotonic()
+        self.last = time.monotonic()
         LOG.info("switch %016x connected (%d ports)", dp.id, len(self.obs.switches[dp.id]))
 
     @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
@@ -95,6 +101,11 @@ class DiscoverApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else 
         p = ev.msg.desc
         if ev.msg.datapath.id in self.obs.switches and p.port_no <= ofproto.OFPP_MAX:
             self.obs.switches[ev.msg.datapath.id][p.port_no] = p.curr_speed / 1000
+            ref = (ev.msg.datapath.id, p.port_no)
+            if p.state & ofproto.OFPPS_LINK_DOWN or ev.msg.reason == ofproto.OFPPR_DELETE:
+                self.obs.ports_up.discard(ref)
+            else:
+                self.obs.ports_up.add(ref)
 
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def on_packet_in(self, ev):
@@ -112,7 +123,7 @@ class DiscoverApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else 
         if seen is None:
             self.counts["ignored"] += 1
             return
-        self.obs.host_seen(seen[0], seen[1], dpid, port)
+        self.obs.host_seen(seen[0], seen[1], dpid, port, arp=seen[2])
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def on_features(self, ev):
@@ -120,7 +131,8 @@ class DiscoverApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else 
 
     def _run(self):
         interval, duration = SETTINGS.get("interval_s", 1.0), SETTINGS.get("duration_s", 10.0)
-        while self.first is None or time.monotonic() - self.first < duration:
+        # the whole duration after the first switch, and two rounds after the latest one connected
+        while self.first is None or time.monotonic() - max(self.first + duration, self.last + 2 * interval) < 0:
             for dpid, dp in list(self.dps.items()):
                 for port in sorted(self.obs.switches.get(dpid, ())):
                     dp.send_msg(ofmsg.bind([ofmsg.packet_out(port, lldp.probe(self.secret, dpid, port))], dp)[0])
@@ -146,6 +158,10 @@ class DiscoverApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else 
             print(f"freeway discover: {e}; nothing written", file=sys.stderr, flush=True)
             return 1
         fabric.save(SETTINGS["out"])
+        silent = obs.silent_ports()
+        if silent:
+            print(f"discover: warning: {len(silent)} ports are up but nothing was heard on them (not in the "
+                  f"description): " + ", ".join(f"{d:016x}:{p}" for d, p in silent[:8]), flush=True)
         kinds = {}
         for sw in fabric.switches.values():
             kinds[sw.role] = kinds.get(sw.role, 0) + 1

@@ -77,8 +77,9 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.liveness = Liveness(self.fabric, self.cfg.link_hold_down_s)
         self.lldp_secret = os.urandom(16)  # a probe that does not carry our proof is not one of ours
         self.linkcheck = lldp.LinkCheck(self.fabric, self.cfg.lldp_timeout_s)
-        self._lldp_next = 0.0
+        self._lldp_next = self._lldp_judge = 0.0
         self._lldp_states: dict = {}  # each described link's last reported state
+        self._lldp_breaker = False  # too many links at once: not applied (a controller-side fault)
         self._lldp_reported: set = set()  # unexpected adjacencies already logged
         self._queues_due = 0.0  # when the switches' isolation queues are next checked (through OVSDB)
         self.queue_state: dict = {"checked": None, "repaired": 0, "error": None}
@@ -369,15 +370,37 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
 
     def lldp_tick(self, now: float) -> None:
         """Probe every port of every programmed switch each interval; links LLDP finds missing or
-        miswired go down in the liveness model (and come back, after the hold-down, once heard)."""
+        miswired go down in the liveness model (and come back, after the hold-down, once heard).
+        Judged twice a second. More than half the links at once (and more than 4) is taken for a
+        fault on this side (a stalled controller, a switch eating LLDP), logged, and not applied."""
         if not self.cfg.lldp_interval_s or not self.master():
             return
         if now >= self._lldp_next:
             self._lldp_next = now + self.cfg.lldp_interval_s
             self.send_probes()
+            self.linkcheck.sent(now)
+        if now < self._lldp_judge:
+            return
+        self._lldp_judge = now + 0.5
         states = self.linkcheck.links(now)
-        self.links_changed(now, self.liveness.lldp(now, lldp.faults_of(states)))
+        faults = lldp.faults_of(states)
+        broken = len(faults) // 2 > max(4, len(states) // 2)
+        if broken != self._lldp_breaker:
+            self._lldp_breaker = broken
+            if broken:
+                LOG.critical("LLDP: %d of %d links unheard at once: taken for a fault on this side, not applied",
+                             len(faults) // 2, len(states))
+                self.counters["lldp-breaker"] += 1
+        if not broken:
+            self.links_changed(now, self.liveness.lldp(now, faults))
         self._report_checks(now, states)
+
+    def reset_linkcheck(self, now: float) -> None:
+        """A member that starts or stops leading judges links afresh: nothing it saw before counts."""
+        self.linkcheck = lldp.LinkCheck(self.fabric, self.cfg.lldp_timeout_s)
+        self._lldp_states.clear()
+        self._lldp_breaker = False
+        self.links_changed(now, self.liveness.lldp(now, set()))
 
     def send_probes(self) -> None:
         for dpid, dp in list(self.datapaths.items()):
@@ -417,27 +440,34 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                 continue
             self._queues_due = now + QUEUE_CHECK_S
             try:
-                self.queues_checked(run_blocking(qos.keep, self.fabric, self.cfg.isolation_config(),
-                                                 portmap.parse_endpoints(self.cfg.ovsdb)))
-            except Exception as e:  # a database away: said, counted, tried again soon
+                repaired, errors = run_blocking(qos.keep, self.fabric, self.cfg.isolation_config(),
+                                                portmap.parse_endpoints(self.cfg.ovsdb))
+            except Exception as e:  # ovs-vsctl missing, a bug: said, counted, tried again soon
+                repaired, errors = [], [str(e)]
+            self.queues_checked(repaired, errors)
+            if errors:  # a database away: said, counted, tried again soon
                 self._queues_due = now + 5.0
-                self.counters["queue-check-failed"] += 1
-                self.queue_state["error"] = str(e)
-                LOG.error("queues: cannot check the switches' queues: %s", e)
 
-    def queues_checked(self, repaired: list[str]) -> None:
-        """Ports whose queues were missing or different, now repaired: each one logged and recorded."""
-        self.queue_state.update(checked=time.time(), error=None, repaired=self.queue_state["repaired"] + len(repaired))
+    def queues_checked(self, repaired: list[str], errors: list[str] = ()) -> None:
+        """Ports whose queues were missing or different, now repaired: each one logged and recorded;
+        what could not be checked or repaired: logged, counted, shown in the status."""
+        self.queue_state.update(checked=time.time(), error="; ".join(errors) or None,
+                                repaired=self.queue_state["repaired"] + len(repaired))
+        for e in errors:
+            self.counters["queue-check-failed"] += 1
+            LOG.error("queues: %s", e)
         for line in repaired:
             LOG.warning("queues: repaired %s", line)
             self.counters["queue-repairs"] += 1
             self.record({"type": "queues", "repaired": line})
 
     def lldp_doc(self) -> dict:
+        """What LLDP says (nothing when there are no probes, or this member does not lead)."""
         now = time.monotonic()
+        on = bool(self.cfg.lldp_interval_s) and self.master()
         return {"interval_s": self.cfg.lldp_interval_s, "timeout_s": self.cfg.lldp_timeout_s,
-                "links": {f"{a}-{b}": st for (a, b), st in sorted(self.linkcheck.links(now).items())},
-                "unexpected": self.linkcheck.unexpected(now)}
+                "links": {f"{a}-{b}": st for (a, b), st in sorted(self.linkcheck.links(now).items())} if on else None,
+                "unexpected": self.linkcheck.unexpected(now) if on else []}
 
     # ----- messages from the switches ------------------------------------------------------
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
@@ -692,6 +722,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         records = {int(k.rpartition("/")[2]): v for k, v in held.items() if k.rpartition("/")[2].isdigit()}
         self._stored = dict(records)
         self._fresh_policy()
+        self.reset_linkcheck(time.monotonic())
         if isinstance(self.policy, policies.FreewayPolicy):
             self.policy.core.records = records
         for sw, dp in list(self.watching.items()):
@@ -722,6 +753,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.datapaths.clear()
         self.syncs.clear()
         self._fresh_policy()
+        self.reset_linkcheck(time.monotonic())
         for sw in self.watching:
             self.switch_states[sw] = opstate.SwitchState("standby", time.time())
         self._switch_changes += 1
@@ -804,7 +836,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                 "decisions": self.decisions.seq,
                 "config_file": config.source_file(), "config_loaded": round(self.config_loaded, 3),
                 "writable": bool(self.cfg.api_token_file), "cluster": self.cluster_doc(),
-                "links_unverified": sum(st != lldp.VERIFIED for st in self._lldp_states.values()),
+                "links_unverified": sum(st != lldp.VERIFIED for st in (self.lldp_doc()["links"] or {}).values()),
                 "queues": dict(self.queue_state) if self.cfg.isolation else None}
 
     def api_counters(self) -> dict:

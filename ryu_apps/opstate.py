@@ -101,7 +101,7 @@ def links(fabric: Fabric, policy, view: View, states: dict[str, SwitchState] | N
                     "utilisation": round(r.util, 4) if r else None, "bps": round(r.bps) if r else None,
                     "measured_age_s": round(view.now - r.time, 3) if r else None,
                     "stale": ln in policy.stale,
-                    "lldp": None if access or checks is None else checks.get("%s-%s" % tuple(sorted(ln)))})
+                    "lldp": None if access or not checks else checks.get("%s-%s" % tuple(sorted(ln)))})
     return out
 
 

@@ -27,7 +27,7 @@ import ipaddress
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from .fabric import Fabric, FabricError, Host, Link, Switch
+from .fabric import ROLE_LEVEL, Fabric, FabricError, Host, Link, Switch
 
 PortRef = tuple[int, int]  # (datapath id, port)
 
@@ -42,15 +42,31 @@ class Observed:
     heard: set[tuple[PortRef, PortRef]] = field(default_factory=set)  # (probe left by, arrived at)
     hosts: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # mac -> (ip, dpid, port)
     conflicts: list[str] = field(default_factory=list)  # what was seen that cannot be (a MAC on two ports...)
+    ports_up: set[PortRef] = field(default_factory=set)  # switch ports whose link is up
+    by_arp: set[str] = field(default_factory=set)  # MACs whose address an ARP said
 
-    def host_seen(self, mac: str, ip: str, dpid: int, port: int) -> None:
-        """A host's frame (ARP sender, IPv4 source) arrived at (dpid, port)."""
+    def host_seen(self, mac: str, ip: str, dpid: int, port: int, arp: bool = False) -> None:
+        """A host's frame arrived at (dpid, port): an ARP (its sender address is the host's own) or an
+        IPv4 packet (its source, which ARP's overrides: a router forwards others' sources)."""
         if ip in ("0.0.0.0", "") or int(mac.split(":")[0], 16) & 1:
             return  # DHCP-style probes, multicast sources: no host
         was = self.hosts.get(mac)
         if was is not None and was[1:] != (dpid, port):
             self.conflicts.append(f"host {mac} seen on {was[1]:016x} port {was[2]} and on {dpid:016x} port {port}")
+        if was is not None and was[0] != ip and mac in self.by_arp:
+            if not arp:
+                return  # ARP said this host's address; an IPv4 source does not change it
+            self.conflicts.append(f"host {mac} says it is both {was[0]} and {ip} (one address per host)")
+        if arp:
+            self.by_arp.add(mac)
         self.hosts[mac] = (ip, dpid, port)
+
+    def silent_ports(self) -> list[PortRef]:
+        """Ports that are up but where no probe arrived and no host spoke: a switch that never connected,
+        a cable LLDP does not cross, or a silent host. Reported, since the description will lack them."""
+        heard = {dst for _, dst in self.heard} | {src for src, _ in self.heard}
+        hosts = {(d, p) for _, d, p in self.hosts.values()}
+        return sorted(p for p in self.ports_up if p not in heard and p not in hosts and p[0] in self.switches)
 
 
 def _links(obs: Observed) -> dict[PortRef, PortRef]:
@@ -243,7 +259,8 @@ def _describe(obs, peer, hosts_at, topo, params, roles: Roles, rate_mbps) -> Fab
             raise DiscoverError(f"the speed of port {_ref(ends[speeds.index(0)])} is unknown: give --rate")
         return float(min(speeds))
 
-    switches = {roles[d][0]: Switch(roles[d][0], roles[d][1], roles[d][2], roles[d][3], d) for d in obs.switches}
+    order = sorted(obs.switches, key=lambda d: (-ROLE_LEVEL[roles[d][1]], roles[d][2], roles[d][3]))
+    switches = {roles[d][0]: Switch(roles[d][0], roles[d][1], roles[d][2], roles[d][3], d) for d in order}
     links = []
     for a, b in sorted(peer.items()):
         if a < b:

@@ -102,11 +102,23 @@ class Heard:
 
 class LinkCheck:
     """What LLDP says of each described link. ``watch`` starts a port's grace (its switch connected,
-    or it came up); ``heard`` records a probe; ``faults`` are the links to take down."""
+    or it came up); ``sent`` records a round of probes; ``heard`` records a probe; ``faults`` are the
+    links to take down.
+
+    It fails open, not closed: a direction is missing only when, since it was last heard (or its
+    grace began), at least ``MISSES`` rounds of probes were sent and ``timeout_s`` passed; and only
+    once the receiving switch has delivered some probe since it connected (until its LLDP entry is
+    installed, or if it consumes LLDP itself, its links are not judged). A controller that stalls
+    sends no rounds, so it takes nothing down."""
+
+    MISSES = 2  # probe rounds that must have gone unheard
+    SETTLE_S = 0.5  # a round counts once it is this old (its probes have had time to come back)
 
     def __init__(self, fabric: Fabric, timeout_s: float):
         self.fabric = fabric
         self.timeout_s = timeout_s
+        self.rounds: list[float] = []  # when probes were sent (the latest few)
+        self.delivering: dict[str, float] = {}  # switch -> when it first punted a probe since it connected
         self.expect: dict[PortRef, PortRef] = {}
         for ln in fabric.links:
             self.expect[(ln.a, ln.a_port)] = (ln.b, ln.b_port)
@@ -117,6 +129,8 @@ class LinkCheck:
     def watch(self, now: float, switch: str, port: int | None = None) -> None:
         """A switch connected (every port of it), or one port came up: judged only after the timeout."""
         ports = [p for p in self.expect if p[0] == switch] if port is None else [(switch, port)]
+        if port is None:
+            self.delivering.pop(switch, None)
         for p in ports:
             self.since[p] = now
             self.heard_at.pop(p, None)
@@ -127,9 +141,15 @@ class LinkCheck:
             del self.since[p]
         for p in [p for p in self.heard_at if p[0] == switch]:
             del self.heard_at[p]
+        self.delivering.pop(switch, None)
+
+    def sent(self, now: float) -> None:
+        """A round of probes went out."""
+        self.rounds = self.rounds[-(4 * self.MISSES):] + [now]
 
     def heard(self, now: float, switch: str, port: int, peer: tuple[int, int]) -> None:
         self.heard_at[(switch, port)] = Heard(peer, now)
+        self.delivering.setdefault(switch, now)
 
     def _name(self, peer: tuple[int, int]) -> PortRef | None:
         sw = self.fabric.switch_by_dpid(peer[0])
@@ -140,10 +160,11 @@ class LinkCheck:
         h = self.heard_at.get(dst)
         if h is not None and now - h.at <= self.timeout_s:
             return VERIFIED if self._name(h.peer) == src else MISWIRED
-        if dst not in self.since or src not in self.since:
-            return WAITING  # one end's switch is not connected (the liveness model already knows)
-        start = max(self.since[dst], self.since[src], h.at if h is not None else 0.0)
-        return MISSING if now - start > self.timeout_s else WAITING
+        if dst not in self.since or src not in self.since or dst[0] not in self.delivering:
+            return WAITING  # an end not connected (the liveness model knows), or no probe punted there yet
+        start = max(self.since[dst], self.since[src], self.delivering[dst[0]], h.at if h is not None else 0.0)
+        unheard = sum(1 for r in self.rounds if start < r <= now - self.SETTLE_S)
+        return MISSING if now - start > self.timeout_s and unheard >= self.MISSES else WAITING
 
     def links(self, now: float) -> dict[tuple[str, str], str]:
         """Every described link (a < b) and its state."""

@@ -100,6 +100,10 @@ def held(fabric: Fabric, tables: dict[str, dict]) -> dict[tuple[str, int], Held]
     qos = {r["_uuid"][1]: r for r in _rows(tables["qos"])}
     queues = {r["_uuid"][1]: r for r in _rows(tables["queue"])}
     ports = {r["_uuid"][1]: r for r in _rows(tables["port"])}
+    users: dict[str, int] = {}  # QoS record -> ports pointing at it (one shared record is not ours to destroy)
+    for r in ports.values():
+        for u in _uuids(r["qos"]):
+            users[u] = users.get(u, 0) + 1
     out = {}
     for br in _rows(tables["bridge"]):
         if not isinstance(br["datapath_id"], str):
@@ -119,7 +123,7 @@ def held(fabric: Fabric, tables: dict[str, dict]) -> dict[tuple[str, int], Held]
             spec, owned = None, ()
             if q is not None:
                 qmap = {int(k): v[1] for k, v in _map(q["queues"]).items()}
-                if "freeway" in _map(q["external_ids"]):
+                if "freeway" in _map(q["external_ids"]) and users.get(qu[0]) == 1:
                     owned = (qu[0], *qmap.values())
                 if q["type"] == "linux-htb":
                     specs = []
@@ -193,20 +197,36 @@ def read(db: str | None, timeout: float = 10) -> dict[str, dict]:
     return tables
 
 
-def keep(fabric: Fabric, cfg: IsolationConfig, dbs: list[str | None], timeout: float = 10) -> list[str]:
-    """Check every switch's queues in every database and repair what is wrong; what was repaired, as
-    lines ('e0_0 port 3 (e0_0-eth3): queue 1 missing'). Raises RuntimeError if a database is away."""
+def keep(fabric: Fabric, cfg: IsolationConfig, dbs: list[str | None], timeout: float = 10) -> tuple[list[str], list[str]]:
+    """Check every switch's queues in every database and repair what is wrong. Returns (what was
+    repaired, as lines such as 'e0_0 port 3 (e0_0-eth3): queue 1 missing'; what could not be done:
+    a database away, a repair refused, switch ports no database has). One database's failure does
+    not stop the others; a refused transaction is retried port by port."""
     want = desired(fabric, cfg)
-    done = []
+    done, errors, seen = [], [], set()
     for db in dbs:
-        have = held(fabric, read(db, timeout))
-        wrong = plan(want, have)
-        if not wrong:
+        where = db or "the local OVSDB"
+        try:
+            have = held(fabric, read(db, timeout))
+        except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as e:
+            errors.append(f"{where}: {e}")
             continue
-        args = repair_args(want, have, [key for key, _ in wrong])
+        seen |= set(have)
+        wrong = plan(want, have)
         base = ["ovs-vsctl", f"--timeout={int(timeout)}"] + ([f"--db={db}"] if db else [])
-        r = subprocess.run([*base, *args], capture_output=True, text=True, timeout=timeout + 30)
-        if r.returncode != 0:
-            raise RuntimeError(f"ovs-vsctl (repairing {len(wrong)} ports): {r.stderr.strip()}")
-        done += [f"{sw} port {port} ({have[(sw, port)].port_name}): {why}" for (sw, port), why in wrong]
-    return done
+        batches = [wrong] if wrong else []
+        while batches:
+            batch = batches.pop()
+            r = subprocess.run([*base, *repair_args(want, have, [key for key, _ in batch])], capture_output=True,
+                               text=True, timeout=timeout + 30)
+            if r.returncode == 0:
+                done += [f"{sw} port {port} ({have[(sw, port)].port_name}): {why}" for (sw, port), why in batch]
+            elif len(batch) > 1:
+                batches += [[item] for item in batch]
+            else:
+                errors.append(f"{where}: repairing {batch[0][0][0]} port {batch[0][0][1]}: {r.stderr.strip()}")
+    lost = sorted({sw for sw, _ in want} - {sw for sw, _ in seen})
+    if lost and not errors:
+        errors.append(f"no OVSDB holds switch{'es' if len(lost) > 1 else ''} {', '.join(lost[:5])}"
+                      + (f" and {len(lost) - 5} more" if len(lost) > 5 else "") + " (give every switch host in --ovsdb)")
+    return done, errors

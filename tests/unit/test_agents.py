@@ -40,6 +40,7 @@ def test_each_bridges_agent_comes_from_its_sflow_record_or_the_endpoint():
     assert portmap.bridge_agents(t, "198.51.100.7") == {d["e0_0"]: "192.0.2.1", d["a0_0"]: "198.51.100.7",
                                                          d["c1"]: "198.51.100.7"}
     assert portmap.endpoint_host("tcp:198.51.100.7:6640") == "198.51.100.7"
+    assert portmap.endpoint_host("tcp:localhost:6640") == "127.0.0.1"  # a name: its address
     assert portmap.endpoint_host("unix:/run/openvswitch/db.sock") is None and portmap.endpoint_host(None) is None
     assert portmap.parse_endpoints("") == [None]
     assert portmap.parse_endpoints("tcp:10.9.0.1:6640, tcp:10.9.0.2:6640") == ["tcp:10.9.0.1:6640", "tcp:10.9.0.2:6640"]
@@ -66,7 +67,8 @@ def test_the_same_ifindex_at_two_agents_is_two_ports():
 
 def test_a_map_for_any_agent_still_serves_one_host_and_an_agents_own_entry_wins():
     est = Estimator(F, MonitorConfig(ewma_alpha=1.0))
-    est.set_ifmap({7: ("c1", 1), ("192.0.2.1", 7): ("e0_0", 3)})
+    est.set_ifmap({7: ("c1", 1), 8: ("c2", 1), ("192.0.2.1", 7): ("e0_0", 3)})
     assert est.locate("127.0.0.1", 7) == ("c1", 1)
     assert est.locate("192.0.2.1", 7) == ("e0_0", 3)
+    assert est.locate("192.0.2.1", 8) is None  # an agent with a map of its own is never read in another's
     assert est.locate(None, 9) is None

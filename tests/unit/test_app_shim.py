@@ -61,3 +61,48 @@ def test_a_new_switch_is_read_back_at_once_and_a_reconnecting_one_after_its_link
     app.links_changed(later, app.liveness.tick(later))
     app._read_back_when_settled("a0_0", later)
     assert app.syncs["a0_0"].requested and len(dp.sent) == 3  # flows, groups, meters
+
+
+def _heard(app, t, skip=()):
+    f = app.fabric
+    for ln in f.links:
+        for (dst, dport), (src, sport) in (((ln.b, ln.b_port), (ln.a, ln.a_port)), ((ln.a, ln.a_port), (ln.b, ln.b_port))):
+            if (src, dst) not in skip:
+                app.linkcheck.heard(t, dst, dport, (f.switches[src].dpid, sport))
+    app.linkcheck.sent(t)
+
+
+def test_lldp_applies_one_silent_link_refuses_a_mass_silence_and_forgets_on_a_change_of_leader(tmp_path, monkeypatch):
+    """Issue 15 review: a silent link goes down; every link silent at once is taken for a fault on the
+    controller's side (not applied); a member that starts or stops leading judges afresh."""
+    app = _app(tmp_path, monkeypatch, mode="ecmp")
+    now = time.monotonic()
+    app._lldp_next = now + 1e6  # no probes to send (no datapaths anyway)
+    for sw in app.fabric.switches:
+        app.linkcheck.watch(now - 10, sw)
+    for t in range(10, 0, -1):
+        _heard(app, now - t, skip={("c1", "a0_0")})
+    app.lldp_tick(now)
+    assert app.liveness.lldp_down == {("a0_0", "c1"), ("c1", "a0_0")}
+    assert not app.liveness.is_up(("a0_0", "c1"))
+    assert app.lldp_doc()["links"]["a0_0-c1"] == "missing"
+    app.reset_linkcheck(now)  # e.g. this member stopped leading
+    assert app.liveness.lldp_down == set() and app._lldp_states == {}
+    assert set(app.lldp_doc()["links"].values()) == {"waiting"}
+    later = now + 20
+    for sw in app.fabric.switches:
+        app.linkcheck.watch(later - 10, sw)
+    _heard(app, later - 9)
+    for t in range(8, 0, -1):
+        app.linkcheck.sent(later - t)  # then nothing is heard from anyone: the controller's own fault
+    app._lldp_judge = 0.0
+    app.lldp_tick(later)
+    assert app.liveness.lldp_down == set() and app.counters["lldp-breaker"] == 1
+
+
+def test_without_probes_lldp_says_nothing(tmp_path, monkeypatch):
+    fattree(4, 10).save(tmp_path / "f.json")
+    monkeypatch.setattr(config, "_active", config.Config(fabric=str(tmp_path / "f.json"), lldp_interval_s=0))
+    app = FreewayApp()
+    assert app.lldp_doc()["links"] is None
+    assert all(ln["lldp"] is None for ln in app.api_fabric()["links"])

@@ -34,8 +34,19 @@ def test_the_description_comes_back_from_what_the_fabric_shows(make):
 
 
 def test_names_follow_datapath_ids_so_the_same_fabric_always_reads_the_same():
+    import random
+
     truth = scramble(fattree(4), 5)
-    a, b = infer(observe(truth)), infer(observe(truth))
+    a = infer(observe(truth))
+    shuffled = Observed()  # the same observations, arriving in another order
+    ref = observe(truth)
+    rng = random.Random(4)
+    for d in rng.sample(sorted(ref.switches), len(ref.switches)):
+        shuffled.switches[d] = ref.switches[d]
+    shuffled.heard = set(rng.sample(sorted(ref.heard), len(ref.heard)))
+    for mac in rng.sample(sorted(ref.hosts), len(ref.hosts)):
+        shuffled.host_seen(mac, *ref.hosts[mac])
+    b = infer(shuffled)
     assert a.to_dict() == b.to_dict()
     tors = sorted((sw for sw in a.switches.values() if sw.role == "edge"), key=lambda s: (s.pod, s.index))
     assert [s.dpid for s in tors if s.pod == 0] == sorted(s.dpid for s in tors if s.pod == 0)
@@ -138,3 +149,23 @@ def test_a_host_on_a_faster_port_gets_its_own_speed_and_the_controller_uses_it()
     assert found.host_rate_bps(h.ip) == 100e6 and found.host_rate_bps(truth.hosts[0].ip) == 10e6
     again = type(found).from_dict(found.to_dict())  # the optional key survives the file
     assert again.to_dict() == found.to_dict() and "capacity_mbps" not in again.to_dict()["hosts"][0]
+
+
+def test_an_arp_says_a_hosts_address_and_a_forwarded_source_does_not_change_it():
+    f = fattree(4)
+    obs = observe(f)
+    h, d = f.hosts[0], f.switches[f.hosts[0].switch].dpid
+    obs.host_seen(h.mac, h.ip, d, h.port, arp=True)
+    obs.host_seen(h.mac, "10.99.0.1", d, h.port)  # a packet it forwarded (a router's, a VM's)
+    assert differences(f, infer(obs)) == []
+    obs.host_seen(h.mac, "10.99.0.1", d, h.port, arp=True)  # but it claims two addresses itself
+    with pytest.raises(DiscoverError, match="says it is both"):
+        infer(obs)
+
+
+def test_ports_that_are_up_but_silent_are_listed():
+    f = fattree(4)
+    obs = observe(f)
+    d = f.switches["e0_0"].dpid
+    obs.ports_up |= {(d, f.hosts_on("e0_0")[0].port), (d, 60)}
+    assert obs.silent_ports() == [(d, 60)]

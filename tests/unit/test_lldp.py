@@ -45,22 +45,59 @@ def _hear_all(check, fabric, now, skip=()):
                 check.heard(now, dst, dport, (fabric.switches[src].dpid, sport))
 
 
+def _rounds(check, t0, t1, every=1.0):
+    t = t0
+    while t <= t1:
+        check.sent(t)
+        t += every
+
+
 def test_links_heard_both_ways_are_verified_and_silence_is_missing_after_the_timeout():
     f = fattree(4)
     check = lldp.LinkCheck(f, timeout_s=3.0)
     assert set(check.links(0.0).values()) == {lldp.WAITING}  # no switch connected: nothing judged
     for sw in f.switches:
         check.watch(0.0, sw)
-    assert set(check.links(2.0).values()) == {lldp.WAITING}  # within the grace
-    assert check.faults(3.5) == {(a, b) for a in f.switches for b in f.neighbors(a)}  # never heard: all missing
-    _hear_all(check, f, 4.0, skip={("c1", "a0_0")})  # c1 -> a0_0 silently lost (the port stays up)
-    states = check.links(4.5)
+    _rounds(check, 0.0, 2.0)
+    assert set(check.links(2.0).values()) == {lldp.WAITING}  # no probe delivered yet: not judged
+    for t in (3.0, 4.0, 5.0, 6.0):  # c1 -> a0_0 silently lost (the port stays up)
+        _hear_all(check, f, t, skip={("c1", "a0_0")})
+        check.sent(t)
+    assert check.links(5.0)[("a0_0", "c1")] == lldp.WAITING  # a0_0 delivers probes since 3.0: its grace
+    states = check.links(6.6)
     assert states[("a0_0", "c1")] == lldp.MISSING
     assert sum(s == lldp.VERIFIED for s in states.values()) == len(f.links) - 1
-    assert check.faults(4.5) == {("a0_0", "c1"), ("c1", "a0_0")}
-    _hear_all(check, f, 5.0)
-    assert check.faults(5.5) == set()
-    assert check.faults(8.1) == {(a, b) for a in f.switches for b in f.neighbors(a)}  # stale
+    assert check.faults(6.6) == {("a0_0", "c1"), ("c1", "a0_0")}
+    _hear_all(check, f, 7.0)
+    assert check.faults(7.5) == set()
+    _rounds(check, 8.0, 11.0)
+    assert check.faults(11.6) == {(a, b) for a in f.switches for b in f.neighbors(a)}  # stale
+
+
+def test_a_controller_that_stalls_or_a_switch_that_punts_nothing_takes_nothing_down():
+    """Fail open: without rounds of probes sent, or before a switch has delivered any probe (its LLDP
+    entry not installed yet, or it eats LLDP), silence is not a fault."""
+    f = fattree(4)
+    check = lldp.LinkCheck(f, timeout_s=3.0)
+    for sw in f.switches:
+        check.watch(0.0, sw)
+    check.sent(1.0)  # one round, heard; then the controller stalls for 10 s
+    _hear_all(check, f, 1.0)
+    assert check.faults(11.0) == set()
+    check.sent(11.0)
+    assert check.faults(11.6) == set()  # one unheard round is not enough
+    check.sent(12.0)
+    assert len(check.faults(12.6)) == 2 * len(f.links)  # two: every link is now missing
+    fresh = lldp.LinkCheck(f, timeout_s=3.0)
+    for sw in f.switches:
+        fresh.watch(0.0, sw)
+    for t in range(1, 10):  # a0_0 punts no probe at all
+        _hear_all(fresh, f, float(t), skip={(n, "a0_0") for n in f.neighbors("a0_0")})
+        fresh.sent(float(t))
+    assert fresh.faults(9.6) == set()
+    states = fresh.links(9.6)
+    assert {st for ln, st in states.items() if "a0_0" in ln} == {lldp.WAITING}
+    assert {st for ln, st in states.items() if "a0_0" not in ln} == {lldp.VERIFIED}
 
 
 def test_a_port_that_hears_another_peer_is_miswired_and_reported_as_unexpected():
@@ -69,6 +106,7 @@ def test_a_port_that_hears_another_peer_is_miswired_and_reported_as_unexpected()
     for sw in f.switches:
         check.watch(0.0, sw)
     _hear_all(check, f, 1.0)
+    _rounds(check, 0.0, 2.0)
     port = f.port_to("a0_0", "c1")
     check.heard(1.5, "a0_0", port, (f.switches["c3"].dpid, f.port_to("c3", "a0_1")))  # swapped cable
     assert check.links(2.0)[("a0_0", "c1")] == lldp.MISWIRED
@@ -88,6 +126,7 @@ def test_a_switch_that_goes_away_is_not_judged_and_a_port_back_up_gets_its_grace
     assert check.links(10.0)[("a0_0", "c1")] == lldp.WAITING  # the liveness model has it down already
     _hear_all(check, f, 9.0)
     check.watch(9.5, "a0_0", f.port_to("a0_0", "e0_0"))
+    _rounds(check, 10.0, 12.0)
     assert check.links(10.0)[("a0_0", "e0_0")] == lldp.WAITING
     assert check.links(12.6)[("a0_0", "e0_0")] == lldp.MISSING
 

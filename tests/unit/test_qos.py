@@ -91,3 +91,28 @@ def test_a_slower_link_gets_its_own_rate():
     want = qos.desired(f, CFG)
     assert want[("e0_0", f.port_to("e0_0", "a0_0"))].max_rate == 1_000_000
     assert want[("a0_0", f.port_to("a0_0", "e0_0"))].queues[1][1].max_rate == 1_000_000
+
+
+def test_a_shared_qos_record_is_not_destroyed_when_one_of_its_ports_is_repaired():
+    ports = sorted(p for (sw, p) in qos.desired(F, CFG) if sw == "e0_0")
+    t = _tables([("e0_0", ports[0], (1_000_000, {0: (12_000, 1_000_000, 0)})), ("e0_0", ports[1], None)])
+    t["port"]["data"][1][3] = ["uuid", "q0"]  # the second port points at the first one's record
+    have = qos.held(F, t)
+    assert have[("e0_0", ports[0])].owned == () and have[("e0_0", ports[1])].owned == ()
+    args = qos.repair_args(qos.desired(F, CFG), have, [("e0_0", ports[0]), ("e0_0", ports[1])])
+    assert "destroy" not in args
+
+
+def test_one_database_away_does_not_stop_the_others(monkeypatch):
+    def read(db, timeout=10):
+        if db == "tcp:192.0.2.9:6640":
+            raise RuntimeError("ovs-vsctl list bridge: database connection failed")
+        return _tables([(sw, p, _good(sw, p)) for (sw, p) in qos.desired(F, CFG)])
+
+    monkeypatch.setattr(qos, "read", read)
+    done, errors = qos.keep(F, CFG, ["tcp:192.0.2.9:6640", None])
+    assert done == [] and errors == ["tcp:192.0.2.9:6640: ovs-vsctl list bridge: database connection failed"]
+    monkeypatch.setattr(qos, "read", lambda db, timeout=10: _tables([("e0_0", p, _good("e0_0", p))
+                                                                      for (sw, p) in qos.desired(F, CFG) if sw == "e0_0"]))
+    done, errors = qos.keep(F, CFG, [None])
+    assert done == [] and len(errors) == 1 and errors[0].startswith("no OVSDB holds switches ")

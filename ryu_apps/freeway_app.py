@@ -81,7 +81,8 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self._lldp_states: dict = {}  # each described link's last reported state
         self._lldp_breaker = False  # too many links at once: not applied (a controller-side fault)
         self._lldp_reported: set = set()  # unexpected adjacencies already logged
-        self._queues_due = 0.0  # when the switches' isolation queues are next checked (through OVSDB)
+        self._queues_due = float("inf")  # when the isolation queues are next checked (from the first connect)
+        self._queues_set: set = set()  # ports whose queues this controller has set (a later fix is a repair)
         self.queue_state: dict = {"checked": None, "repaired": 0, "error": None}
         self.syncs: dict[str, Sync] = {}
         self.datapaths: dict[int, object] = {}
@@ -440,19 +441,26 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                 continue
             self._queues_due = now + QUEUE_CHECK_S
             try:
-                repaired, errors = run_blocking(qos.keep, self.fabric, self.cfg.isolation_config(),
-                                                portmap.parse_endpoints(self.cfg.ovsdb))
+                connected = {sw for sw in self.fabric.switches if self._dp(sw) is not None}
+                repaired, errors, seen = run_blocking(qos.keep, self.fabric, self.cfg.isolation_config(),
+                                                      portmap.parse_endpoints(self.cfg.ovsdb), 10, connected)
             except Exception as e:  # ovs-vsctl missing, a bug: said, counted, tried again soon
-                repaired, errors = [], [str(e)]
-            self.queues_checked(repaired, errors)
+                repaired, errors, seen = [], [str(e)], set()
+            self.queues_checked(repaired, errors, seen)
             if errors:  # a database away: said, counted, tried again soon
                 self._queues_due = now + 5.0
 
-    def queues_checked(self, repaired: list[str], errors: list[str] = ()) -> None:
-        """Ports whose queues were missing or different, now repaired: each one logged and recorded;
-        what could not be checked or repaired: logged, counted, shown in the status."""
+    def queues_checked(self, done: list, errors: list[str] = (), seen: set = frozenset()) -> None:
+        """Ports whose queues were set right: a port that never had any, the first time, counted; any
+        other (changed, or missing since it had them), a repair, logged and recorded. What could not be
+        checked or repaired: logged, counted, shown in the status."""
+        first = [key for key, line in done if key not in self._queues_set and line.endswith("no QoS record")]
+        repaired = [line for key, line in done if key not in first]
+        self._queues_set.update(seen)
         self.queue_state.update(checked=time.time(), error="; ".join(errors) or None,
                                 repaired=self.queue_state["repaired"] + len(repaired))
+        if first:
+            LOG.info("queues: set on %d ports (%d in all)", len(first), len(self._queues_set))
         for e in errors:
             self.counters["queue-check-failed"] += 1
             LOG.error("queues: %s", e)

@@ -197,12 +197,14 @@ def read(db: str | None, timeout: float = 10) -> dict[str, dict]:
     return tables
 
 
-def keep(fabric: Fabric, cfg: IsolationConfig, dbs: list[str | None], timeout: float = 10) -> tuple[list[str], list[str]]:
-    """Check every switch's queues in every database and repair what is wrong. Returns (what was
-    repaired, as lines such as 'e0_0 port 3 (e0_0-eth3): queue 1 missing'; what could not be done:
-    a database away, a repair refused, switch ports no database has). One database's failure does
-    not stop the others; a refused transaction is retried port by port."""
-    want = desired(fabric, cfg)
+def keep(fabric: Fabric, cfg: IsolationConfig, dbs: list[str | None], timeout: float = 10,
+         only: set[str] | None = None) -> tuple[list[tuple[tuple[str, int], str]], list[str], set]:
+    """Check the queues of every switch (of ``only``, if given: those connected) in every database and
+    repair what is wrong. Returns (each port set right, with a line such as 'e0_0 port 3 (e0_0-eth3):
+    queue 1 missing'; what could not be done: a database away, a repair refused, switches no database
+    holds; and every port found). One database's failure does not stop the others; a refused
+    transaction is retried port by port."""
+    want = {key: w for key, w in desired(fabric, cfg).items() if only is None or key[0] in only}
     done, errors, seen = [], [], set()
     for db in dbs:
         where = db or "the local OVSDB"
@@ -211,7 +213,7 @@ def keep(fabric: Fabric, cfg: IsolationConfig, dbs: list[str | None], timeout: f
         except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as e:
             errors.append(f"{where}: {e}")
             continue
-        seen |= set(have)
+        seen |= set(have) & set(want)
         wrong = plan(want, have)
         base = ["ovs-vsctl", f"--timeout={int(timeout)}"] + ([f"--db={db}"] if db else [])
         batches = [wrong] if wrong else []
@@ -220,7 +222,8 @@ def keep(fabric: Fabric, cfg: IsolationConfig, dbs: list[str | None], timeout: f
             r = subprocess.run([*base, *repair_args(want, have, [key for key, _ in batch])], capture_output=True,
                                text=True, timeout=timeout + 30)
             if r.returncode == 0:
-                done += [f"{sw} port {port} ({have[(sw, port)].port_name}): {why}" for (sw, port), why in batch]
+                done += [((sw, port), f"{sw} port {port} ({have[(sw, port)].port_name}): {why}")
+                         for (sw, port), why in batch]
             elif len(batch) > 1:
                 batches += [[item] for item in batch]
             else:
@@ -229,4 +232,4 @@ def keep(fabric: Fabric, cfg: IsolationConfig, dbs: list[str | None], timeout: f
     if lost and not errors:
         errors.append(f"no OVSDB holds switch{'es' if len(lost) > 1 else ''} {', '.join(lost[:5])}"
                       + (f" and {len(lost) - 5} more" if len(lost) > 5 else "") + " (give every switch host in --ovsdb)")
-    return done, errors
+    return done, errors, seen

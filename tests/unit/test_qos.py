@@ -110,9 +110,11 @@ def test_one_database_away_does_not_stop_the_others(monkeypatch):
         return _tables([(sw, p, _good(sw, p)) for (sw, p) in qos.desired(F, CFG)])
 
     monkeypatch.setattr(qos, "read", read)
-    done, errors = qos.keep(F, CFG, ["tcp:192.0.2.9:6640", None])
-    assert done == [] and errors == ["tcp:192.0.2.9:6640: ovs-vsctl list bridge: database connection failed"]
+    done, errors, seen = qos.keep(F, CFG, ["tcp:192.0.2.9:6640", None])
+    assert len(seen) == 80 and done == [] and errors == ["tcp:192.0.2.9:6640: ovs-vsctl list bridge: database connection failed"]
     monkeypatch.setattr(qos, "read", lambda db, timeout=10: _tables([("e0_0", p, _good("e0_0", p))
                                                                       for (sw, p) in qos.desired(F, CFG) if sw == "e0_0"]))
-    done, errors = qos.keep(F, CFG, [None])
+    done, errors, seen = qos.keep(F, CFG, [None])
     assert done == [] and len(errors) == 1 and errors[0].startswith("no OVSDB holds switches ")
+    done, errors, seen = qos.keep(F, CFG, [None], only={"e0_0"})  # only the connected switches are judged
+    assert done == [] and errors == [] and {sw for sw, _ in seen} == {"e0_0"}

@@ -14,9 +14,8 @@ address, and the Linux ifIndex is unique on the host).
 from __future__ import annotations
 
 import ipaddress
-import json
-import subprocess
 
+from topology import ovsdb
 from topology.fabric import Fabric
 
 TABLES = (("bridge", "name,datapath_id,ports,sflow"), ("port", "_uuid,name,interfaces"),
@@ -25,18 +24,7 @@ TABLES = (("bridge", "name,datapath_id,ports,sflow"), ("port", "_uuid,name,inter
 Key = tuple[str | None, int]  # (agent address or None for any agent, ifIndex)
 
 
-def _rows(table: dict) -> list[dict]:
-    heads = table["headings"]
-    return [dict(zip(heads, row, strict=True)) for row in table["data"]]
-
-
-def _uuids(value) -> list[str]:
-    """OVSDB JSON: ["uuid", U] or ["set", [["uuid", U], ...]]."""
-    if value[0] == "uuid":
-        return [value[1]]
-    if value[0] == "set":
-        return [v[1] for v in value[1]]
-    return []
+_rows, _uuids = ovsdb.rows, ovsdb.uuids
 
 
 def _int(value) -> int | None:
@@ -114,16 +102,8 @@ def to_switch_ports(fabric: Fabric, by_dpid: dict[int, tuple[int, int]]) -> dict
 
 
 def read_ovsdb(db: str | None = None, timeout: float = 10) -> dict[str, dict]:
-    """The three tables from OVSDB (local socket, or ``db`` such as tcp:HOST:6640)."""
-    base = ["ovs-vsctl", f"--timeout={int(timeout)}", "--format=json"] + ([f"--db={db}"] if db else [])
-    tables = {}
-    for table, cols in TABLES:
-        r = subprocess.run([*base, f"--columns={cols}", "list", table], capture_output=True, text=True,
-                           timeout=timeout + 5)
-        if r.returncode != 0:
-            raise RuntimeError(f"ovs-vsctl list {table}: {r.stderr.strip()}")
-        tables[table] = json.loads(r.stdout)
-    return tables
+    """The tables of the map from OVSDB (local socket, or ``db`` such as tcp:HOST:6640)."""
+    return ovsdb.read(db, TABLES, timeout)
 
 
 def agent_map(fabric: Fabric, tables: dict[str, dict], db: str | None = None) -> dict[Key, tuple[str, int]]:

@@ -385,7 +385,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self._lldp_judge = now + 0.5
         states = self.linkcheck.links(now)
         faults = lldp.faults_of(states)
-        broken = len(faults) // 2 > max(4, len(states) // 2)
+        broken = lldp.implausible(states)
         if broken != self._lldp_breaker:
             self._lldp_breaker = broken
             if broken:

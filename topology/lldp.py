@@ -204,6 +204,12 @@ def faults_of(states: dict[tuple[str, str], str]) -> set[tuple[str, str]]:
     return out
 
 
+def implausible(states: dict[tuple[str, str], str]) -> bool:
+    """More than half the links (and more than 4) missing or miswired at once: a fault on the
+    controller's side (a stall, a switch eating LLDP), not the fabric's; not to be applied."""
+    return len(faults_of(states)) // 2 > max(4, len(states) // 2)
+
+
 def probe_ports(fabric: Fabric, switch: str, reported, host_ports) -> list[int]:
     """The ports to probe: every fabric port of the description and every other port the switch
     reports (a cable the description does not have is found), but not a described host's port (a

@@ -18,10 +18,10 @@ an emulator-only step of the fabric builder.
 
 from __future__ import annotations
 
-import json
 import subprocess
 from dataclasses import dataclass
 
+from . import ovsdb
 from .fabric import Fabric
 from .queues import ELEPHANT_Q, MICE_Q, IsolationConfig
 
@@ -64,14 +64,7 @@ def desired(fabric: Fabric, cfg: IsolationConfig) -> dict[tuple[str, int], PortQ
 
 
 # ----- what the database holds ---------------------------------------------------------------
-def _rows(t: dict) -> list[dict]:
-    return [dict(zip(t["headings"], row, strict=True)) for row in t["data"]]
-
-
-def _uuids(v) -> list[str]:
-    if v[0] == "uuid":
-        return [v[1]]
-    return [x[1] for x in v[1]] if v[0] == "set" else []
+_rows, _uuids = ovsdb.rows, ovsdb.uuids
 
 
 def _map(v) -> dict:
@@ -186,15 +179,7 @@ def repair_args(want: dict[tuple[str, int], PortQos], have: dict[tuple[str, int]
 
 # ----- talking to a database (the only impure part) -------------------------------------------
 def read(db: str | None, timeout: float = 10) -> dict[str, dict]:
-    base = ["ovs-vsctl", f"--timeout={int(timeout)}", "--format=json"] + ([f"--db={db}"] if db else [])
-    tables = {}
-    for table, cols in TABLES:
-        r = subprocess.run([*base, f"--columns={cols}", "list", table], capture_output=True, text=True,
-                           timeout=timeout + 5)
-        if r.returncode != 0:
-            raise RuntimeError(f"ovs-vsctl list {table}: {r.stderr.strip()}")
-        tables[table] = json.loads(r.stdout)
-    return tables
+    return ovsdb.read(db, TABLES, timeout)
 
 
 def keep(fabric: Fabric, cfg: IsolationConfig, dbs: list[str | None], timeout: float = 10,

@@ -45,6 +45,15 @@ def _hear_all(check, fabric, now, skip=()):
                 check.heard(now, dst, dport, (fabric.switches[src].dpid, sport))
 
 
+def _watched():
+    """A k=4 fat-tree's check with every switch connected at 0."""
+    f = fattree(4)
+    check = lldp.LinkCheck(f, timeout_s=3.0)
+    for sw in f.switches:
+        check.watch(0.0, sw)
+    return f, check
+
+
 def _rounds(check, t0, t1, every=1.0):
     t = t0
     while t <= t1:
@@ -77,10 +86,7 @@ def test_links_heard_both_ways_are_verified_and_silence_is_missing_after_the_tim
 def test_a_controller_that_stalls_or_a_switch_that_punts_nothing_takes_nothing_down():
     """Fail open: without rounds of probes sent, or before a switch has delivered any probe (its LLDP
     entry not installed yet, or it eats LLDP), silence is not a fault."""
-    f = fattree(4)
-    check = lldp.LinkCheck(f, timeout_s=3.0)
-    for sw in f.switches:
-        check.watch(0.0, sw)
+    f, check = _watched()
     check.sent(1.0)  # one round, heard; then the controller stalls for 10 s
     _hear_all(check, f, 1.0)
     assert check.faults(11.0) == set()
@@ -88,9 +94,7 @@ def test_a_controller_that_stalls_or_a_switch_that_punts_nothing_takes_nothing_d
     assert check.faults(11.6) == set()  # one unheard round is not enough
     check.sent(12.0)
     assert len(check.faults(12.6)) == 2 * len(f.links)  # two: every link is now missing
-    fresh = lldp.LinkCheck(f, timeout_s=3.0)
-    for sw in f.switches:
-        fresh.watch(0.0, sw)
+    _, fresh = _watched()
     for t in range(1, 10):  # a0_0 punts no probe at all
         _hear_all(fresh, f, float(t), skip={(n, "a0_0") for n in f.neighbors("a0_0")})
         fresh.sent(float(t))
@@ -101,10 +105,7 @@ def test_a_controller_that_stalls_or_a_switch_that_punts_nothing_takes_nothing_d
 
 
 def test_a_port_that_hears_another_peer_is_miswired_and_reported_as_unexpected():
-    f = fattree(4)
-    check = lldp.LinkCheck(f, timeout_s=3.0)
-    for sw in f.switches:
-        check.watch(0.0, sw)
+    f, check = _watched()
     _hear_all(check, f, 1.0)
     _rounds(check, 0.0, 2.0)
     port = f.port_to("a0_0", "c1")
@@ -117,10 +118,7 @@ def test_a_port_that_hears_another_peer_is_miswired_and_reported_as_unexpected()
 
 
 def test_a_switch_that_goes_away_is_not_judged_and_a_port_back_up_gets_its_grace():
-    f = fattree(4)
-    check = lldp.LinkCheck(f, timeout_s=3.0)
-    for sw in f.switches:
-        check.watch(0.0, sw)
+    f, check = _watched()
     _hear_all(check, f, 1.0)
     check.forget("c1")
     assert check.links(10.0)[("a0_0", "c1")] == lldp.WAITING  # the liveness model has it down already

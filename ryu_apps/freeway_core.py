@@ -17,7 +17,7 @@ from topology.settings import SettingError, setting
 
 from . import handshake as hs
 from . import pipeline
-from .binpack import Allocations, NoRoom, Placement, links, place_subflows
+from .binpack import Allocations, NoRoom, Placement, links, place_subflows, split
 from .elephant_entries import PRIO_ELEPHANT, HeldPins, path_entries
 from .forwarding import ETH_IPV4, base_program, punt_meters, tor_prefixes
 from .intents import (
@@ -438,9 +438,8 @@ class FreewayCore:
             return out
         comp = self._compressible()  # rate-less elephants give up what they hold above their minimum
         try:
-            placements = place_subflows(self.hol_paths(pair), [want / n] * n,
-                                        lambda ln: max(0.0, self.load_bps(ln) - comp[ln]), self.capacity_bps,
-                                        self.cfg.headroom)
+            placements = split(self.hol_paths(pair), want, n, lambda ln: max(0.0, self.load_bps(ln) - comp[ln]),
+                               self.capacity_bps, self.cfg.headroom)
         except NoRoom as e:
             out = nack(str(e), "no-room")
             out.replaced = replaced

@@ -92,6 +92,18 @@ def send_bytes(sock: socket.socket, to: tuple[str, int], n: int, out: dict) -> N
     out["seconds"] = time.monotonic() - t0
 
 
+def byte_shares(size: int, rates: list[float]) -> list[int]:
+    """The bytes each subflow sends: in proportion to the rates the controller gave them (so that they
+    finish together when it split the elephant unevenly), evenly when it gave none."""
+    n = len(rates)
+    if sum(rates) <= 0 or min(rates) <= 0:
+        rates = [1.0] * n
+    per = [int(size * r / sum(rates)) for r in rates]
+    for i in range(size - sum(per)):  # what the rounding left, one byte each from the first
+        per[i % n] += 1
+    return per
+
+
 def run(args, command: list[str]) -> int:
     size = parse_size(args.size)
     if args.rate is not None and args.rate <= 0:
@@ -127,7 +139,8 @@ def run(args, command: list[str]) -> int:
                  "port": str(args.port)}
         return subprocess.call([c.format(**subst) for c in command])
     results = [{} for _ in socks]
-    per = [size // len(socks) + (1 if i < size % len(socks) else 0) for i in range(len(socks))]
+    given = dict((sub.sport, r) for sub, r, _ in answer.allocations) if isinstance(answer, hs.Ack) else {}
+    per = byte_shares(size, [given.get(p, 0) for p in ports])
     threads = [threading.Thread(target=send_bytes, args=(s, (args.to, args.port), n, r))
                for s, n, r in zip(socks, per, results, strict=True)]
     t0 = time.monotonic()

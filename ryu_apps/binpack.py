@@ -143,23 +143,35 @@ class _SP:
             own = min(own, sum(k.room(t, free) for k in self.kids))
         return max(0.0, own)
 
-    def share(self, amount: float, t: float, free, out: dict[int, float]) -> None:
-        """Spread ``amount`` over the paths in proportion to what each branch can carry at ``t``
-        (so every branch ends equally full relative to its room)."""
+    def share(self, amount: float, t: float, free, out: dict[int, float], few: bool = False) -> None:
+        """Spread ``amount`` over the paths in proportion to what each branch can carry at ``t`` (every
+        branch equally full relative to its room), or with ``few`` over as few paths as will do: the
+        branches with the most room first, each filled to ``t``."""
         if self.idx is not None:
             out[self.idx] = out.get(self.idx, 0.0) + amount
             return
         rooms = [k.room(t, free) for k in self.kids]
         total = sum(rooms)
+        if few:
+            left = amount
+            for r, j in sorted(((r, j) for j, r in enumerate(rooms)), key=lambda x: (-x[0], x[1])):
+                if left <= 0 or r <= 0:
+                    break
+                take = min(r, left) if r < left * (1 - 1e-12) else left
+                self.kids[j].share(take, t, free, out, few)
+                left -= take
+            return
         for k, r in zip(self.kids, rooms, strict=True):
             if total > 0 and r > 0:
                 k.share(amount * r / total, t, free, out)
 
 
-def _lp(paths: list[Path], rate_bps: float, load_bps, capacity_bps) -> tuple[float, dict[int, float]]:
+def _lp(paths: list[Path], rate_bps: float, load_bps, capacity_bps, few: bool = False
+        ) -> tuple[float, dict[int, float]]:
     """Eq. 1 for one flow over ``paths``: (the least possible maximum utilisation of their links,
-    the rate per path index achieving it). Exact up to a relative 1e-9, by bisection on that
-    maximum: a series-parallel set carries the sum of its branches and the minimum of its series."""
+    the rate per path index achieving it, spread evenly or over ``few`` paths: ``_SP.share``).
+    Exact up to a relative 1e-9, by bisection on that maximum: a series-parallel set carries the
+    sum of its branches and the minimum of its series."""
     tree = _SP([(tuple(links(p)), i) for i, p in enumerate(paths)])
     cache: dict[Link, tuple[float, float]] = {}
 
@@ -184,7 +196,7 @@ def _lp(paths: list[Path], rate_bps: float, load_bps, capacity_bps) -> tuple[flo
         else:
             lo = mid
     out: dict[int, float] = {}
-    tree.share(rate_bps, hi, free, out)
+    tree.share(rate_bps, hi, free, out, few)
     return hi, out
 
 
@@ -202,23 +214,24 @@ def split(paths: list[Path], rate_bps: float, n: int, load_bps: Callable[[Link],
           capacity_bps: Callable[[Link], float], headroom: float = 1.0) -> list[Placement]:
     """``n`` subflows carrying ``rate_bps`` together, placed as the paper's Eq. 1 splits a flow.
 
-    The rate is split over ``paths`` to minimise the maximum link utilisation (exactly: ``_lp``).
-    If that uses at most ``n`` paths, the subflows follow it (the largest shares split in two
-    until there are ``n``): the optimum itself. Otherwise the ``n`` paths given most are kept and
-    the rate split again over them alone. Each subflow still goes whole on one path, with its own
-    rate. Whichever is lower, this or Bin-Pack's equal subflows placed one by one, is returned.
-    With ``n`` = 1 it is Bin-Pack. Raises ``NoRoom`` when neither fits under ``headroom``."""
+    The rate is split over ``paths`` to minimise the maximum link utilisation (exactly: ``_lp``),
+    over as few paths as reach that optimum. The ``n`` paths given most are kept (all of them if
+    fewer), and the rate split again over them alone, evenly relative to their room; when fewer
+    than ``n`` paths are used the largest shares are halved until there are ``n`` subflows. So
+    when the optimum needs at most ``n`` paths it is what the subflows get. Each subflow still
+    goes whole on one path, with its own rate. Whichever is lower, this or Bin-Pack's equal
+    subflows placed one by one, is returned. With ``n`` = 1 it is Bin-Pack. Raises ``NoRoom``
+    when neither fits under ``headroom``."""
     if n <= 1 or len(paths) <= 1 or not links(paths[0]):
         return place_subflows(paths, [rate_bps / max(1, n)] * max(1, n), load_bps, capacity_bps, headroom)
     candidates: list[list[Placement]] = []
     try:
-        _, rates = _lp(paths, rate_bps, load_bps, capacity_bps)
+        _, rates = _lp(paths, rate_bps, load_bps, capacity_bps, few=True)
         used = sorted((i for i, r in rates.items() if r > rate_bps * 1e-6), key=lambda i: (-rates[i], i))
-        if len(used) > n:
-            keep = sorted(used[:n])
-            _, sub = _lp([paths[i] for i in keep], rate_bps, load_bps, capacity_bps)
-            rates = {keep[j]: r for j, r in sub.items()}
-            used = sorted((i for i, r in rates.items() if r > 0), key=lambda i: (-rates[i], i))
+        keep = sorted(used[:n])
+        _, sub = _lp([paths[i] for i in keep], rate_bps, load_bps, capacity_bps)
+        rates = {keep[j]: r for j, r in sub.items()}
+        used = sorted((i for i, r in rates.items() if r > 0), key=lambda i: (-rates[i], i))
         parts = [[i, rates[i] / sum(rates[j] for j in used) * rate_bps] for i in used]  # exactly rate_bps
         while len(parts) < n:  # more subflows than paths used: halve the largest share
             parts.sort(key=lambda x: -x[1])

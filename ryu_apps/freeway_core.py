@@ -596,12 +596,10 @@ class FreewayCore:
             return None
         self.alloc.release(el.eid)
         try:
-            placements = place_subflows(paths, [el.rate_bps / n] * n, self.load_bps, self.capacity_bps,
-                                        self.cfg.headroom)
+            placements = split(paths, el.rate_bps, n, self.load_bps, self.capacity_bps, self.cfg.headroom)
         except NoRoom:
             self.counters["reroute-overbooked"] += 1
-            placements = place_subflows(paths or live, [el.rate_bps / n] * n,
-                                        self.load_bps, self.capacity_bps, float("inf"))
+            placements = split(paths or live, el.rate_bps, n, self.load_bps, self.capacity_bps, float("inf"))
         old_cookie, old_paths = el.cookie, [pl.path for pl in el.placements]
         el.gen = (el.gen + 1) & GEN_MASK
         el.placements = placements

@@ -3,7 +3,7 @@
 import pytest
 
 from experiments.optimum import Flow, solve
-from ryu_apps.binpack import Allocations, NoRoom, bin_pack, links, place_subflows
+from ryu_apps.binpack import _SP, Allocations, NoRoom, NotSeriesParallel, bin_pack, links, place_subflows, split
 from ryu_apps.partition import Partition
 from topology.fabric import fattree
 
@@ -89,3 +89,82 @@ def test_splittable_optimum_never_exceeds_the_unsplittable_one_at_real_scales():
     t_whole, assign = solve(flows, cap, split=False)
     assert t_split <= t_whole + 1e-6
     assert all(len(a) == 1 and abs(sum(a.values()) - f.rate) < 1 for a, f in zip(assign, flows, strict=True))
+
+
+# ----- one elephant split over its subflows as Eq. 1 splits it -------------------------------------
+def _k8_instances(n, seed=3):
+    import random
+
+    rng = random.Random(seed)
+    part = Partition(fattree(8))
+    for _ in range(n):
+        s, d = rng.sample(part.tors, 2)
+        while not part.is_partitioned((s, d)):
+            s, d = rng.sample(part.tors, 2)
+        paths = part.hol_paths((s, d))
+        base = {ln: rng.uniform(0, 6e6) for p in paths for ln in links(p)}
+        yield paths, base, rng.uniform(2e6, 9e6)
+
+
+def test_split_meets_the_exact_lp_of_one_flow():
+    for paths, base, rate in _k8_instances(6):
+        capacity = {ln: CAP for ln in base}
+        t_lp, _ = solve([Flow(tuple(paths), rate)], capacity, base=base, split=True)
+        pls = split(paths, rate, len(paths), base.__getitem__, cap)
+        assert len(pls) == len(paths) and sum(p.rate_bps for p in pls) == pytest.approx(rate)
+        # what each link ends up carrying agrees with the utilisation reported
+        extra = {}
+        for p in pls:
+            for ln in links(p.path):
+                extra[ln] = extra.get(ln, 0.0) + p.rate_bps
+        # the LP's maximum is over every link of the paths, those the flow does not cross too
+        assert max((v + extra.get(ln, 0.0)) / CAP for ln, v in base.items()) == pytest.approx(t_lp, rel=1e-6)
+
+
+def test_split_rounds_to_the_subflows_and_is_never_worse_than_equal_subflows():
+    for paths, base, rate in _k8_instances(10, seed=5):
+        for n in (2, 4):
+            pls = split(paths, rate, n, base.__getitem__, cap)
+            assert len(pls) == n and sum(p.rate_bps for p in pls) == pytest.approx(rate)
+            assert all(p.path in paths and p.rate_bps > 0 for p in pls)
+            equal = place_subflows(paths, [rate / n] * n, base.__getitem__, cap, float("inf"))
+            assert max(p.max_util for p in pls) <= max(p.max_util for p in equal) + 1e-9
+        one = split(paths, rate, 1, base.__getitem__, cap)
+        assert [p.path for p in one] == [bin_pack(paths, rate, base.__getitem__, cap, 10).path]
+
+
+def test_split_uses_the_emptier_uplink_more():
+    # k=6, e0_0's two HOL uplinks: a0_1 carries 6 Mbit/s already, a0_2 nothing; 8 Mbit/s in 2 subflows
+    load = {("e0_0", "a0_1"): 6e6}
+    pls = split(HOL, 8e6, 2, lambda ln: load.get(ln, 0.0), cap)
+    by_agg = {p.path[1]: p.rate_bps for p in pls}
+    assert by_agg == pytest.approx({"a0_1": 1e6, "a0_2": 7e6})  # both uplinks at 70%: the LP's answer
+    assert max(p.max_util for p in pls) == pytest.approx(0.7)
+
+
+def test_split_refuses_with_the_room_there_is():
+    busy = {ln: 8e6 for p in HOL for ln in links(p)}
+    with pytest.raises(NoRoom, match=r"no split of 5.00 Mbit/s over 2 subflows fits the 6 high-throughput "
+                                     r"paths \(4.00 Mbit/s free on them together"):
+        split(HOL, 5e6, 2, lambda ln: busy.get(ln, 0.0), cap)
+    assert len(split(HOL, 4e6, 2, lambda ln: busy.get(ln, 0.0), cap)) == 2  # exactly what is free fits
+    with pytest.raises(NoRoom, match="no high-throughput path between these ToRs"):
+        split([], 1e6, 2, lambda ln: 0.0, cap)
+
+
+def test_split_falls_back_to_bin_pack_on_paths_that_are_not_series_parallel():
+    # a 'braid': two paths that part at s and meet again on a shared middle link
+    paths = [("s", "a", "m", "n", "x", "d"), ("s", "b", "m", "n", "y", "d")]
+    with pytest.raises(NotSeriesParallel):
+        _SP([(tuple(links(p)), i) for i, p in enumerate(paths)])
+    pls = split(paths, 4e6, 2, lambda ln: 0.0, cap)
+    assert all(p.path in paths and p.rate_bps == 2e6 for p in pls)
+    assert max(p.max_util for p in pls) == pytest.approx(0.4)  # the shared middle link carries all of it
+
+
+def test_byte_shares_follow_the_rates():
+    from ryu_apps.agent import byte_shares
+
+    assert byte_shares(1000, [1e6, 3e6]) == [250, 750]
+    assert sum(byte_shares(1001, [1e6, 1e6, 1e6])) == 1001
+    assert byte_shares(10, [0, 0]) == [5, 5] and byte_shares(10, [5e6, 0]) == [5, 5]  # no usable rates: evenly

@@ -17,7 +17,7 @@ from topology.settings import SettingError, setting
 
 from . import handshake as hs
 from . import pipeline
-from .binpack import Allocations, NoRoom, Placement, links, place_subflows, split
+from .binpack import Allocations, NoRoom, Placement, bin_pack, links, split
 from .elephant_entries import PRIO_ELEPHANT, HeldPins, path_entries
 from .forwarding import ETH_IPV4, base_program, punt_meters, tor_prefixes
 from .intents import (
@@ -180,6 +180,9 @@ class FreewayCore:
         self._tor_index = {t: i for i, t in enumerate(fabric.tors())}
         self._hosts = {h.name: h for h in fabric.hosts}
         self._tor_match = tor_prefixes(fabric)
+        self._routes = None  # the mice next hops, kept up to date by ``mice_updates`` (None: compute afresh)
+        self._up_links = {(s, n) for s in fabric.switches for n in fabric.up_neighbors(s)}
+        self._wref: dict[Link, int] = {}  # per up link, the weight its switch's groups last followed (not 10)
 
     # ----- loads ----------------------------------------------------------------
     def load_bps(self, link: Link) -> float:
@@ -190,20 +193,22 @@ class FreewayCore:
         return self.fabric.capacity_bps(link)
 
     # ----- switch programs ----------------------------------------------------------
-    def mice_groups(self, switch: str) -> dict[str, Group]:
-        """Per destination ToR: a select group over this switch's LOL next hops, weighted
-        toward the less loaded links (weights 1..10, so small load changes change nothing)."""
+    def mice_groups(self, switch: str, dsts=None, next_hops=None) -> dict[str, Group]:
+        """Per destination ToR (all, or ``dsts``): a select group over this switch's LOL next hops,
+        weighted toward the less loaded links (weights 1..10, so small load changes change nothing)."""
         out = {}
-        for dst in self.fabric.tors():
-            hops = self.partition.mice_next_hops(switch, dst)
+        hops_of = next_hops or self.partition.mice_next_hops
+        for dst in self.fabric.tors() if dsts is None else dsts:
+            hops = hops_of(switch, dst)
             if not hops:
                 continue
-            buckets = []
-            for n in hops:
-                u = min(0.9, self.link_util.get((switch, n), 0.0))
-                buckets.append(Bucket((Output(self.fabric.port_to(switch, n)),), max(1, round(10 * (1 - u)))))
-            out[dst] = Group(pipeline.MICE_GROUPS.id(self._tor_index[dst]), tuple(buckets))
+            buckets = tuple(Bucket((Output(self.fabric.port_to(switch, n)),), self._weight((switch, n))) for n in hops)
+            out[dst] = Group(pipeline.MICE_GROUPS.id(self._tor_index[dst]), buckets)
         return out
+
+    def _weight(self, link: Link) -> int:
+        """A mice bucket's weight on an up link: 10 idle, down to 1 at 90% busy or more."""
+        return max(1, round(10 * (1 - min(0.9, self.link_util.get(link, 0.0)))))
 
     def switch_program(self, switch: str) -> tuple[list[Group], list[Flow], list]:
         """Freeway's part of what a switch holds, with no link down, in one table (for tests of the core
@@ -280,31 +285,80 @@ class FreewayCore:
         """What the switches need for their mice groups to match the partition: a group (and the
         entries using it) where a switch gains its first low-latency next hop toward a ToR, a group
         modification where the next hops or weights changed, and the entries' removal where it lost
-        the last one (the unused group stays, and is modified if it comes back)."""
+        the last one (the unused group stays, and is modified if it comes back).
+
+        Only what may have changed is looked at: the (switch, ToR) whose next hops may differ since the
+        last call (``MiceRoutes.changed``), the pairs whose path count changed, and the groups using an
+        up link whose weight moved by ``mice_weight_step`` since that switch's groups last followed it.
+        The first call, and the first after a restart's read-back, look at everything."""
+        touched, pairs = self.partition.take_changes()
+        if self._routes is None:
+            self._routes = self.partition.mice_routes()
+            dirty = {sw: None for sw in self.fabric.switches}
+            for ln in self._up_links:
+                self._follow_weight(ln)
+        else:
+            dirty = self._routes.changed(touched)
+            for s, d in pairs:
+                dirty.setdefault(s, set()).add(d)
+            for sw, dsts in self._weight_moves().items():
+                dirty.setdefault(sw, set()).update(dsts)
         out: dict[str, list] = {}
-        held: dict[str, set[str]] = {}
-        for sw, dst in self.mice_flows:
-            held.setdefault(sw, set()).add(dst)
-        for sw in self.fabric.switches:
-            ops: list = []
-            now = self.mice_groups(sw)
-            for dst, g in now.items():
-                before = self.installed_groups.get((sw, g.group_id))
-                if before is None:
-                    ops.append(g)
-                elif _reweighted(before, g, self.cfg.mice_weight_step):
-                    ops.append(GroupModify(g))
-                else:
-                    g = before  # same next hops, weights within the step: leave the switch alone
-                self.installed_groups[(sw, g.group_id)] = g
-                if dst not in held.get(sw, ()) or self.mice_flows[(sw, dst)] != self._mice_cookie(sw, dst):
-                    ops += self._mice_flows(sw, dst, g.group_id)  # new, or the pair's path count changed
-            for dst in sorted(held.get(sw, set()) - set(now)):
-                ops.append(DeleteFlows(mice_cookie(self._tor_index[dst]), MICE_COOKIE_MASK))
-                del self.mice_flows[(sw, dst)]
+        for sw, dsts in dirty.items():
+            if sw not in self.fabric.switches:
+                continue
+            ops = self._mice_ops(sw, dsts)
             if ops:
                 out[sw] = ops
         return out
+
+    def _follow_weight(self, link: Link) -> int:
+        w = self._weight(link)
+        if w == 10:
+            self._wref.pop(link, None)
+        else:
+            self._wref[link] = w
+        return w
+
+    def _weight_moves(self) -> dict[str, set[str]]:
+        """Switch -> destination ToRs whose group uses an up link whose weight moved by the step."""
+        moved: dict[str, set[int]] = {}
+        step = self.cfg.mice_weight_step
+        for ln in set(self.link_util) | set(self._wref):
+            if ln in self._up_links and abs(self._weight(ln) - self._wref.get(ln, 10)) >= step:
+                self._follow_weight(ln)
+                moved.setdefault(ln[0], set()).add(self.fabric.port_to(*ln))
+        out: dict[str, set[str]] = {}
+        for sw, ports in moved.items():
+            for dst, idx in self._tor_index.items():
+                g = self.installed_groups.get((sw, pipeline.MICE_GROUPS.id(idx)))
+                if g is not None and any(b.actions[0].port in ports for b in g.buckets):
+                    out.setdefault(sw, set()).add(dst)
+        return out
+
+    def _mice_ops(self, sw: str, dsts) -> list:
+        """The mice ops of one switch toward ``dsts`` (None: every ToR)."""
+        ops: list = []
+        tors = self.fabric.tors() if dsts is None else dsts
+        now = self.mice_groups(sw, tors, self._routes.next_hops)
+        for dst in tors:
+            g = now.get(dst)
+            if g is None:
+                if (sw, dst) in self.mice_flows:  # lost its last next hop: the entries go, the group stays
+                    ops.append(DeleteFlows(mice_cookie(self._tor_index[dst]), MICE_COOKIE_MASK))
+                    del self.mice_flows[(sw, dst)]
+                continue
+            before = self.installed_groups.get((sw, g.group_id))
+            if before is None:
+                ops.append(g)
+            elif _reweighted(before, g, self.cfg.mice_weight_step):
+                ops.append(GroupModify(g))
+            else:
+                g = before  # same next hops, weights within the step: leave the switch alone
+            self.installed_groups[(sw, g.group_id)] = g
+            if self.mice_flows.get((sw, dst)) != self._mice_cookie(sw, dst):
+                ops += self._mice_flows(sw, dst, g.group_id)  # new, or the pair's path count changed
+        return ops
 
     # ----- elephants ------------------------------------------------------------------
     def meter_of(self, el: Elephant):
@@ -438,8 +492,7 @@ class FreewayCore:
             return out
         comp = self._compressible()  # rate-less elephants give up what they hold above their minimum
         try:
-            placements = split(self.hol_paths(pair), want, n, lambda ln: max(0.0, self.load_bps(ln) - comp[ln]),
-                               self.capacity_bps, self.cfg.headroom)
+            placements = self.place(pair, want, n, lambda ln: max(0.0, self.load_bps(ln) - comp[ln]))
         except NoRoom as e:
             out = nack(str(e), "no-room")
             out.replaced = replaced
@@ -519,8 +572,7 @@ class FreewayCore:
         if sub in self.by_subflow or src is None or dst is None or flow.proto not in (6, 17):
             return []
         try:
-            (pl,) = place_subflows(self.hol_paths((src.switch, dst.switch)), [rate_bps], self.load_bps,
-                                   self.capacity_bps, float("inf"))
+            (pl,) = self.place((src.switch, dst.switch), rate_bps, headroom=float("inf"))
         except NoRoom:
             return []
         el = Elephant(self._next_eid, 0, src, dst, 0, 0, rate_bps, (sub,), [pl], now, adopted=True)
@@ -665,6 +717,20 @@ class FreewayCore:
                     break
         return moves
 
+    def place(self, pair, rate_bps: float, n: int = 1, load=None, headroom: float | None = None) -> list[Placement]:
+        """``n`` subflows carrying ``rate_bps`` together on the pair's open HOL paths (``hol_paths``), by
+        the load ``load`` (default ``load_bps``): Bin-Pack for one subflow, found without building every
+        path (``Partition.best_hol_path``); split as Eq. 1 splits it for several (``binpack.split``)."""
+        load = load or self.load_bps
+        headroom = self.cfg.headroom if headroom is None else headroom
+        if n > 1 or not self.partition.is_partitioned(pair):
+            return split(self.hol_paths(pair), rate_bps, n, load, self.capacity_bps, headroom)
+        stale = self.stale
+        found = self.partition.best_hol_path(pair, lambda ln: (load(ln) + rate_bps) / self.capacity_bps(ln),
+                                             (lambda ln: ln not in stale) if stale else (lambda ln: True))
+        # the same checks and refusal as Bin-Pack over every path
+        return [bin_pack([found[1]] if found else [], rate_bps, load, self.capacity_bps, headroom)]
+
     def hol_paths(self, pair) -> list[Path]:
         """The HOL paths open to elephants now: live (the partition) and freshly measured (not stale)."""
         paths = self.partition.hol_paths(pair)
@@ -685,6 +751,7 @@ class FreewayCore:
         Returns the elephants completed by this switch's entries."""
         if self._recover_until is None:
             self._recover_until, self._recovery_open = now + RECOVER_S, True
+        self._routes = None  # what the switches hold is being read back: the next update looks at all of it
         for g in groups:
             if pipeline.MICE_GROUPS.first <= g.group_id <= pipeline.MICE_GROUPS.last:
                 self.installed_groups[(switch, g.group_id)] = g

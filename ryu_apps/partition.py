@@ -124,9 +124,12 @@ class Partition:
                 if (t, top) not in self._up:
                     raise PartitionError(f"ToR {t} has no single path up to {top}: not a fat-tree or leaf-spine")
         self._group = {t: (fabric.switches[t].pod if fabric.topo == "fattree" else t) for t in tors}
+        self.top_groups = _top_groups(self._up, tors, self.tops)
         self.tors = tors
         self.n: dict[Pair, int] = {}  # pairs whose count differs from n_min
         self.counter: Counter[Link] = Counter()
+        self.touched: set[Link] = set()  # links whose counter went to or from 0 (``take_changes``)
+        self.n_touched: set[Pair] = set()  # pairs whose path count changed
         self.draining: dict[Link, float] = {}
         sizes = Counter(self._group.values())
         for t in tors:
@@ -161,17 +164,65 @@ class Partition:
             self._live[pair] = [p for p in self.paths(pair) if not any(ln in self.dead for ln in path_links(p))]
         return self._live[pair]
 
+    def _live_path(self, pair: Pair, i: int) -> Path:
+        """The pair's ``i``-th live path (without building them all when no link is down)."""
+        return self.path(pair, i) if not self.dead else self.live_paths(pair)[i]
+
+    def _n_live(self, pair: Pair) -> int:
+        return len(self.tops) if not self.dead else len(self.live_paths(pair))
+
     def n_lol(self, pair: Pair) -> int:
         return self.n.get(pair, self.n_min)
 
     def lol_paths(self, pair: Pair) -> list[Path]:
         if self.is_partitioned(pair):
+            if not self.dead:
+                return [self.path(pair, i) for i in range(min(self.n_lol(pair), len(self.tops)))]
             return self.live_paths(pair)[: self.n_lol(pair)]
         return [p for p in tor_paths(self.fabric, *pair) if all(self.mice_usable(ln) for ln in path_links(p))]
 
     def hol_paths(self, pair: Pair) -> list[Path]:
         """The pair's paths made only of HOL links (open to elephants)."""
         return [p for p in self.live_paths(pair) if all(self.is_hol(ln) for ln in path_links(p))]
+
+    def best_hol_path(self, pair: Pair, util, usable=lambda ln: True) -> tuple[float, Path] | None:
+        """(its utilisation, the path) of the pair's HOL path whose busiest link is least busy by ``util``
+        (ties to the earliest path, as ``binpack.bin_pack`` over ``hol_paths``), among paths whose links
+        are all ``usable`` too; None when there is none. Without building every path: the paths are
+        taken in groups that share their first and last link (``top_groups``), the groups with the
+        least busy shared links first, and a group whose shared links are already busier than the best
+        path found is not opened. For partitioned pairs only."""
+        s, d = pair
+        memo: dict[Link, float] = {}
+
+        def u(ln: Link) -> float:
+            v = memo.get(ln)
+            if v is None:
+                v = memo[ln] = util(ln) if self.is_hol(ln) and usable(ln) else float("inf")
+            return v
+
+        order = []
+        for tops in self.top_groups:
+            first = (s, self._up[(s, self.tops[tops[0]])][1])
+            last = (self._up[(d, self.tops[tops[0]])][1], d)
+            bound = max(u(first), u(last))
+            if bound < float("inf"):
+                order.append((bound, tops[0], tops))
+        order.sort()
+        best: tuple[float, int, Path] | None = None
+        for bound, first_top, tops in order:
+            if best is not None and (bound > best[0] + 1e-12 or (bound >= best[0] - 1e-12 and first_top > best[1])):
+                continue  # nothing in it can beat the best (at most tie it, later in the order)
+            for i in tops:
+                path = self.path(pair, i)
+                v = max(u(ln) for ln in path_links(path))
+                if v == float("inf"):
+                    continue
+                if best is None or v < best[0] - 1e-12 or (v <= best[0] + 1e-12 and i < best[1]):
+                    best = (v, i, path)
+                if v <= bound + 1e-12:
+                    break  # the group's best: no later path of it does better
+        return None if best is None else (best[0], best[2])
 
     def is_lol(self, link: Link) -> bool:
         return self.counter[link] > 0 or link in self.draining
@@ -185,11 +236,12 @@ class Partition:
     # ----- add / remove ----------------------------------------------------------
     def add_path(self, pair: Pair, res: StepResult | None = None) -> bool:
         n = self.n_lol(pair)
-        if not self.is_partitioned(pair) or n >= self.n_max or n >= len(self.live_paths(pair)):
+        if not self.is_partitioned(pair) or n >= self.n_max or n >= self._n_live(pair):
             return False
-        for ln in path_links(self.live_paths(pair)[n]):
+        for ln in path_links(self._live_path(pair, n)):
             self.counter[ln] += 1
             if self.counter[ln] == 1:
+                self.touched.add(ln)
                 if self.draining.pop(ln, None) is None and res is not None:
                     res.became_lol.add(ln)
                 elif res is not None:
@@ -203,10 +255,10 @@ class Partition:
         n = self.n_lol(pair)
         if not self.is_partitioned(pair) or n <= self.n_min:
             return False
-        live = self.live_paths(pair)
-        for ln in path_links(live[n - 1]) if n - 1 < len(live) else ():
+        for ln in path_links(self._live_path(pair, n - 1)) if n - 1 < self._n_live(pair) else ():
             self.counter[ln] -= 1
             if self.counter[ln] == 0:
+                self.touched.add(ln)
                 self.draining[ln] = now
                 if res is not None:
                     res.began_draining.add(ln)
@@ -215,7 +267,15 @@ class Partition:
             res.removed.append(pair)
         return True
 
+    def take_changes(self) -> tuple[set[Link], set[Pair]]:
+        """What changed since the last call: links that joined or left the mice's links (their counter
+        went to or from 0; possibly back again), and pairs whose low-latency path count changed."""
+        out = self.touched, self.n_touched
+        self.touched, self.n_touched = set(), set()
+        return out
+
     def _set_n(self, pair: Pair, n: int) -> None:
+        self.n_touched.add(pair)
         if n == self.n_min:
             self.n.pop(pair, None)
         else:
@@ -265,6 +325,10 @@ class Partition:
         (empty when ``dst_tor`` is below ``switch``: going down follows the prefix routes)."""
         return Reachability(self.fabric, self.mice_usable, self._tors_below).next_hops(switch, dst_tor)
 
+    def mice_routes(self) -> MiceRoutes:
+        """The mice's next hops of every switch, to keep up to date with ``take_changes``."""
+        return MiceRoutes(self.fabric, self.mice_usable, self._tors_below)
+
     # ----- failures -------------------------------------------------------------------
     def set_dead(self, now: float, dead) -> StepResult:
         """Links went down or came back. A dead link is neither LOL nor HOL; each pair's LOL paths are
@@ -283,6 +347,8 @@ class Partition:
                         new.update(path_links(p))
         for ln in set(self.counter) | set(new):
             was, now_lol = self.counter[ln] > 0, new[ln] > 0
+            if was != now_lol:
+                self.touched.add(ln)
             if now_lol and not was and self.draining.pop(ln, None) is None:
                 res.became_lol.add(ln)
             elif was and not now_lol and ln not in dead:
@@ -324,3 +390,101 @@ def _chains_up(fabric: Fabric, tor: str) -> list[Path]:
             nxt += [c + (u,) for u in ups]
         frontier = nxt
     return out
+
+
+class MiceRoutes:
+    """Every switch's mice next hops toward every ToR over LOL links, kept up to date as links join or
+    leave LOL (``changed``) instead of computed afresh each period: which (switch, ToR) may have other
+    next hops, found by following only the answers that did change (whether a switch reaches a ToR
+    over LOL links) from the links that changed to the switches that route over them."""
+
+    def __init__(self, fabric: Fabric, usable, below: dict[str, frozenset[str]]):
+        self.usable = usable
+        self.below = below
+        self.up = {s: tuple(fabric.up_neighbors(s)) for s in fabric.switches}
+        self.down = {s: tuple(fabric.down_neighbors(s)) for s in fabric.switches}
+        self.level = {s: fabric.switches[s].level for s in fabric.switches}
+        self.tors = fabric.tors()
+        self.memo: dict[tuple[str, str], bool] = {}
+
+    def reaches(self, node: str, dst: str) -> bool:
+        key = (node, dst)
+        got = self.memo.get(key)
+        if got is None:
+            self.memo[key] = False  # (no cycles in a Clos; this only guards a malformed description)
+            got = self.memo[key] = self._compute(node, dst)
+        return got
+
+    def _compute(self, node: str, dst: str) -> bool:
+        if node == dst:
+            return True
+        if dst in self.below[node]:
+            return any(self.usable((node, n)) and self.reaches(n, dst) for n in self.down[node] if dst in self.below[n])
+        return any(self.usable((node, n)) and self.reaches(n, dst) for n in self.up[node])
+
+    def next_hops(self, switch: str, dst: str) -> list[str]:
+        """As ``Reachability.next_hops``."""
+        if dst in self.below[switch]:
+            return []
+        return [n for n in self.up[switch] if self.usable((switch, n)) and self.reaches(n, dst)]
+
+    def changed(self, links) -> dict[str, set[str]]:
+        """Switch -> destination ToRs whose next hops may differ since ``links`` changed usability."""
+        import heapq
+
+        seeds: dict[str, set[str]] = {}
+        for x, y in links:
+            if x not in self.level or y not in self.level:
+                continue
+            dsts = self.below[y] if self.level[y] < self.level[x] else [d for d in self.tors if d not in self.below[x]]
+            for d in dsts:
+                seeds.setdefault(d, set()).add(x)
+        out: dict[str, set[str]] = {}
+        for d, nodes in seeds.items():
+            heap = [(self._order(n, d), n) for n in nodes]
+            heapq.heapify(heap)
+            done: set[str] = set()
+            while heap:
+                _, n = heapq.heappop(heap)
+                if n in done:
+                    continue
+                done.add(n)
+                going_down = d in self.below[n]
+                if not going_down:
+                    out.setdefault(n, set()).add(d)
+                old = self.memo.get((n, d))
+                if old is None:  # nothing was computed from it
+                    continue
+                new = self._compute(n, d)
+                if new == old:
+                    continue
+                self.memo[(n, d)] = new
+                if going_down:  # the switches above go down through it
+                    for m in self.up[n]:
+                        heapq.heappush(heap, (self._order(m, d), m))
+                for m in self.down[n]:  # the switches below that go up through it
+                    if d not in self.below[m]:
+                        heapq.heappush(heap, (self._order(m, d), m))
+        return out
+
+    def _order(self, node: str, dst: str) -> tuple[int, int]:
+        """Dependencies first: going down toward ``dst``, the lower switches; going up, the higher."""
+        return (0, self.level[node]) if dst in self.below[node] else (1, -self.level[node])
+
+
+def _top_groups(up: dict, tors: list[str], tops: list[str]) -> list[tuple[int, ...]]:
+    """The tops (by index) in groups reached through the same first hop from every ToR (so that a
+    pair's paths through one group share their first and last link): in a fat-tree the cores behind
+    one aggregation position, in a leaf-spine each spine alone. When ToRs disagree (no such uniform
+    grouping), every top is its own group."""
+    groups = None
+    for t in tors:
+        by_hop: dict[str, list[int]] = {}
+        for i, top in enumerate(tops):
+            by_hop.setdefault(up[(t, top)][1] if len(up[(t, top)]) > 1 else top, []).append(i)
+        mine = sorted(tuple(g) for g in by_hop.values())
+        if groups is None:
+            groups = mine
+        elif mine != groups:
+            return [(i,) for i in range(len(tops))]
+    return groups or []

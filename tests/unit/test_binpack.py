@@ -129,7 +129,7 @@ def test_split_rounds_to_the_subflows_and_is_never_worse_than_equal_subflows():
             assert all(p.path in paths and p.rate_bps > 0 for p in pls)
             equal = place_subflows(paths, [rate / n] * n, base.__getitem__, cap, float("inf"))
             assert max(p.max_util for p in pls) <= max(p.max_util for p in equal) + 1e-9
-        one = split(paths, rate, 1, base.__getitem__, cap)
+        one = split(paths, rate, 1, base.__getitem__, cap, 10)
         assert [p.path for p in one] == [bin_pack(paths, rate, base.__getitem__, cap, 10).path]
 
 

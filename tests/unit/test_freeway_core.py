@@ -262,3 +262,49 @@ def test_rate_less_elephants_share_max_min_fairly_and_explicit_rates_take_from_t
     core.flow_removed("e0_0", explicit.elephant.cookie)  # it ends: the rate-less ones grow back
     ops = core.reshare()
     assert all(el.rate_bps == pytest.approx(2.5e6) for el in core.elephants.values()) and len(ops) == 4
+
+
+@pytest.mark.parametrize("k,seed", [(4, 1), (6, 2), (6, 3), (8, 4)])
+def test_mice_updates_looked_at_incrementally_leave_every_switch_as_a_fresh_computation_would(k, seed):
+    """Random periods (loads moving paths in and out, links dying and coming back, up-link weights
+    moving): after each, what the switches were told equals what computing every group afresh gives."""
+    import random
+
+    from ryu_apps.freeway_core import _reweighted
+
+    rng = random.Random(seed)
+    core = _core(k)
+    fab = core.fabric
+    core.mice_updates()
+    tors = fab.tors()
+    switch_links = [(ln.a, ln.b) for ln in fab.links if ln.a in fab.switches and ln.b in fab.switches]
+    pairs = [(s, d) for s in tors for d in tors if core.partition.is_partitioned((s, d))]
+    dead: set = set()
+    step = core.cfg.mice_weight_step
+    for period in range(40):
+        hot = rng.uniform(0, 1)  # some periods push pairs over the top, others let them idle
+        core.link_util = {(a, b): min(1.0, rng.uniform(0, 2 * hot)) for a, b in switch_links
+                          for a, b in ((a, b), (b, a)) if rng.random() < 0.5}
+        if rng.random() < 0.2:  # a link dies or comes back
+            a, b = rng.choice(switch_links)
+            dead ^= {(a, b), (b, a)}
+            core.partition.set_dead(float(period), dead)
+        core.partition.step(float(period), rng.sample(pairs, len(pairs) // 3), lambda ln: core.link_util.get(ln, 0.0))
+        core.mice_updates()
+        for sw in fab.switches:
+            fresh = core.mice_groups(sw)  # computed from scratch (Reachability), every ToR
+            for dst in tors:
+                gid = MICE_GROUPS.id(core._tor_index[dst])
+                held = core.installed_groups.get((sw, gid))
+                want = fresh.get(dst)
+                if want is None:
+                    assert (sw, dst) not in core.mice_flows, (period, sw, dst)
+                    continue
+                assert held is not None and [b.actions for b in held.buckets] == [b.actions for b in want.buckets], \
+                    (period, sw, dst)
+                # weights: each within the step of where the switch last followed the link, which is itself
+                # within the step of the load now
+                assert all(abs(a.weight - b.weight) <= 2 * (step - 1) for a, b in zip(held.buckets, want.buckets, strict=True))
+                assert core.mice_flows[(sw, dst)] == core._mice_cookie(sw, dst), (period, sw, dst)
+        assert not any(_reweighted(core.installed_groups[(sw, g.group_id)], g, 2 * step - 1)
+                       for sw in fab.switches for g in core.mice_groups(sw).values())

@@ -164,3 +164,54 @@ def test_leafspine_rule_and_config_errors():
         PartitionConfig(lol_high=0.3, lol_low=0.2)
     with pytest.raises(PartitionError, match="lol_high"):
         PartitionConfig(lol_high=1.5)
+
+
+@pytest.mark.parametrize("k,seed", [(4, 1), (6, 2), (8, 3), (8, 4)])
+def test_best_hol_path_is_bin_pack_over_every_hol_path(k, seed):
+    """The grouped search finds what Bin-Pack over the whole list finds: random loads (and an idle
+    fabric, where every path ties), paths added, links down, links that may not be used."""
+    import random
+
+    from ryu_apps.binpack import NoRoom, bin_pack
+    from topology.paths import path_links
+
+    rng = random.Random(seed)
+    fab = fattree(k)
+    part = Partition(fab)
+    assert all(len(g) == k // 2 for g in part.top_groups) and len(part.top_groups) == k // 2
+    tors = part.tors
+    links = [(ln.a, ln.b) for ln in fab.links if ln.a in fab.switches and ln.b in fab.switches]
+    for trial in range(60):
+        s, d = rng.sample(tors, 2)
+        if not part.is_partitioned((s, d)):
+            continue
+        if trial % 10 == 3:
+            part.add_path((s, d))
+        if trial % 15 == 7:
+            a, b = rng.choice(links)
+            part.set_dead(float(trial), {(a, b), (b, a)})
+        idle = trial % 6 == 0
+        load = {} if idle else {(a, b): rng.choice([0.0, 0.25, rng.uniform(0, 9e6)])
+                                for a, b in links for a, b in ((a, b), (b, a))}
+        banned = set(rng.sample(links, 3)) if trial % 4 == 1 else set()
+        found = part.best_hol_path((s, d), lambda ln, ld=load: (ld.get(ln, 0.0) + 1e6) / 10e6,
+                                   lambda ln, b=banned: ln not in b)
+        paths = [p for p in part.hol_paths((s, d)) if not set(path_links(p)) & banned]
+        try:
+            want = bin_pack(paths, 1e6, lambda ln, ld=load: ld.get(ln, 0.0), lambda ln: 10e6, headroom=float("inf"))
+        except NoRoom:
+            assert found is None
+            continue
+        assert found is not None and found[1] == want.path and found[0] == pytest.approx(want.max_util)
+
+
+def test_best_hol_path_on_a_leaf_spine_takes_every_spine_alone():
+    part = Partition(leafspine(4, 4, 2))
+    assert part.top_groups == [(0,), (1,), (2,), (3,)]
+    s, d = part.tors[0], part.tors[1]
+    quiet = part.tops[2]
+    util = lambda ln: 0.1 if quiet in ln else 0.5  # noqa: E731
+    v, path = part.best_hol_path((s, d), util)
+    assert path == (s, quiet, d) and v == pytest.approx(0.1)
+    assert part.best_hol_path((s, d), util, lambda ln: quiet not in ln)[1][1] == part.tops[1]  # the first of the ties
+    assert part.best_hol_path((s, d), util, lambda ln: False) is None

@@ -338,6 +338,21 @@ def scale(k: int, pairs: int, placements: int, seed: int, out: Path, exact_k: in
     t = time.perf_counter()
     core.mice_groups(tors[0])
     mice_switch_s = time.perf_counter() - t
+    # quiet periods: loads between the partition's bounds, jittering a little each period (a new reading
+    # each time, as monitoring gives it): no pair changes, no weight moves by a step; what a period costs
+    # when the fabric is steady
+    mid = (core.partition.cfg.lol_low + core.partition.cfg.lol_high) / 2
+    steady = {ln: mid for ln in core.link_util}
+    quiet = []
+    for i in range(PERIODS):
+        core.link_util = {ln: u + rng.uniform(-0.02, 0.02) for ln, u in steady.items()}
+        t = time.perf_counter()
+        res, ops = core.period(1000.0 + 10 * i, active)
+        for _ in core.take_moves():
+            ops += core.move_finished()
+        quiet.append(time.perf_counter() - t)
+        print(f"[bench scale] quiet period {i + 1}/{PERIODS}: {quiet[-1] * 1e3:.1f} ms, {len(res.added)} added, "
+              f"{len(res.removed)} removed, {sum(len(o) for _, o in ops)} mice ops", flush=True)
     # Bin-Pack against the exact solver of Eq. 1 on smaller instances
     small = fattree(exact_k, 10)
     sc = FreewayCore(small)
@@ -377,7 +392,9 @@ def scale(k: int, pairs: int, placements: int, seed: int, out: Path, exact_k: in
         "partition_period": {"active_pairs": pairs, "median_ms": round(_percentile(periods, 50) * 1e3, 2),
                              "max_ms": round(max(periods) * 1e3, 2), "changes": changes,
                              "includes": "partition step, moves off new LOL links, every switch's mice group updates",
-                             "all_ms": [round(x * 1e3, 2) for x in periods]},
+                             "all_ms": [round(x * 1e3, 2) for x in periods],
+                             "quiet_median_ms": round(_percentile(quiet[1:], 50) * 1e3, 2),
+                             "quiet_all_ms": [round(x * 1e3, 2) for x in quiet]},
         "mice_groups_one_switch_ms": round(mice_switch_s * 1e3, 2),
         "binpack_vs_exact": {"k": exact_k, "flows": exact_flows, "trials": cmp_rows,
                              "mean_ratio": round(sum(r["binpack_over_optimum"] for r in cmp_rows) / len(cmp_rows), 4),

@@ -181,8 +181,9 @@ class FreewayCore:
         self._hosts = {h.name: h for h in fabric.hosts}
         self._tor_match = tor_prefixes(fabric)
         self._routes = None  # the mice next hops, kept up to date by ``mice_updates`` (None: compute afresh)
-        self._up_links = {(s, n) for s in fabric.switches for n in fabric.up_neighbors(s)}
+        self._up_links = [(s, n) for s in fabric.switches for n in fabric.up_neighbors(s)]
         self._wref: dict[Link, int] = {}  # per up link, the weight its switch's groups last followed (not 10)
+        self._weights_seen: dict | None = None  # the measurements the weights were last checked against
 
     # ----- loads ----------------------------------------------------------------
     def load_bps(self, link: Link) -> float:
@@ -323,11 +324,13 @@ class FreewayCore:
     def _weight_moves(self) -> dict[str, set[str]]:
         """Switch -> destination ToRs whose group uses an up link whose weight moved by the step."""
         moved: dict[str, set[int]] = {}
-        step = self.cfg.mice_weight_step
-        for ln in set(self.link_util) | set(self._wref):
-            if ln in self._up_links and abs(self._weight(ln) - self._wref.get(ln, 10)) >= step:
-                self._follow_weight(ln)
-                moved.setdefault(ln[0], set()).add(self.fabric.port_to(*ln))
+        step, ref, util = self.cfg.mice_weight_step, self._wref, self.link_util
+        if util is not self._weights_seen:  # (the same measurements as last time: nothing moved)
+            for ln in self._up_links:
+                if abs(max(1, round(10 * (1 - min(0.9, util.get(ln, 0.0))))) - ref.get(ln, 10)) >= step:
+                    self._follow_weight(ln)
+                    moved.setdefault(ln[0], set()).add(self.fabric.port_to(*ln))
+            self._weights_seen = util
         out: dict[str, set[str]] = {}
         for sw, ports in moved.items():
             for dst, idx in self._tor_index.items():

@@ -231,7 +231,7 @@ class Partition:
         return not self.is_lol(link) and link not in self.dead
 
     def mice_usable(self, link: Link) -> bool:
-        return self.counter[link] > 0
+        return self.counter.get(link, 0) > 0
 
     # ----- add / remove ----------------------------------------------------------
     def add_path(self, pair: Pair, res: StepResult | None = None) -> bool:
@@ -406,6 +406,13 @@ class MiceRoutes:
         self.level = {s: fabric.switches[s].level for s in fabric.switches}
         self.tors = fabric.tors()
         self.memo: dict[tuple[str, str], bool] = {}
+        self._up_ok: dict[str, tuple[str, ...]] = {}  # per switch, its up neighbors over usable links
+
+    def up_ok(self, switch: str) -> tuple[str, ...]:
+        got = self._up_ok.get(switch)
+        if got is None:
+            got = self._up_ok[switch] = tuple(n for n in self.up[switch] if self.usable((switch, n)))
+        return got
 
     def reaches(self, node: str, dst: str) -> bool:
         key = (node, dst)
@@ -420,23 +427,28 @@ class MiceRoutes:
             return True
         if dst in self.below[node]:
             return any(self.usable((node, n)) and self.reaches(n, dst) for n in self.down[node] if dst in self.below[n])
-        return any(self.usable((node, n)) and self.reaches(n, dst) for n in self.up[node])
+        return any(self.reaches(n, dst) for n in self.up_ok(node))
 
     def next_hops(self, switch: str, dst: str) -> list[str]:
         """As ``Reachability.next_hops``."""
         if dst in self.below[switch]:
             return []
-        return [n for n in self.up[switch] if self.usable((switch, n)) and self.reaches(n, dst)]
+        return [n for n in self.up_ok(switch) if self.reaches(n, dst)]
 
     def changed(self, links) -> dict[str, set[str]]:
         """Switch -> destination ToRs whose next hops may differ since ``links`` changed usability."""
         import heapq
 
         seeds: dict[str, set[str]] = {}
+        for x, _ in links:
+            self._up_ok.pop(x, None)
         for x, y in links:
             if x not in self.level or y not in self.level:
                 continue
-            dsts = self.below[y] if self.level[y] < self.level[x] else [d for d in self.tors if d not in self.below[x]]
+            if self.level[y] < self.level[x]:  # a link down: only the ToRs below it
+                dsts = self.below[y]
+            else:  # a link up: the ToRs it leads to (if it led to others before, ``y`` changed: below)
+                dsts = [d for d in self.tors if d not in self.below[x] and self.reaches(y, d)]
             for d in dsts:
                 seeds.setdefault(d, set()).add(x)
         out: dict[str, set[str]] = {}

@@ -286,12 +286,28 @@ class Partition:
         links = path_links(path)
         return sum(load(ln) for ln in links) / len(links)
 
+    def _lol_loads(self, pair: Pair, load) -> list[float]:
+        """``path_load`` of each of the pair's LOL paths, read from the ToRs' chains up to each top
+        without building the paths when no link is down (the same sums, in the same order)."""
+        if self.dead or not self.is_partitioned(pair):
+            return [self.path_load(p, load) for p in self.lol_paths(pair)]
+        s, d = pair
+        out = []
+        for top in self.tops[: self.n_lol(pair)]:
+            up, down = self._up[(s, top)], self._up[(d, top)]
+            total = 0.0
+            for i in range(len(up) - 1):
+                total += load((up[i], up[i + 1]))
+            for i in range(len(down) - 1, 0, -1):
+                total += load((down[i], down[i - 1]))
+            out.append(total / (len(up) + len(down) - 2))
+        return out
+
     def decide(self, pair: Pair, load) -> int:
         """+1 to add a path, -1 to remove one, 0 to keep (more than half congested / idle)."""
-        lol = self.lol_paths(pair)
-        if not lol:
+        loads = self._lol_loads(pair, load)
+        if not loads:
             return 0
-        loads = [self.path_load(p, load) for p in lol]
         if sum(x > self.cfg.lol_high for x in loads) * 2 > len(loads):
             return 1
         if sum(x < self.cfg.lol_low for x in loads) * 2 > len(loads):

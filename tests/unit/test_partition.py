@@ -215,3 +215,20 @@ def test_best_hol_path_on_a_leaf_spine_takes_every_spine_alone():
     assert path == (s, quiet, d) and v == pytest.approx(0.1)
     assert part.best_hol_path((s, d), util, lambda ln: quiet not in ln)[1][1] == part.tops[1]  # the first of the ties
     assert part.best_hol_path((s, d), util, lambda ln: False) is None
+
+
+def test_the_decision_reads_the_same_path_loads_without_building_the_paths():
+    import random
+
+    from topology.paths import path_links
+
+    rng = random.Random(5)
+    part = Partition(fattree(8))
+    fab = part.fabric
+    load = {(a, b): rng.random() for ln in fab.links for a, b in ((ln.a, ln.b), (ln.b, ln.a))}
+    pairs = [(s, d) for s in part.tors for d in part.tors if part.is_partitioned((s, d))]
+    for pair in rng.sample(pairs, 40):
+        for _ in range(rng.randrange(4)):
+            part.add_path(pair)
+        want = [sum(load[ln] for ln in path_links(p)) / len(path_links(p)) for p in part.lol_paths(pair)]
+        assert part._lol_loads(pair, load.__getitem__) == want  # exactly: the same sums in the same order

@@ -210,6 +210,10 @@ def _with(placements: list[tuple[Path, float]], load_bps, capacity_bps) -> list[
             for p, r in placements]
 
 
+MIN_SHARE = 0.01  # split: a path given less than this fraction of the rate (or MIN_SHARE_BPS) is dropped
+MIN_SHARE_BPS = 1000.0
+
+
 def split(paths: list[Path], rate_bps: float, n: int, load_bps: Callable[[Link], float],
           capacity_bps: Callable[[Link], float], headroom: float = 1.0) -> list[Placement]:
     """``n`` subflows carrying ``rate_bps`` together, placed as the paper's Eq. 1 splits a flow.
@@ -218,11 +222,12 @@ def split(paths: list[Path], rate_bps: float, n: int, load_bps: Callable[[Link],
     over as few paths as reach that optimum. The ``n`` paths given most are kept (all of them if
     fewer), and the rate split again over them alone, evenly relative to their room; when fewer
     than ``n`` paths are used the largest shares are halved until there are ``n`` subflows. So
-    when the optimum needs at most ``n`` paths it is what the subflows get. Each subflow still
+    when the optimum needs at most ``n`` paths it is what the subflows get. A path given less than
+    ``MIN_SHARE`` of the rate (or ``MIN_SHARE_BPS``) is dropped, the others scaled up. Each subflow still
     goes whole on one path, with its own rate. Whichever is lower, this or Bin-Pack's equal
     subflows placed one by one, is returned. With ``n`` = 1 it is Bin-Pack. Raises ``NoRoom``
     when neither fits under ``headroom``."""
-    if n <= 1 or len(paths) <= 1 or not links(paths[0]):
+    if n <= 1 or len(paths) <= 1 or rate_bps <= 0 or not links(paths[0]):
         return place_subflows(paths, [rate_bps / max(1, n)] * max(1, n), load_bps, capacity_bps, headroom)
     candidates: list[list[Placement]] = []
     try:
@@ -232,6 +237,9 @@ def split(paths: list[Path], rate_bps: float, n: int, load_bps: Callable[[Link],
         _, sub = _lp([paths[i] for i in keep], rate_bps, load_bps, capacity_bps)
         rates = {keep[j]: r for j, r in sub.items()}
         used = sorted((i for i, r in rates.items() if r > 0), key=lambda i: (-rates[i], i))
+        floor = max(MIN_SHARE_BPS, MIN_SHARE * rate_bps)  # a share too small to be a subflow's rate
+        if len(used) > 1 and rates[used[-1]] < floor:  # (the ACK gives rates in kbit/s)
+            used = [i for i in used if rates[i] >= floor] or used[:1]
         parts = [[i, rates[i] / sum(rates[j] for j in used) * rate_bps] for i in used]  # exactly rate_bps
         while len(parts) < n:  # more subflows than paths used: halve the largest share
             parts.sort(key=lambda x: -x[1])

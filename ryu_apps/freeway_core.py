@@ -184,6 +184,8 @@ class FreewayCore:
         self._up_links = [(s, n) for s in fabric.switches for n in fabric.up_neighbors(s)]
         self._wref: dict[Link, int] = {}  # per up link, the weight its switch's groups last followed (not 10)
         self._weights_seen: dict | None = None  # the measurements the weights were last checked against
+        self._step_seen = 0  # the mice_weight_step the references were taken with
+        self._recheck: set[str] = set()  # switches whose groups were written or read outside ``mice_updates``
 
     # ----- loads ----------------------------------------------------------------
     def load_bps(self, link: Link) -> float:
@@ -239,6 +241,7 @@ class FreewayCore:
         """What the traffic put on a switch: its mice groups and entries, and the placed elephants'
         meters and entries. The switch is (re)programmed with these: they are what it holds now."""
         out: list = []
+        self._recheck.add(switch)  # its groups are written here: the next update looks at all of them
         held = {k: v for k, v in self.installed_groups.items() if k[0] == switch}
         self.installed_groups = {k: v for k, v in self.installed_groups.items() if k[0] != switch}
         self.mice_flows = {k: c for k, c in self.mice_flows.items() if k[0] != switch}
@@ -293,9 +296,10 @@ class FreewayCore:
         up link whose weight moved by ``mice_weight_step`` since that switch's groups last followed it.
         The first call, and the first after a restart's read-back, look at everything."""
         touched, pairs = self.partition.take_changes()
-        if self._routes is None:
+        if self._routes is None or self._step_seen != self.cfg.mice_weight_step:
             self._routes = self.partition.mice_routes()
-            dirty = {sw: None for sw in self.fabric.switches}
+            self._step_seen = self.cfg.mice_weight_step
+            dirty: dict = dict.fromkeys(self.fabric.switches)
             for ln in self._up_links:
                 self._follow_weight(ln)
         else:
@@ -304,13 +308,18 @@ class FreewayCore:
                 dirty.setdefault(s, set()).add(d)
             for sw, dsts in self._weight_moves().items():
                 dirty.setdefault(sw, set()).update(dsts)
+            if not self._recovery_open:  # (while switches are read back, they are kept as held)
+                for sw in self._recheck & set(self.fabric.switches):
+                    dirty[sw] = None
+                    for n in self._routes.up[sw]:
+                        self._follow_weight((sw, n))
+                self._recheck.clear()
         out: dict[str, list] = {}
-        for sw, dsts in dirty.items():
-            if sw not in self.fabric.switches:
-                continue
-            ops = self._mice_ops(sw, dsts)
-            if ops:
-                out[sw] = ops
+        for sw in self.fabric.switches:  # in the fabric's order, each switch's ToRs in theirs
+            if sw in dirty:
+                ops = self._mice_ops(sw, dirty[sw])
+                if ops:
+                    out[sw] = ops
         return out
 
     def _follow_weight(self, link: Link) -> int:
@@ -342,7 +351,7 @@ class FreewayCore:
     def _mice_ops(self, sw: str, dsts) -> list:
         """The mice ops of one switch toward ``dsts`` (None: every ToR)."""
         ops: list = []
-        tors = self.fabric.tors() if dsts is None else dsts
+        tors = self.fabric.tors() if dsts is None else sorted(dsts, key=self._tor_index.__getitem__)
         now = self.mice_groups(sw, tors, self._routes.next_hops)
         for dst in tors:
             g = now.get(dst)
@@ -605,7 +614,7 @@ class FreewayCore:
         return {"eid": el.eid, "src": el.src.name, "subflows": [[s.src, s.dst, s.proto, s.sport, s.dport]
                                                                 for s in el.subflows],
                 "rate_bps": el.rate_bps, "rateless": el.rateless, "size": el.size, "nonce": el.nonce,
-                "adopted": el.adopted}
+                "adopted": el.adopted, "subflow_rates_bps": [pl.rate_bps for pl in el.placements]}
 
     def records_now(self) -> dict[int, dict]:
         """The record of every placed elephant (announced or adopted), as the store should hold them."""
@@ -754,7 +763,7 @@ class FreewayCore:
         Returns the elephants completed by this switch's entries."""
         if self._recover_until is None:
             self._recover_until, self._recovery_open = now + RECOVER_S, True
-        self._routes = None  # what the switches hold is being read back: the next update looks at all of it
+        self._recheck.add(switch)  # what it holds was read back: the next update looks at all of its groups
         for g in groups:
             if pipeline.MICE_GROUPS.first <= g.group_id <= pipeline.MICE_GROUPS.last:
                 self.installed_groups[(switch, g.group_id)] = g
@@ -825,8 +834,12 @@ class FreewayCore:
             rate = self._rate_of_meter(meter.rate)
         else:
             rate = 0.1 * self.capacity_bps((src.name, src.switch)) * len(subs)
-        placements = [Placement(paths[(s.src, s.dst, s.proto, s.sport, s.dport)], rate / len(subs), 0.0)
-                      for s in subs]
+        shares = {tuple(ft): float(r) for ft, r in zip(rec["subflows"], rec.get("subflow_rates_bps") or [],
+                                                        strict=False)} if rec else {}
+        if len(shares) != len(subs) or abs(sum(shares.values()) - rate) > 1e-6 * max(1.0, rate):
+            shares = {}  # the switches hold only the total: equal shares of it (a split is not known)
+        placements = [Placement(paths[key], shares.get(key, rate / len(subs)), 0.0)
+                      for key in ((s.src, s.dst, s.proto, s.sport, s.dport) for s in subs)]
         el = Elephant(eid, gen, src, dst, int(rec["nonce"]) if rec else 0, int(rec["size"]) if rec else 0, rate,
                       tuple(subs), placements, now, adopted, rateless=bool(cookie & RATELESS_BIT))
         self.elephants[eid] = el

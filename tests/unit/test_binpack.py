@@ -168,3 +168,13 @@ def test_byte_shares_follow_the_rates():
     assert byte_shares(1000, [1e6, 3e6]) == [250, 750]
     assert sum(byte_shares(1001, [1e6, 1e6, 1e6])) == 1001
     assert byte_shares(10, [0, 0]) == [5, 5] and byte_shares(10, [5e6, 0]) == [5, 5]  # no usable rates: evenly
+
+
+def test_split_gives_no_subflow_a_share_too_small_to_announce():
+    # two paths; b's first link is nearly full: the LP gives it a sliver, which is dropped
+    paths = [("s", "a", "d"), ("s", "b", "d")]
+    load = {("s", "b"): 4.9996e6}
+    pls = split(paths, 5e6, 2, lambda ln: load.get(ln, 0.0), cap)
+    assert len(pls) == 2 and sum(p.rate_bps for p in pls) == pytest.approx(5e6)
+    assert all(p.rate_bps >= 1000 for p in pls) and {p.path for p in pls} == {paths[0]}
+    assert split(paths, 0.0, 2, lambda ln: 0.0, cap)[0].rate_bps == 0.0  # no rate: nothing to split, no error

@@ -604,3 +604,35 @@ def test_a_controller_upgraded_from_the_two_table_layout_moves_live_elephants_in
         flows, groups, meters = _held(sim, sw)
         assert reconcile.connect_ops(flows + groups + meters, fresh.program(sw), fresh.owned,
                                      fabric.switches[sw].is_tor) == [], sw
+
+
+@pytest.mark.parametrize("with_record", [True, False], ids=["cluster-record", "switches-only"])
+def test_a_split_elephant_read_back_keeps_its_subflow_rates_when_a_record_has_them(with_record):
+    """An elephant split unevenly over two subflows: a controller taking over with the cluster's record
+    gives each subflow its rate again; from the switches alone (only the total) they get equal shares."""
+    from monitoring.sflow import FiveTuple
+    from ryu_apps import handshake as hs
+
+    fabric = fattree(6)
+    pol = policy("freeway", fabric, ISO)
+    sim = SimFabric(fabric, pol)
+    pol.core.link_util = {("e0_0", "a0_1"): 0.6}  # one uplink busier: the LP gives it less
+    src, dst = fabric.hosts_on("e0_0")[0], fabric.hosts_on("e5_2")[0]
+    subs = tuple(FiveTuple(src.ip, dst.ip, 6, sp, 5001) for sp in (40001, 40002))
+    sim.send(src.name, FiveTuple(src.ip, hs.SERVICE_IP, 17, 40001, hs.SERVICE_PORT),
+             payload=hs.encode(hs.Announce(7, 10_000_000, 8000, subs)))
+    el = pol.core.elephant_of(subs[0])
+    want = {sub: pl.rate_bps for sub, pl in zip(el.subflows, el.placements, strict=True)}
+    assert sorted(want.values()) == pytest.approx([1e6, 7e6])
+    fresh = policy("freeway", fabric, ISO)
+    if with_record:
+        fresh.core.records = {el.eid: pol.core.record(el)}
+    for sw in sorted(fabric.switches, reverse=True):
+        _read_back(sim, fresh, sw)
+    back = fresh.core.elephant_of(subs[0])
+    got = {sub: pl.rate_bps for sub, pl in zip(back.subflows, back.placements, strict=True)}
+    assert sum(got.values()) == pytest.approx(8e6)
+    if with_record:
+        assert got == pytest.approx(want)
+    else:
+        assert all(v == pytest.approx(4e6) for v in got.values())

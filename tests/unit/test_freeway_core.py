@@ -264,23 +264,65 @@ def test_rate_less_elephants_share_max_min_fairly_and_explicit_rates_take_from_t
     assert all(el.rate_bps == pytest.approx(2.5e6) for el in core.elephants.values()) and len(ops) == 4
 
 
-@pytest.mark.parametrize("k,seed", [(4, 1), (6, 2), (6, 3), (8, 4)])
+class _Switches:
+    """What the switches hold of the mice groups and entries, built only from the ops they were sent."""
+
+    def __init__(self):
+        self.groups: dict = {}  # (switch, group id) -> buckets
+        self.entries: dict = {}  # (switch, group id) -> cookie of the entries sending to it
+
+    def apply(self, updates) -> None:
+        from ryu_apps.intents import DeleteFlows, Flow, Group, GroupModify, ToGroup
+
+        for sw, ops in (updates.items() if isinstance(updates, dict) else updates):
+            for op in ops:
+                if isinstance(op, (Group, GroupModify)):
+                    g = op if isinstance(op, Group) else op.group
+                    self.groups[(sw, g.group_id)] = g.buckets
+                elif isinstance(op, Flow) and op.actions and isinstance(op.actions[0], ToGroup):
+                    self.entries[(sw, op.actions[0].group_id)] = op.cookie
+                elif isinstance(op, DeleteFlows):
+                    self.entries = {k: c for k, c in self.entries.items()
+                                    if not (k[0] == sw and c & op.cookie_mask == op.cookie & op.cookie_mask)}
+
+
+def _check_switches(core, held: _Switches, where) -> None:
+    """Every switch holds, from the ops it was sent, what computing every group afresh gives."""
+    step = core.cfg.mice_weight_step
+    for sw in core.fabric.switches:
+        fresh = core.mice_groups(sw)  # computed from scratch (Reachability), every ToR
+        for dst in core.fabric.tors():
+            gid = MICE_GROUPS.id(core._tor_index[dst])
+            want = fresh.get(dst)
+            if want is None:
+                assert (sw, gid) not in held.entries, (where, sw, dst)
+                continue
+            got = held.groups.get((sw, gid))
+            assert got is not None and [b.actions for b in got] == [b.actions for b in want.buckets], (where, sw, dst)
+            # weights: within the step of where the switch last followed the link, itself within the step of now
+            assert all(abs(a.weight - b.weight) <= 2 * (step - 1) for a, b in zip(got, want.buckets, strict=True)), \
+                (where, sw, dst)
+            assert held.entries.get((sw, gid)) == core._mice_cookie(sw, dst), (where, sw, dst)
+
+
+@pytest.mark.parametrize("k,seed", [(4, 1), (6, 2), (6, 3), (8, 4), (0, 5)])
 def test_mice_updates_looked_at_incrementally_leave_every_switch_as_a_fresh_computation_would(k, seed):
     """Random periods (loads moving paths in and out, links dying and coming back, up-link weights
-    moving): after each, what the switches were told equals what computing every group afresh gives."""
+    moving, switches reprogrammed; k=0: a leaf-spine): after each, what the switches hold, built from
+    the ops they were sent alone, equals what computing every group afresh gives."""
     import random
 
-    from ryu_apps.freeway_core import _reweighted
+    from topology.fabric import leafspine
 
     rng = random.Random(seed)
-    core = _core(k)
+    core = FreewayCore(fattree(k, 10) if k else leafspine(4, 6, 2))
     fab = core.fabric
-    core.mice_updates()
+    held = _Switches()
+    held.apply(core.mice_updates())
     tors = fab.tors()
     switch_links = [(ln.a, ln.b) for ln in fab.links if ln.a in fab.switches and ln.b in fab.switches]
     pairs = [(s, d) for s in tors for d in tors if core.partition.is_partitioned((s, d))]
     dead: set = set()
-    step = core.cfg.mice_weight_step
     for period in range(40):
         hot = rng.uniform(0, 1)  # some periods push pairs over the top, others let them idle
         core.link_util = {(a, b): min(1.0, rng.uniform(0, 2 * hot)) for a, b in switch_links
@@ -289,22 +331,42 @@ def test_mice_updates_looked_at_incrementally_leave_every_switch_as_a_fresh_comp
             a, b = rng.choice(switch_links)
             dead ^= {(a, b), (b, a)}
             core.partition.set_dead(float(period), dead)
+        if rng.random() < 0.3:  # several steps before the switches hear of it
+            core.partition.step(float(period) - 0.5, rng.sample(pairs, len(pairs) // 4),
+                                lambda ln: core.link_util.get(ln, 0.0))
+        if rng.random() < 0.15:  # a switch reconnects and is reprogrammed with what the core holds now
+            sw = rng.choice(sorted(fab.switches))
+            held.groups = {key: v for key, v in held.groups.items() if key[0] != sw}
+            held.entries = {key: v for key, v in held.entries.items() if key[0] != sw}
+            held.apply([(sw, core.dynamic_program(sw))])
         core.partition.step(float(period), rng.sample(pairs, len(pairs) // 3), lambda ln: core.link_util.get(ln, 0.0))
-        core.mice_updates()
-        for sw in fab.switches:
-            fresh = core.mice_groups(sw)  # computed from scratch (Reachability), every ToR
-            for dst in tors:
-                gid = MICE_GROUPS.id(core._tor_index[dst])
-                held = core.installed_groups.get((sw, gid))
-                want = fresh.get(dst)
-                if want is None:
-                    assert (sw, dst) not in core.mice_flows, (period, sw, dst)
-                    continue
-                assert held is not None and [b.actions for b in held.buckets] == [b.actions for b in want.buckets], \
-                    (period, sw, dst)
-                # weights: each within the step of where the switch last followed the link, which is itself
-                # within the step of the load now
-                assert all(abs(a.weight - b.weight) <= 2 * (step - 1) for a, b in zip(held.buckets, want.buckets, strict=True))
-                assert core.mice_flows[(sw, dst)] == core._mice_cookie(sw, dst), (period, sw, dst)
-        assert not any(_reweighted(core.installed_groups[(sw, g.group_id)], g, 2 * step - 1)
-                       for sw in fab.switches for g in core.mice_groups(sw).values())
+        held.apply(core.mice_updates())
+        _check_switches(core, held, period)
+
+
+def test_a_switch_reprogrammed_under_load_has_its_groups_followed_when_the_load_goes():
+    """dynamic_program writes a switch's groups outside the periodic updates (a reconnect): the next
+    update looks at all of that switch's groups, so weights written under a load that then went are
+    brought back."""
+    core = _core(4)
+    held = _Switches()
+    held.apply(core.mice_updates())
+    core.link_util = {("e0_0", "a0_0"): 0.6}
+    held.apply([("e0_0", core.dynamic_program("e0_0"))])
+    assert {b.weight for g, bs in held.groups.items() if g[0] == "e0_0" for b in bs} == {4}
+    core.link_util = {}
+    held.apply(core.mice_updates())
+    assert {b.weight for g, bs in held.groups.items() if g[0] == "e0_0" for b in bs} == {10}
+    _check_switches(core, held, "after")
+
+
+def test_a_split_elephant_keeps_its_subflow_rates_across_a_take_over():
+    core = _core(6)
+    load = {("e0_0", "a0_1"): 6e6}
+    core.link_util = {ln: v / 10e6 for ln, v in load.items()}
+    out = core.handshake(0.0, "e0_0", 1, SRC, _ann(rate_kbps=8000, sports=(40001, 40002)))
+    assert out.verdict == "ack"
+    rates = sorted(pl.rate_bps for pl in out.elephant.placements)
+    assert rates == pytest.approx([1e6, 7e6])  # both uplinks at 70%
+    rec = core.record(out.elephant)
+    assert sorted(rec["subflow_rates_bps"]) == pytest.approx(rates)

@@ -275,6 +275,17 @@ PERIODS = 8  # bench scale: partition periods timed (the second half after the l
 SUBFLOWS = (1, 2, 4)  # bench scale: Bin-Pack against Eq. 1's optima with this many subflows per elephant
 
 
+def _app_period(core, now: float, active) -> tuple:
+    """One Freeway period as the app runs it: the partition step, then the elephant moves off links that
+    turned LOL (the app installs them and reports each finished; after the last, the mice groups follow).
+    Returns (the step's result, the ops, the moves)."""
+    res, ops = core.period(now, active)
+    moves = core.take_moves()
+    for _ in moves:
+        ops += core.move_finished()
+    return res, ops, moves
+
+
 def scale(k: int, pairs: int, placements: int, seed: int, out: Path, exact_k: int, exact_flows: int) -> dict:
     """The pure modules on a large fat-tree model: placement and partition-period times; Bin-Pack vs optimum."""
     import random
@@ -326,10 +337,7 @@ def scale(k: int, pairs: int, placements: int, seed: int, out: Path, exact_k: in
         if i == PERIODS // 2:  # half the periods with loads that moved: mice weights and paths follow
             core.link_util = {ln: min(1.0, max(0.0, u + rng.uniform(-0.2, 0.2))) for ln, u in core.link_util.items()}
         t = time.perf_counter()
-        res, ops = core.period(float(10 * i), active)
-        moves = core.take_moves()  # elephants off links that turned LOL: the app installs them, then reports
-        for _ in moves:
-            ops += core.move_finished()  # ... and after the last, the mice groups follow
+        res, ops, moves = _app_period(core, float(10 * i), active)
         periods.append(time.perf_counter() - t)
         changes.append({"added": len(res.added), "removed": len(res.removed), "became_lol": len(res.became_lol),
                         "elephants_moved": len(moves), "switches_updated": len({sw for sw, _ in ops}),
@@ -347,9 +355,7 @@ def scale(k: int, pairs: int, placements: int, seed: int, out: Path, exact_k: in
     for i in range(PERIODS):
         core.link_util = {ln: u + rng.uniform(-0.02, 0.02) for ln, u in steady.items()}
         t = time.perf_counter()
-        res, ops = core.period(1000.0 + 10 * i, active)
-        for _ in core.take_moves():
-            ops += core.move_finished()
+        res, ops, _ = _app_period(core, 1000.0 + 10 * i, active)
         quiet.append(time.perf_counter() - t)
         print(f"[bench scale] quiet period {i + 1}/{PERIODS}: {quiet[-1] * 1e3:.1f} ms, {len(res.added)} added, "
               f"{len(res.removed)} removed, {sum(len(o) for _, o in ops)} mice ops", flush=True)

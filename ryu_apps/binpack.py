@@ -181,8 +181,7 @@ def _lp(paths: list[Path], rate_bps: float, load_bps, capacity_bps, few: bool = 
         base, cap = cache[ln]
         return t * cap - base
 
-    lo, hi = 0.0, 0.0
-    for p in paths:
+    for p in paths:  # every link's load and capacity, read once
         for ln in links(p):
             free(ln, 0.0)
     hi = max((b + rate_bps) / c for b, c in cache.values())  # every link could carry all of it there

@@ -293,8 +293,9 @@ class FreewayCore:
 
         Only what may have changed is looked at: the (switch, ToR) whose next hops may differ since the
         last call (``MiceRoutes.changed``), the pairs whose path count changed, and the groups using an
-        up link whose weight moved by ``mice_weight_step`` since that switch's groups last followed it.
-        The first call, and the first after a restart's read-back, look at everything."""
+        up link whose weight moved by ``mice_weight_step`` since that switch's groups last followed it,
+        and every group of a switch programmed or read back outside these updates (once no read-back
+        is open). The first call, and the first after the step changed, look at everything."""
         touched, pairs = self.partition.take_changes()
         if self._routes is None or self._step_seen != self.cfg.mice_weight_step:
             self._routes = self.partition.mice_routes()
@@ -322,24 +323,24 @@ class FreewayCore:
                     out[sw] = ops
         return out
 
-    def _follow_weight(self, link: Link) -> int:
+    def _follow_weight(self, link: Link) -> None:
+        """The link's groups now follow its current weight (the reference a later move is measured from)."""
         w = self._weight(link)
         if w == 10:
             self._wref.pop(link, None)
         else:
             self._wref[link] = w
-        return w
 
     def _weight_moves(self) -> dict[str, set[str]]:
         """Switch -> destination ToRs whose group uses an up link whose weight moved by the step."""
         moved: dict[str, set[int]] = {}
-        step, ref, util = self.cfg.mice_weight_step, self._wref, self.link_util
-        if util is not self._weights_seen:  # (the same measurements as last time: nothing moved)
+        step, ref = self.cfg.mice_weight_step, self._wref
+        if self.link_util is not self._weights_seen:  # (the same measurements as last time: nothing moved)
             for ln in self._up_links:
-                if abs(max(1, round(10 * (1 - min(0.9, util.get(ln, 0.0))))) - ref.get(ln, 10)) >= step:
+                if abs(self._weight(ln) - ref.get(ln, 10)) >= step:
                     self._follow_weight(ln)
                     moved.setdefault(ln[0], set()).add(self.fabric.port_to(*ln))
-            self._weights_seen = util
+            self._weights_seen = self.link_util
         out: dict[str, set[str]] = {}
         for sw, ports in moved.items():
             for dst, idx in self._tor_index.items():

@@ -408,48 +408,28 @@ def _chains_up(fabric: Fabric, tor: str) -> list[Path]:
     return out
 
 
-class MiceRoutes:
+class MiceRoutes(Reachability):
     """Every switch's mice next hops toward every ToR over LOL links, kept up to date as links join or
     leave LOL (``changed``) instead of computed afresh each period: which (switch, ToR) may have other
     next hops, found by following only the answers that did change (whether a switch reaches a ToR
     over LOL links) from the links that changed to the switches that route over them."""
 
     def __init__(self, fabric: Fabric, usable, below: dict[str, frozenset[str]]):
-        self.usable = usable
-        self.below = below
+        super().__init__(fabric, usable, below)
         self.up = {s: tuple(fabric.up_neighbors(s)) for s in fabric.switches}
         self.down = {s: tuple(fabric.down_neighbors(s)) for s in fabric.switches}
         self.level = {s: fabric.switches[s].level for s in fabric.switches}
         self.tors = fabric.tors()
-        self.memo: dict[tuple[str, str], bool] = {}
         self._up_ok: dict[str, tuple[str, ...]] = {}  # per switch, its up neighbors over usable links
 
-    def up_ok(self, switch: str) -> tuple[str, ...]:
+    def _ups(self, switch: str) -> tuple[str, ...]:
         got = self._up_ok.get(switch)
         if got is None:
             got = self._up_ok[switch] = tuple(n for n in self.up[switch] if self.usable((switch, n)))
         return got
 
-    def reaches(self, node: str, dst: str) -> bool:
-        key = (node, dst)
-        got = self.memo.get(key)
-        if got is None:
-            self.memo[key] = False  # (no cycles in a Clos; this only guards a malformed description)
-            got = self.memo[key] = self._compute(node, dst)
-        return got
-
-    def _compute(self, node: str, dst: str) -> bool:
-        if node == dst:
-            return True
-        if dst in self.below[node]:
-            return any(self.usable((node, n)) and self.reaches(n, dst) for n in self.down[node] if dst in self.below[n])
-        return any(self.reaches(n, dst) for n in self.up_ok(node))
-
-    def next_hops(self, switch: str, dst: str) -> list[str]:
-        """As ``Reachability.next_hops``."""
-        if dst in self.below[switch]:
-            return []
-        return [n for n in self.up_ok(switch) if self.reaches(n, dst)]
+    def _downs(self, switch: str) -> tuple[str, ...]:
+        return self.down[switch]
 
     def changed(self, links) -> dict[str, set[str]]:
         """Switch -> destination ToRs whose next hops may differ since ``links`` changed usability."""
@@ -480,13 +460,13 @@ class MiceRoutes:
                 going_down = d in self.below[n]
                 if not going_down:
                     out.setdefault(n, set()).add(d)
-                old = self.memo.get((n, d))
+                old = self._memo.get((n, d))
                 if old is None:  # nothing was computed from it
                     continue
                 new = self._compute(n, d)
                 if new == old:
                     continue
-                self.memo[(n, d)] = new
+                self._memo[(n, d)] = new
                 if going_down:  # the switches above go down through it
                     for m in self.up[n]:
                         heapq.heappush(heap, (self._order(m, d), m))

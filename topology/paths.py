@@ -99,21 +99,30 @@ class Reachability:
 
     def reaches(self, node: str, dst: str) -> bool:
         key = (node, dst)
-        if key not in self._memo:
+        got = self._memo.get(key)
+        if got is None:
             self._memo[key] = False  # (no cycles in a Clos; this only guards a malformed description)
-            if node == dst:
-                ok = True
-            elif dst in self.below[node]:
-                ok = any(self.usable((node, n)) and self.reaches(n, dst)
-                         for n in self.fabric.down_neighbors(node) if dst in self.below[n])
-            else:
-                ok = any(self.usable((node, n)) and self.reaches(n, dst) for n in self.fabric.up_neighbors(node))
-            self._memo[key] = ok
-        return self._memo[key]
+            got = self._memo[key] = self._compute(node, dst)
+        return got
+
+    def _compute(self, node: str, dst: str) -> bool:
+        if node == dst:
+            return True
+        if dst in self.below[node]:
+            return any(self.usable((node, n)) and self.reaches(n, dst)
+                       for n in self._downs(node) if dst in self.below[n])
+        return any(self.reaches(n, dst) for n in self._ups(node))
+
+    def _ups(self, switch: str):
+        """The up-neighbors of ``switch`` over usable links, in the fabric's order."""
+        return [n for n in self.fabric.up_neighbors(switch) if self.usable((switch, n))]
+
+    def _downs(self, switch: str):
+        return self.fabric.down_neighbors(switch)
 
     def next_hops(self, switch: str, dst: str) -> list[str]:
         """Up-neighbors of ``switch`` through which ``dst`` is reached ([] when ``dst`` is below:
         going down follows the prefix routes)."""
         if dst in self.below[switch]:
             return []
-        return [n for n in self.fabric.up_neighbors(switch) if self.usable((switch, n)) and self.reaches(n, dst)]
+        return [n for n in self._ups(switch) if self.reaches(n, dst)]

@@ -90,6 +90,75 @@ class Elephant:
                          | (RATELESS_BIT if self.rateless else 0))
 
 
+class Elephants(dict):
+    """The placed elephants by id, also indexed by source host and kept apart when rate-less, so that
+    an announce looks only at its own host's elephants and the rate-less ones, not at every elephant
+    placed (an elephant's source and kind never change once it is in)."""
+
+    def __init__(self, charge=lambda el: el.rate_bps):
+        super().__init__()
+        self._by_host: dict[str, dict[int, Elephant]] = {}
+        self._rateless: dict[int, Elephant] = {}
+        self._charge = charge  # what an announced elephant counts against its host's budget
+        self._charged: dict[int, float] = {}  # ... as counted when it came in
+        self._host_use: dict[str, list] = {}  # host -> [announced elephants, their charges summed]
+
+    def __setitem__(self, eid: int, el: Elephant) -> None:
+        self._forget(eid)
+        super().__setitem__(eid, el)
+        self._by_host.setdefault(el.src.name, {})[eid] = el
+        if el.rateless:
+            self._rateless[eid] = el
+        if not el.adopted:
+            c = self._charged[eid] = self._charge(el)
+            use = self._host_use.setdefault(el.src.name, [0, 0.0])
+            use[0] += 1
+            use[1] += c
+
+    def __delitem__(self, eid: int) -> None:
+        self._forget(eid)
+        super().__delitem__(eid)
+
+    def pop(self, eid: int, *default):
+        self._forget(eid)
+        return super().pop(eid, *default)
+
+    def _forget(self, eid: int) -> None:
+        old = self.get(eid)
+        if old is not None:
+            mine = self._by_host.get(old.src.name, {})
+            mine.pop(eid, None)
+            if not mine:
+                self._by_host.pop(old.src.name, None)
+            self._rateless.pop(eid, None)
+            c = self._charged.pop(eid, None)
+            if c is not None:
+                use = self._host_use[old.src.name]
+                use[0] -= 1
+                use[1] = use[1] - c if use[0] else 0.0  # (no rounding residue once a host has none)
+
+    def of_host(self, host: str):
+        """The elephants whose source is ``host``."""
+        return self._by_host.get(host, {}).values()
+
+    def rateless(self):
+        """The rate-less elephants."""
+        return self._rateless.values()
+
+    def host_use(self, host: str) -> tuple[int, float]:
+        """(how many announced elephants ``host`` has placed, what they count against its budget). An
+        announced elephant's charge does not change while it is placed: an explicit rate stays, a
+        rate-less one counts at its floor (adopted ones are not counted)."""
+        n, total = self._host_use.get(host, (0, 0.0))
+        return n, total
+
+    # the index would go stale through these: not used on the table
+    def update(self, *a, **kw):
+        raise TypeError("Elephants: set items one by one")
+
+    setdefault = popitem = clear = update
+
+
 
 
 def _reweighted(held: Group, want: Group, step: int) -> bool:
@@ -158,7 +227,8 @@ class FreewayCore:
         self.no_meters: set[str] = set()  # switches that refused a meter: forward without
         self.partition = Partition(fabric, self.cfg.partition_config())
         self.alloc = Allocations()
-        self.elephants: dict[int, Elephant] = {}
+        self.elephants = Elephants(lambda el: self._min_rate(el) * len(el.subflows) if el.rateless
+                                   else el.rate_bps)
         self.pending: set[int] = set()  # announced elephants whose install is not confirmed yet
         self.records: dict[int, dict] = {}  # what a cluster store kept of each announced elephant (``record``)
         self.by_subflow: dict[hs.Subflow, int] = {}
@@ -487,12 +557,11 @@ class FreewayCore:
         n = len(msg.subflows)
         threshold = 0.1 * access_kbps * 1000
         want = msg.rate_kbps * 1000 if msg.rate_kbps else threshold * n
-        mine = [el for el in self.elephants.values() if el.src.name == host.name and not el.adopted]
-        budget = self.cfg.host_share * access_kbps * 1000 - sum(  # rate-less ones count at their floor
-            self._min_rate(el) * len(el.subflows) if el.rateless else el.rate_bps for el in mine)
-        if len(mine) >= self.cfg.host_elephants:
+        n_mine, used = self.elephants.host_use(host.name)  # rate-less ones count at their floor
+        budget = self.cfg.host_share * access_kbps * 1000 - used
+        if n_mine >= self.cfg.host_elephants:
             self.counters["handshake-host-cap"] += 1
-            out = nack(f"host cap: {host.ip} already has {len(mine)} elephants placed (host_elephants="
+            out = nack(f"host cap: {host.ip} already has {n_mine} elephants placed (host_elephants="
                        f"{self.cfg.host_elephants})", "host-cap")
             out.replaced = replaced
             return out
@@ -530,11 +599,10 @@ class FreewayCore:
     def _compressible(self) -> Counter:
         """Per link, what rate-less elephants hold above their floor (an announce may take it)."""
         out: Counter = Counter()
-        for el in self.elephants.values():
-            if el.rateless:
-                for pl in el.placements:
-                    for ln in links(pl.path):
-                        out[ln] += max(0.0, pl.rate_bps - self._min_rate(el))
+        for el in self.elephants.rateless():
+            for pl in el.placements:
+                for ln in links(pl.path):
+                    out[ln] += max(0.0, pl.rate_bps - self._min_rate(el))
         return out
 
     def reshare(self, skip: int | None = None) -> list[tuple[str, list]]:
@@ -542,7 +610,7 @@ class FreewayCore:
         explicit rates (and adopted ones) leave on the links they cross, and of their host's budget
         (``host_share`` of its link); never below the floor. Returns the meter modifications of the
         elephants whose allocation changed by more than 5% (none for ``skip``: not installed yet)."""
-        rl = [el for el in self.elephants.values() if el.rateless]
+        rl = list(self.elephants.rateless())
         if not rl:
             return []
         held: Counter = Counter()  # per link, what rate-less elephants hold now
@@ -556,8 +624,8 @@ class FreewayCore:
         for ln in {ln for ls in flows.values() for ln in ls}:
             if ln[0] == "host":
                 h = self._hosts[ln[1]]
-                explicit = sum(e.rate_bps for e in self.elephants.values()
-                               if e.src.name == h.name and not e.rateless and not e.adopted)
+                explicit = sum(e.rate_bps for e in self.elephants.of_host(h.name)
+                               if not e.rateless and not e.adopted)
                 room[ln] = self.cfg.host_share * self.capacity_bps((h.name, h.switch)) - explicit
             else:
                 room[ln] = self.capacity_bps(ln) * self.cfg.headroom - (self.alloc.link.get(ln, 0.0) - held[ln])

@@ -6,6 +6,8 @@ before sending (``bind``). Nothing here touches a socket.
 
 from __future__ import annotations
 
+import functools
+
 from .framework import ofproto as ofp
 from .framework import parser, pkt_arp, pkt_ethernet, pkt_packet
 from .intents import (
@@ -63,11 +65,18 @@ def _instructions(actions, meter_id: int = 0, goto: int | None = None) -> list:
     return out
 
 
+@functools.lru_cache(maxsize=4096)
+def of_match(m) -> parser.OFPMatch:
+    """The OFPMatch of an intents ``match`` tuple. An elephant's exact match goes to every switch of its
+    path, so it is built once (OFPMatch.serialize only reads its fields: one object serves every message)."""
+    return parser.OFPMatch(**dict(m))
+
+
 def flow_add(f: Flow):
     return parser.OFPFlowMod(
         None, cookie=f.cookie, table_id=f.table_id, command=ofp.OFPFC_ADD,
         idle_timeout=f.idle_timeout, hard_timeout=f.hard_timeout, priority=f.priority,
-        buffer_id=ofp.OFP_NO_BUFFER, flags=f.flags, match=parser.OFPMatch(**dict(f.match)),
+        buffer_id=ofp.OFP_NO_BUFFER, flags=f.flags, match=of_match(f.match),
         instructions=_instructions(f.actions, f.meter_id, f.goto))
 
 
@@ -99,7 +108,7 @@ def messages(intents) -> list:
         elif isinstance(i, DeleteFlow):
             out.append(parser.OFPFlowMod(None, table_id=i.table_id, command=ofp.OFPFC_DELETE_STRICT,
                                          priority=i.priority, out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
-                                         match=parser.OFPMatch(**dict(i.match))))
+                                         match=of_match(i.match)))
         elif isinstance(i, Meter):
             out.append(meter_add(i))
         elif isinstance(i, MeterModify):

@@ -9,6 +9,7 @@ group removed, on the switches that got them.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -94,6 +95,7 @@ class Tracker:
         self._open: dict[int, _Open] = {}
         self._by_xid: dict[tuple[str, int], int] = {}
         self._next = 1
+        self._starts: list[tuple[float, int]] = []  # a heap of (started, tid): expiry looks at the oldest only
 
     def __len__(self) -> int:
         return len(self._open)
@@ -102,6 +104,7 @@ class Tracker:
         tid = self._next
         self._next += 1
         self._open[tid] = _Open(tid, txn, now, switches={sw for sw, _ in txn.install})
+        heapq.heappush(self._starts, (now, tid))
         return tid
 
     def sent(self, tid: int, switch: str, xid: int) -> None:
@@ -150,8 +153,17 @@ class Tracker:
                 for t in list(self._open.values()) if switch in t.switches]
 
     def expire(self, now: float) -> list[Outcome]:
-        return [self._close(t, Failure(f"no confirmation within {self.timeout_s:g} s"))
-                for t in list(self._open.values()) if now - t.started > self.timeout_s]
+        """The transactions open for longer than the timeout fail, oldest first (the ones closed since
+        they began are skipped as they come up)."""
+        out = []
+        while self._starts and now - self._starts[0][0] > self.timeout_s:
+            _, tid = heapq.heappop(self._starts)
+            t = self._open.get(tid)
+            if t is not None:
+                out.append(self._close(t, Failure(f"no confirmation within {self.timeout_s:g} s")))
+        if not self._open:
+            self._starts.clear()
+        return out
 
     def _close(self, t: _Open, failure: Failure | None) -> Outcome:
         del self._open[t.tid]

@@ -230,6 +230,46 @@ def test_one_host_cannot_hold_more_than_its_caps():
     assert core.handshake(1.0, "e0_0", 2, other, _ann(1000, (40004,), nonce=4, src=other)).verdict == "ack"
 
 
+def test_the_per_host_and_rate_less_index_follows_every_change_of_the_table():
+    """An announce looks only at its own host's elephants and the rate-less ones (issue 16, the
+    handshake at 500/s): the index must agree with a scan of the whole table after every change."""
+    from ryu_apps.freeway_core import Elephants
+
+    core = _core()
+    other = "10.0.0.3"
+
+    def agrees():
+        for h in {el.src.name for el in core.elephants.values()} | {"h0_0_0", "h0_0_1"}:
+            assert {el.eid for el in core.elephants.of_host(h)} == {
+                el.eid for el in core.elephants.values() if el.src.name == h}
+            mine = [el for el in core.elephants.values() if el.src.name == h and not el.adopted]
+            n, used = core.elephants.host_use(h)
+            assert n == len(mine) and used == pytest.approx(sum(
+                core._min_rate(el) * len(el.subflows) if el.rateless else el.rate_bps for el in mine))
+        assert {el.eid for el in core.elephants.rateless()} == {
+            el.eid for el in core.elephants.values() if el.rateless}
+
+    assert isinstance(core.elephants, Elephants)
+    assert core.handshake(1.0, "e0_0", 1, SRC, _ann(1000, (40001,), nonce=1)).verdict == "ack"
+    assert core.handshake(1.0, "e0_0", 1, SRC, _ann(0, (40002,), nonce=2)).verdict == "ack"
+    assert core.handshake(1.0, "e0_0", 2, other, _ann(0, (40003,), nonce=3, src=other)).verdict == "ack"
+    agrees()
+    assert len(list(core.elephants.rateless())) == 2 and len(list(core.elephants.of_host("h0_0_0"))) == 2
+    # an announce sharing a subflow replaces the placed one (released, then a new one placed)
+    assert core.handshake(1.0, "e0_0", 1, SRC, _ann(2000, (40002, 40009), nonce=4)).verdict == "ack"
+    agrees()
+    assert len(list(core.elephants.rateless())) == 1
+    flow = type("F", (), {"src": SRC, "dst": DST, "proto": 6, "sport": 40077, "dport": 5201})()
+    assert core.adopt(2.0, flow, 2e6) and core.elephants.host_use("h0_0_0")[0] == 2  # adopted: not counted
+    agrees()
+    for eid in list(core.elephants):
+        core.release(eid)
+        agrees()
+    assert list(core.elephants.of_host("h0_0_0")) == [] and list(core.elephants.rateless()) == []
+    with pytest.raises(TypeError):
+        core.elephants.update({})
+
+
 def test_rate_less_elephants_share_max_min_fairly_and_explicit_rates_take_from_them():
     """Issue 13 item 2: rate-less announces from one ToR all get an ACK and a fair share (on k=4 every
     high-throughput path from a ToR crosses one uplink); the earlier ones shrink, their meters follow;

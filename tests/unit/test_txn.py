@@ -78,6 +78,20 @@ def test_no_confirmation_in_time_rolls_back():
     assert "no confirmation within 3 s" in o.failure.reason and o.rollback
 
 
+def test_expiry_takes_only_the_overdue_oldest_first_and_skips_what_closed():
+    tr = Tracker(timeout_s=3.0)
+    tids = {}
+    for name, now in (("late", 12.0), ("early", 10.0), ("closed", 9.0)):  # clock readings out of order
+        tids[name] = tr.begin(Txn(name, INSTALL), now)
+        tr.barrier_sent(tids[name], "c2", 500 + len(tids))
+    assert tr.barrier_reply("c2", 503).txn.name == "closed" and len(tr) == 2
+    assert tr.expire(12.5) == []  # 'closed' is overdue by the clock but done: not failed again
+    assert [o.txn.name for o in tr.expire(13.5)] == ["early"] and len(tr) == 1
+    (o,) = tr.expire(15.1)
+    assert o.txn.name == "late" and "no confirmation within 3 s" in o.failure.reason
+    assert len(tr) == 0 and tr.expire(99.0) == []
+
+
 def test_a_switch_missing_before_sending_needs_no_rollback():
     tr = Tracker()
     tid = tr.begin(Txn("t", INSTALL), 0.0)

@@ -105,23 +105,35 @@ def detours(fabric: Fabric, switch: str, dead, reach: Reachability | None = None
     return {t: hops for t in fabric.tors() if (hops := detour(fabric, switch, t, dead, reach)) is not None}
 
 
+def _down_flows(fabric: Fabric, switch: str) -> list[Flow]:
+    """The prefix routes below ``switch``: fixed by the description, whatever is dead (a dead down
+    link is avoided by the failure groups), so computed once per switch and kept on the fabric (a
+    link change recomputes every switch's program; parsing every address again held the loop)."""
+    cache = fabric.__dict__.setdefault("_down_flows_cache", {})
+    if switch not in cache:
+        all_sorted = sorted(int(ipaddress.IPv4Address(h.ip)) for h in fabric.hosts)
+        out = []
+        for n in fabric.down_neighbors(switch):
+            port = fabric.port_to(switch, n)
+            for addr, plen in covering_prefixes([h.ip for h in fabric.hosts_below(n)], all_sorted):
+                out.append(Flow(PRIO_DOWN, _prefix_match(addr, plen), (Output(port),)))
+        cache[switch] = tuple(out)
+    return list(cache[switch])
+
+
 def base_program(fabric: Fabric, switch: str, dead=frozenset(), reach: Reachability | None = None,
                  prefixes: dict[str, list] | None = None) -> tuple[list[Group], list[Flow]]:
     """Groups and flows that give ``switch`` ECMP forwarding to every host, around ``dead`` links."""
     groups: list[Group] = []
     flows: list[Flow] = [Flow(PRIO_MISS, match())]  # explicit drop, so misses are counted
     sw = fabric.switches[switch]
-    all_sorted = sorted(int(ipaddress.IPv4Address(h.ip)) for h in fabric.hosts)
     if sw.is_tor:
         for h in fabric.hosts_on(switch):  # ARP from each host through its own punt meter (``punt_meters``)
             flows.append(Flow(PRIO_ARP, match(eth_type=ETH_ARP, in_port=h.port), (ToController(),),
                               meter_id=pipeline.HOST_PUNT_METERS.id(fabric.host_slot(h))))
         for h in fabric.hosts_on(switch):
             flows.append(Flow(PRIO_HOST, match(eth_type=ETH_IPV4, ipv4_dst=h.ip), (Output(h.port),)))
-    for n in fabric.down_neighbors(switch):
-        port = fabric.port_to(switch, n)
-        for addr, plen in covering_prefixes([h.ip for h in fabric.hosts_below(n)], all_sorted):
-            flows.append(Flow(PRIO_DOWN, _prefix_match(addr, plen), (Output(port),)))
+    flows += _down_flows(fabric, switch)
     group = uplink_group(fabric, switch, dead=dead)
     if group is not None:
         groups.append(group)

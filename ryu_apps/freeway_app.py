@@ -43,6 +43,7 @@ DECISIONS = logging.getLogger("freeway.decisions")  # one record per decision (s
 PERIOD_S = 1.0
 QUEUE_CHECK_S = 10.0  # how often the isolation queues of every switch port are checked (and repaired)
 TICK_S = 0.1  # how often link hold-downs and the liveness model are looked at
+LAG_WARN_S = 1.0  # the event loop held this long is logged (``loop_lag``)
 BARRIER_TIMEOUT_S = 3.0
 SYNC_TIMEOUT_S = 5.0  # a switch that does not answer the read-back in time is programmed from scratch
 FOLLOWER_LOOK_S = 0.25  # how often a cluster's follower looks for a lapsed leader
@@ -408,6 +409,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             sw = self._switch(dpid)
             if sw is None:
                 continue
+            hub.sleep(0)  # a switch at a time: a round at k=8 is 640 probes, not one hold of the loop
             hosts = {h.port for h in self.fabric.hosts_on(sw)}
             for port in lldp.probe_ports(self.fabric, sw, getattr(dp, "ports", {}), hosts):
                 dp.send_msg(ofmsg.bind([ofmsg.packet_out(port, lldp.probe(self.lldp_secret, dpid, port))], dp)[0])
@@ -575,20 +577,42 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
     def _tick_loop(self):
         """Link hold-downs ending, and read-backs that never completed."""
         while self.is_active:
+            asleep = time.monotonic()
             hub.sleep(TICK_S)
             try:
                 now = time.monotonic()
+                lag = now - asleep - TICK_S
+                self.loop_lag(lag)
+                was_paused = self.linkcheck.paused(now)
+                if self.linkcheck.held(now, lag):  # late probes are not silence: LLDP judges nothing for a while
+                    self.counters["lldp-paused"] += 1
+                    if not was_paused and self.cfg.lldp_interval_s:
+                        LOG.info("LLDP: no link judged missing for %.1f s: the event loop was held %.2f s",
+                                 self.cfg.lldp_timeout_s, lag)
                 if config.take_reload_request():
                     self.reload()
                 self.links_changed(now, self.liveness.tick(now))
                 self.lldp_tick(now)
                 for sw, sync in list(self.syncs.items()):
+                    if self.syncs.get(sw) is not sync:  # finished (or replaced) by what this loop did before
+                        continue
                     if not sync.requested:
                         self._read_back_when_settled(sw, now)
                     elif now - sync.started > SYNC_TIMEOUT_S:
                         self.synced(sw, sync, complete=False)
             except Exception:
                 LOG.exception("freeway tick failed")
+
+    def loop_lag(self, lag: float) -> None:
+        """How late the tick loop woke: the time the process's single event loop spent on something
+        else (a long handler, a burst of messages) beyond its sleep. Every greenthread waits as long:
+        OpenFlow echo replies, LLDP probes, barriers. A stall over a second is logged."""
+        lag = max(0.0, lag)
+        self.metrics.loop_lag.observe(lag)
+        if lag >= LAG_WARN_S:
+            self.counters["event-loop-stalled"] += 1
+            LOG.warning("the controller's event loop was held for %.1f s (echo replies, probes and barriers "
+                        "waited as long)", lag)
 
     def period(self, now: float) -> None:
         if config.active() is not self.cfg:  # reloaded: the live settings take effect from this period

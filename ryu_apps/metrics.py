@@ -18,6 +18,7 @@ disable_created_metrics()  # no *_created series: Prometheus's text format does 
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 PERIOD_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 HOWS = ("announced", "adopted", "efm", "hedera", "detected")
 
@@ -34,6 +35,9 @@ class Metrics:
         self.period = Histogram("freeway_period_duration_seconds", "Time the controller's periodic decision "
                                 "round took (monitoring view, policy, messages)", buckets=PERIOD_BUCKETS,
                                 registry=self.registry)
+        self.loop_lag = Histogram("freeway_event_loop_lag_seconds", "How late the controller's 100 ms tick woke: "
+                                  "time its single event loop was held by other work (every handler, echo "
+                                  "reply and barrier waits as long)", buckets=LAG_BUCKETS, registry=self.registry)
         self.api_request = Histogram("freeway_api_request_duration_seconds", "Time the controller's loop spent "
                                      "answering one API request (the loop does nothing else meanwhile)",
                                      ["route"], buckets=LATENCY_BUCKETS, registry=self.registry)

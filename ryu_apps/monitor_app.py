@@ -28,6 +28,7 @@ LOG = logging.getLogger("freeway.monitor")
 TICK_S = 0.1
 SNAPSHOT_S = 1.0
 PORTMAP_REFRESH_S = 10.0
+YIELD_EVERY = 32  # sFlow datagrams handled before the receive loop lets the others run
 
 
 class EventLinkLoad(base_event.EventBase):
@@ -97,6 +98,7 @@ class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") el
 
     # ----- green threads (thin: all logic is in monitoring/) ---------------
     def _receive(self):
+        n = 0
         while self.is_active:
             try:
                 data, _ = self.sock.recvfrom(65535)
@@ -106,6 +108,9 @@ class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") el
                 continue
             for ev in self.collector.handle(time.monotonic(), data):
                 self.publish(ev)
+            n += 1
+            if n % YIELD_EVERY == 0:  # a green socket that always has data never yields by itself: a burst
+                hub.sleep(0)  # of datagrams would hold the whole controller (echo replies, barriers, probes)
 
     def _periodic(self):
         while self.is_active:

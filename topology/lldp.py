@@ -109,10 +109,12 @@ class LinkCheck:
     grace began), at least ``MISSES`` rounds of probes were sent and ``timeout_s`` passed; and only
     once the receiving switch has delivered some probe since it connected (until its LLDP entry is
     installed, or if it consumes LLDP itself, its links are not judged). A controller that stalls
-    sends no rounds, so it takes nothing down."""
+    sends no rounds, so it takes nothing down; and once its loop was held (``held``), silence is not
+    judged until it has run freely for a whole timeout again."""
 
     MISSES = 2  # probe rounds that must have gone unheard
     SETTLE_S = 0.5  # a round counts once it is this old (its probes have had time to come back)
+    HELD_S = SETTLE_S  # the controller's loop held this long: probes that came back may sit unread
 
     def __init__(self, fabric: Fabric, timeout_s: float):
         self.fabric = fabric
@@ -125,6 +127,7 @@ class LinkCheck:
             self.expect[(ln.b, ln.b_port)] = (ln.a, ln.a_port)
         self.heard_at: dict[PortRef, Heard] = {}
         self.since: dict[PortRef, float] = {}
+        self.quiet_until = float("-inf")  # nothing is judged missing before this (``held``)
 
     def watch(self, now: float, switch: str, port: int | None = None) -> None:
         """A switch connected (every port of it), or one port came up: judged only after the timeout."""
@@ -147,6 +150,20 @@ class LinkCheck:
         """A round of probes went out."""
         self.rounds = self.rounds[-(4 * self.MISSES):] + [now]
 
+    def held(self, now: float, seconds: float) -> bool:
+        """The controller's event loop was held for ``seconds`` until ``now`` (a long handler, a burst
+        of messages): the probes that came back meanwhile may still be unread, so silence is not
+        judged until the loop has run freely for a whole timeout again (it fails open). True if
+        judging is paused by it."""
+        if seconds >= self.HELD_S:
+            self.quiet_until = max(self.quiet_until, now + self.timeout_s)
+            return True
+        return False
+
+    def paused(self, now: float) -> bool:
+        """Whether silence is not judged now (``held``)."""
+        return now < self.quiet_until
+
     def heard(self, now: float, switch: str, port: int, peer: tuple[int, int]) -> None:
         self.heard_at[(switch, port)] = Heard(peer, now)
         self.delivering.setdefault(switch, now)
@@ -164,7 +181,8 @@ class LinkCheck:
             return WAITING  # an end not connected (the liveness model knows), or no probe punted there yet
         start = max(self.since[dst], self.since[src], self.delivering[dst[0]], h.at if h is not None else 0.0)
         unheard = sum(1 for r in self.rounds if start < r <= now - self.SETTLE_S)
-        return MISSING if now - start > self.timeout_s and unheard >= self.MISSES else WAITING
+        missing = now - start > self.timeout_s and unheard >= self.MISSES and not self.paused(now)
+        return MISSING if missing else WAITING
 
     def links(self, now: float) -> dict[tuple[str, str], str]:
         """Every described link (a < b) and its state."""

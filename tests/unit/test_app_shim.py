@@ -106,3 +106,18 @@ def test_without_probes_lldp_says_nothing(tmp_path, monkeypatch):
     app = FreewayApp()
     assert app.lldp_doc()["links"] is None
     assert all(ln["lldp"] is None for ln in app.api_fabric()["links"])
+
+
+def test_a_held_event_loop_is_measured_and_a_long_stall_logged(tmp_path, monkeypatch, caplog):
+    from prometheus_client import generate_latest
+
+    app = _app(tmp_path, monkeypatch, mode="ecmp")
+    app.loop_lag(0.003)
+    app.loop_lag(-0.001)  # woke early (clock granularity): counted as no lag
+    assert app.counters["event-loop-stalled"] == 0 and "held for" not in caplog.text
+    app.loop_lag(2.4)
+    assert app.counters["event-loop-stalled"] == 1 and "held for 2.4 s" in caplog.text
+    text = generate_latest(app.metrics.registry).decode()
+    assert 'freeway_event_loop_lag_seconds_count 3.0' in text
+    assert 'freeway_event_loop_lag_seconds_bucket{le="0.005"} 2.0' in text
+    assert 'freeway_event_loop_lag_seconds_bucket{le="2.5"} 3.0' in text

@@ -86,3 +86,22 @@ def test_covering_prefixes():
     # no prefix separates 10.0.0.2 from 10.0.0.3: fall back to host routes
     assert covering_prefixes(["10.0.0.2"], all_ips) == [("10.0.0.2", 32)]
     assert covering_prefixes([], all_ips) == []
+
+
+def test_the_prefix_routes_below_a_switch_are_kept_per_fabric_and_never_shared_or_changed_by_a_caller():
+    """Issue 16 (k=8): a link change recomputes every switch's program; the down routes do not depend
+    on what is dead, so they are computed once per switch of a fabric."""
+    from ryu_apps.forwarding import PRIO_DOWN, base_program
+    from topology.fabric import fattree, leafspine
+
+    f = fattree(4, 10)
+    first = base_program(f, "a0_0")[1]
+    down = [x for x in first if x.priority == PRIO_DOWN]
+    assert len(down) == 2  # one prefix per ToR below
+    first.clear()  # a caller changing its list changes nothing kept
+    dead = frozenset({("a0_0", "e0_0"), ("e0_0", "a0_0")})
+    again = [x for x in base_program(f, "a0_0", dead=dead)[1] if x.priority == PRIO_DOWN]
+    assert again == down
+    other = leafspine(2, 4, 2, 10)  # another fabric's switch of the same name is its own
+    spine = next(s for s in other.switches if not other.switches[s].is_tor and other.down_neighbors(s))
+    assert [x for x in base_program(other, spine)[1] if x.priority == PRIO_DOWN] != down

@@ -104,6 +104,25 @@ def test_a_controller_that_stalls_or_a_switch_that_punts_nothing_takes_nothing_d
     assert {st for ln, st in states.items() if "a0_0" not in ln} == {lldp.VERIFIED}
 
 
+def test_silence_while_the_controller_loop_was_held_is_not_judged_until_it_ran_freely_a_timeout():
+    """Issue 16 (k=8): a controller whose loop is held (a burst of sFlow, a reprogramming) reads the
+    probes that came back late; that must not take the links down."""
+    f, check = _watched()
+    for t in (1.0, 2.0, 3.0):
+        _hear_all(check, f, t)
+        check.sent(t)
+    assert check.held(3.1, 0.05) is False and not check.paused(3.1)  # a short hold changes nothing
+    _rounds(check, 4.0, 7.0)  # the probes of these rounds came back, but sit unread: the loop is held
+    assert check.held(7.2, 2.5) is True and check.paused(7.2)
+    assert check.faults(7.2) == set() and check.faults(10.1) == set()  # paused until 7.2 + 3 s
+    assert set(check.links(10.1).values()) == {lldp.WAITING}  # shown as waiting, not verified
+    _hear_all(check, f, 7.3, skip={("c1", "a0_0")})  # read at last: all but one direction
+    _rounds(check, 8.0, 11.0)
+    _hear_all(check, f, 11.0, skip={("c1", "a0_0")})
+    assert check.faults(10.1) == set()  # still paused
+    assert check.faults(11.6) == {("a0_0", "c1"), ("c1", "a0_0")}  # ran freely: the real fault shows
+
+
 def test_a_port_that_hears_another_peer_is_miswired_and_reported_as_unexpected():
     f, check = _watched()
     _hear_all(check, f, 1.0)

@@ -108,7 +108,8 @@ def cmd_experiment(args) -> int:
         else:
             r = run_experiment(args.scenario, modes, args.duration, args.seed, Path(args.out), args.k,
                                args.mice_load, args.distribution, args.mice_boundary, not args.no_references,
-                               link_mbps=args.link_mbps, repeats=args.repeat, announce=args.announce)
+                               link_mbps=args.link_mbps, repeats=args.repeat, announce=args.announce,
+                               controller_config=args.controller_config, static_arp=args.static_arp)
     except (ExperimentError, WorkloadError, scenarios.ScenarioError) as e:
         print(f"freeway experiment: error: {e}", file=sys.stderr)
         return 2
@@ -150,6 +151,12 @@ def add_commands(sub) -> None:
     x.add_argument("--distribution", default="websearch", help="mice sizes: websearch or datamining")
     x.add_argument("--mice-boundary", type=float, default=100_000, help="largest mouse in bytes (100000)")
     x.add_argument("--no-references", action="store_true", help="skip the floor and ceiling reference runs")
+    x.add_argument("--controller-config", metavar="FILE",
+                   help="mixed: every controller of the run (floor and ceiling too) reads this config file "
+                        "('freeway config --defaults' writes one); the run's own mode and addresses override it")
+    x.add_argument("--static-arp", action="store_true",
+                   help="mixed: once every host reaches every other, give each host all its neighbours' MACs "
+                        "(no ARP during the runs; a diagnosis aid that takes the controller's proxy ARP out)")
     x.add_argument("--announce", choices=["send", "hook"], default="send",
                    help="how Freeway modes announce the elephants: the host agent 'freeway send' (default), or "
                         "the connect() hook under 'freeway run' with iperf3 unmodified")

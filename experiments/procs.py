@@ -149,6 +149,8 @@ class SwitchCpu:
         self.pid = pid or self._find()
         self.t0 = time.monotonic()
         self.c0 = self._ticks()
+        self.w0 = self._waited()
+        self.last_waiting: float | None = None  # set by ``busy``: the share of the same interval spent waiting
 
     @staticmethod
     def _find() -> int | None:
@@ -165,13 +167,27 @@ class SwitchCpu:
             return None
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
+    def _waited(self) -> float | None:
+        """Seconds the thread has spent runnable but waiting for a CPU (the scheduler's run-queue
+        delay, ``/proc/PID/task/TID/schedstat``)."""
+        if self.pid is None:
+            return None
+        try:
+            return int(Path(f"/proc/{self.pid}/task/{self.pid}/schedstat").read_text().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            return None
+
     def busy(self) -> float | None:
-        """Fraction of wall time the main thread spent on a CPU since the last call (or creation)."""
-        c, t = self._ticks(), time.monotonic()
+        """Fraction of wall time the main thread spent on a CPU since the last call (or creation).
+        ``last_waiting`` is then the fraction it spent ready to run but waiting for a CPU, which the
+        other processes of the machine held: the two together are what it wanted. A thread 70% busy
+        and 25% waiting is saturated."""
+        c, w, t = self._ticks(), self._waited(), time.monotonic()
         if c is None or self.c0 is None or t <= self.t0:
             return None
         frac = (c - self.c0) / (t - self.t0)
-        self.c0, self.t0 = c, t
+        self.last_waiting = round((w - self.w0) / (t - self.t0), 3) if w is not None and self.w0 is not None else None
+        self.c0, self.w0, self.t0 = c, w, t
         return round(frac, 3)
 
 

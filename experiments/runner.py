@@ -109,9 +109,13 @@ def elephant_command(announce: str, py: str, to: str, port: int, cport: int, sec
 
 
 def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with_mice: bool = True,
-            with_elephants: bool = True, announce: str = "send") -> dict:
+            with_elephants: bool = True, announce: str = "send", controller_config: str | None = None,
+            static_arp: bool = False) -> dict:
     """One run: fresh controller and fabric, the workload, results. In Freeway modes the elephants are
-    announced by ``announce``: ``send`` (the host agent) or ``hook`` (the connect() hook)."""
+    announced by ``announce``: ``send`` (the host agent) or ``hook`` (the connect() hook). The controller
+    reads ``controller_config`` (a config file) when given; the run's own flags override it. With
+    ``static_arp`` the hosts get every neighbour's MAC once they all reach each other (no ARP during the
+    run)."""
     from ryu_apps.isolation import IsolationConfig
 
     base, iso = _mode_parts(mode)
@@ -120,7 +124,7 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
     for old in ("events.jsonl", "controller.log"):  # the controller appends: a rerun into the same --out
         (d / old).unlink(missing_ok=True)  # must not analyse an earlier run's events
     fabric.save(d / "fabric.json")
-    extra = ["--isolation", "on"] if iso else []
+    extra = (["--config", controller_config] if controller_config else []) + (["--isolation", "on"] if iso else [])
     t_run = time.time()
     with ControllerProcess(d / "fabric.json", mode=base, extra=extra, log_file=d / "controller.log",
                            events_file=d / "events.jsonl") as ctl, \
@@ -130,6 +134,8 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
         secs, failed = fn.wait_reachable(60)
         if failed:
             raise ExperimentError(f"{label}: {len(failed)} host pairs unreachable before the run")
+        if static_arp:
+            fn.static_neighbours()
         ip = {h.name: h.ip for h in fabric.hosts}
         core_drops0 = _core_drops(fabric)
         py = sys.executable
@@ -162,8 +168,12 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
             time.sleep(min(5.0, wl.duration - (time.time() - t0) + 0.01))
             cpu.append(step.busy())
             busy = "" if cpu[-1] is None else f", switch main thread {cpu[-1]:.0%} busy"
+            if cpu[-1] is not None and step.last_waiting is not None:
+                busy += f" and {step.last_waiting:.0%} waiting for a CPU"
             print(f"[{label}] {time.time() - t0:4.0f}/{wl.duration:.0f} s{busy}", flush=True)
-        switch_cpu = {"mean": whole.busy(), "max": max((c for c in cpu if c is not None), default=None)}
+        mean = whole.busy()
+        switch_cpu = {"mean": mean, "max": max((c for c in cpu if c is not None), default=None),
+                      "waiting": whole.last_waiting if mean is not None else None}
         elephants = []
         deadline = time.time() + 20
         for i, s, t in els:
@@ -282,7 +292,9 @@ def merge_repeats(analyses: list[dict]) -> dict:
                              for k, v in util.items()},
         "core_drops": round(sum(a["core_drops"] for a in analyses) / len(analyses)),
         "switch_cpu": {"mean": round(sum(c["mean"] for c in cpus) / len(cpus), 3),
-                       "max": max((c["max"] for c in cpus if c.get("max") is not None), default=None)}
+                       "max": max((c["max"] for c in cpus if c.get("max") is not None), default=None),
+                       "waiting": (round(sum(c["waiting"] for c in cpus) / len(cpus), 3)
+                                   if all(c.get("waiting") is not None for c in cpus) else None)}
         if cpus else None,
         "repeats": [{"mice_p50": a["mice"]["all"]["p50"], "mice_p99": a["mice"]["all"]["p99"],
                      "with_rto": a["mice"].get("with_rto"), "elephant_mbps": a["elephants"]["aggregate_mbps"]}
@@ -306,7 +318,7 @@ def add_spread(table: list[dict], per_repeat: list[list[dict]]) -> None:
 def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, out: Path, k: int = 4,
                    mice_load: float = 0.1, dist: str = "websearch", boundary: float = 100_000,
                    references: bool = True, link_mbps: float = 10.0, repeats: int = 1,
-                   announce: str = "send") -> dict:
+                   announce: str = "send", controller_config: str | None = None, static_arp: bool = False) -> dict:
     if scenario not in SCENARIOS:
         raise ExperimentError(f"scenario: unknown {scenario!r} (known: {', '.join(SCENARIOS)})")
     for m in modes:
@@ -319,6 +331,14 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
         raise ExperimentError(f"--repeat: must be between 1 and 20, got {repeats}")
     if announce not in ANNOUNCERS:
         raise ExperimentError(f"--announce: must be one of {', '.join(ANNOUNCERS)}, got {announce!r}")
+    if controller_config:
+        from ryu_apps.config import ConfigError, load_file
+
+        try:
+            load_file(controller_config)  # every key and value checked before the first run starts
+        except ConfigError as e:
+            raise ExperimentError(f"--controller-config: {e}") from None
+        controller_config = str(Path(controller_config).resolve())
     out.mkdir(parents=True, exist_ok=True)
     fabric = fattree(k, link_mbps)
     wl = mixed_workload(fabric, duration, seed, mice_load, dist, boundary)
@@ -326,7 +346,8 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
     config = {"scenario": scenario, "k": k, "link_mbps": link_mbps, "modes": modes, "duration_s": duration, "seed": seed,
               "mice_load": mice_load, "distribution": dist, "mice_boundary_bytes": boundary,
               "elephants": wl.elephants, "mice_flows": sum(len(v) for v in wl.mice.values()),
-              "repeats": repeats, "announce": announce}
+              "repeats": repeats, "announce": announce, "controller_config": controller_config,
+              "static_arp": static_arp}
     print(f"[experiment] {scenario} on k={k}: {len(wl.elephants)} elephants, {config['mice_flows']} mice "
           f"over {duration:.0f} s, modes {', '.join(modes)}", flush=True)
     plan = [(m, m, fabric, wl, True) for m in modes]
@@ -343,7 +364,7 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
             tag = f" (repeat {rep + 1}/{repeats})" if repeats > 1 else ""
             print(f"[experiment] run {i}/{total}: {label}{tag}", flush=True)
             name = label.split(" ")[0] + (f"-{rep + 1}" if repeats > 1 else "")
-            run = run_one(out, name, fab, mode, work, True, el_on, announce)
+            run = run_one(out, name, fab, mode, work, True, el_on, announce, controller_config, static_arp)
             run["repeat"] = rep + 1
             runs[label].append(run)
             each[rep][label] = r = analyse(run, fab)
@@ -478,10 +499,12 @@ def cpu_warnings(results: dict, limit: float = SWITCH_CPU_LIMIT) -> list[str]:
     out = []
     for label, r in results.items():
         c = (r.get("switch_cpu") or {}).get("mean")
-        if c is not None and c >= limit:
+        w = (r.get("switch_cpu") or {}).get("waiting") or 0.0
+        if c is not None and c + w >= limit:
+            waited = f" and {w:.0%} waiting for a CPU the machine's other processes held" if w >= 0.05 else ""
             out.append(f"warning: {label}: the Open vSwitch main thread, which forwards every packet of the "
-                       f"emulated fabric, was {c:.0%} busy; packets also queued inside the emulator, so this "
-                       f"run's FCTs and goodput include the machine's limit, not only the network's")
+                       f"emulated fabric, was {c:.0%} busy{waited}; packets also queued inside the emulator, so "
+                       f"this run's FCTs and goodput include the machine's limit, not only the network's")
     return out
 
 

@@ -199,3 +199,16 @@ def test_the_switch_thread_reading_gives_its_cpu_share_and_its_wait():
     assert busy is not None and busy > 0.3
     assert cpu.last_waiting is not None and 0.0 <= cpu.last_waiting <= 1.0
     assert SwitchCpu(pid=2 ** 22 + 7).busy() is None  # no such process: nothing, not an error
+
+
+def test_a_bad_controller_config_is_refused_before_any_run_naming_the_key(tmp_path):
+    from experiments.runner import ExperimentError, run_experiment
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("controller:\n  lldp_intervall_s: 0\n")
+    with pytest.raises(ExperimentError, match=r"--controller-config: controller.lldp_intervall_s: unknown setting; "
+                                              r"did you mean lldp_interval_s\?"):
+        run_experiment("mixed", ["ecmp"], 30, 1, tmp_path / "out", controller_config=str(bad))
+    assert not (tmp_path / "out").exists()  # nothing started, nothing written
+    with pytest.raises(ExperimentError, match="cannot read"):
+        run_experiment("mixed", ["ecmp"], 30, 1, tmp_path / "out", controller_config=str(tmp_path / "none.yaml"))

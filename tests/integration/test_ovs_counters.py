@@ -22,6 +22,7 @@ import pytest
 
 BR = "fwcnt0"
 N = 150
+NOISE = 3  # the counter is global to ovs-vswitchd: a stray packet elsewhere (a bridge going away) may count
 
 
 def sh(cmd: str, check: bool = True) -> str:
@@ -31,6 +32,12 @@ def sh(cmd: str, check: bool = True) -> str:
 def counter() -> int:
     m = re.search(r"^datapath_drop_userspace_action_error\s.*total: (\d+)$", sh("ovs-appctl coverage/show"), re.M)
     return int(m.group(1)) if m else 0  # not listed until it first counts
+
+
+def counted(got: tuple[int, int], each: bool, replies: int | None = None) -> bool:
+    """The counter's increase is N (``each``) or 0, up to a stray packet; and the replies as given."""
+    n, r = got
+    return (N <= n <= N + NOISE if each else n <= NOISE) and (replies is None or r == replies)
 
 
 def pings(dst: str, n: int = N) -> tuple[int, int]:
@@ -61,6 +68,13 @@ def bridge():
         sh(f"ovs-ofctl -O OpenFlow13 add-flow {BR} '{flow}'")
     for ip in ("98", "99"):  # no one answers ARP for these
         sh(f"ip netns exec fwcnt-a ip neigh replace 10.9.0.{ip} lladdr 02:00:00:00:00:{ip} dev fwcnt-a0p")
+    quiet, last = time.monotonic() + 10, counter()  # what an earlier test left (a fabric going away) settles first
+    while time.monotonic() < quiet:
+        time.sleep(1.2)
+        now = counter()
+        if now == last:
+            break
+        last = now
     try:
         yield
     finally:
@@ -72,21 +86,21 @@ def bridge():
 def test_it_counts_packet_ins_and_samples_of_dropped_packets_not_forwarded_packets(bridge):
     sh(f"ovs-ofctl -O OpenFlow13 --strict mod-flows {BR} 'priority=10,icmp,nw_dst=10.9.0.2,icmp_type=8,actions=NORMAL'")
     time.sleep(0.3)
-    assert pings("10.9.0.2") == (0, N)  # forwarded: not counted
-    assert pings("10.9.0.98") == (N, 0)  # to the controller: each one
-    assert pings("10.9.0.99") == (0, 0)  # dropped by an entry, not sampled: not counted
+    assert counted(r := pings("10.9.0.2"), False, N), r  # forwarded: not counted
+    assert counted(r := pings("10.9.0.98"), True, 0), r  # to the controller: each one
+    assert counted(r := pings("10.9.0.99"), False, 0), r  # dropped by an entry, not sampled: not counted
     sh(f"ovs-ofctl -O OpenFlow13 --strict mod-flows {BR} 'priority=10,icmp,nw_dst=10.9.0.2,icmp_type=8,actions=meter:1,NORMAL'")
     time.sleep(0.3)
     n, got = pings("10.9.0.2")
-    assert n == 0 and got < N / 2  # a meter dropped most: not counted
+    assert n <= NOISE and got < N / 2, (n, got)  # a meter dropped most: not counted
 
     sh(f"ovs-vsctl -- --id=@s create sflow agent=lo target='\"127.0.0.1:9\"' sampling=1 polling=0 "
        f"-- set bridge {BR} sflow=@s")  # every packet sampled
     time.sleep(1.0)
     n, got = pings("10.9.0.2")
-    assert n == 0 and got < N / 2  # sampled, then metered: not counted
+    assert n <= NOISE and got < N / 2, (n, got)  # sampled, then metered: not counted
     sh(f"ovs-ofctl -O OpenFlow13 --strict mod-flows {BR} 'priority=10,icmp,nw_dst=10.9.0.2,icmp_type=8,actions=NORMAL'")
     time.sleep(0.3)
-    assert pings("10.9.0.2") == (0, N)  # sampled, then forwarded: not counted
-    assert pings("10.9.0.99") == (N, 0)  # sampled, then dropped by the entry: each sample
-    assert pings("10.9.0.98") == (N, 0)  # sampled, then to the controller: once each, not twice
+    assert counted(r := pings("10.9.0.2"), False, N), r  # sampled, then forwarded: not counted
+    assert counted(r := pings("10.9.0.99"), True, 0), r  # sampled, then dropped by the entry: each sample
+    assert counted(r := pings("10.9.0.98"), True, 0), r  # sampled, then to the controller: once each, not twice

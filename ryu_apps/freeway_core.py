@@ -150,7 +150,7 @@ class Elephants(dict):
         announced elephant's charge does not change while it is placed: an explicit rate stays, a
         rate-less one counts at its floor (adopted ones are not counted)."""
         n, total = self._host_use.get(host, (0, 0.0))
-        return n, total
+        return n, total  # (a copy: the kept pair is mutable)
 
     # the index would go stale through these: not used on the table
     def update(self, *a, **kw):

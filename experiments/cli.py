@@ -109,7 +109,8 @@ def cmd_experiment(args) -> int:
             r = run_experiment(args.scenario, modes, args.duration, args.seed, Path(args.out), args.k,
                                args.mice_load, args.distribution, args.mice_boundary, not args.no_references,
                                link_mbps=args.link_mbps, repeats=args.repeat, announce=args.announce,
-                               controller_config=args.controller_config, static_arp=args.static_arp)
+                               controller_config=args.controller_config, static_arp=args.static_arp,
+                               mtu=args.mtu)
     except (ExperimentError, WorkloadError, scenarios.ScenarioError) as e:
         print(f"freeway experiment: error: {e}", file=sys.stderr)
         return 2
@@ -157,6 +158,9 @@ def add_commands(sub) -> None:
     x.add_argument("--static-arp", action="store_true",
                    help="mixed: once every host reaches every other, give each host all its neighbours' MACs "
                         "(no ARP during the runs; a diagnosis aid that takes the controller's proxy ARP out)")
+    x.add_argument("--mtu", type=int, default=1500,
+                   help="mixed: MTU of every host and switch interface, 1500-9000 (1500; 9000: jumbo frames, "
+                        "fewer packets for the same bytes; port buffers stay the same in bytes)")
     x.add_argument("--announce", choices=["send", "hook"], default="send",
                    help="how Freeway modes announce the elephants: the host agent 'freeway send' (default), or "
                         "the connect() hook under 'freeway run' with iperf3 unmodified")

@@ -110,8 +110,8 @@ def elephant_command(announce: str, py: str, to: str, port: int, cport: int, sec
 
 def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with_mice: bool = True,
             with_elephants: bool = True, announce: str = "send", controller_config: str | None = None,
-            static_arp: bool = False) -> dict:
-    """One run: fresh controller and fabric, the workload, results. In Freeway modes the elephants are
+            static_arp: bool = False, mtu: int = 1500) -> dict:
+    """One run: fresh controller and fabric (every interface at ``mtu`` bytes), the workload, results. In Freeway modes the elephants are
     announced by ``announce``: ``send`` (the host agent) or ``hook`` (the connect() hook). The controller
     reads ``controller_config`` (a config file) when given; the run's own flags override it. With
     ``static_arp`` the hosts get every neighbour's MAC once they all reach each other (no ARP during the
@@ -128,9 +128,9 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
     t_run = time.time()
     with ControllerProcess(d / "fabric.json", mode=base, extra=extra, log_file=d / "controller.log",
                            events_file=d / "events.jsonl") as ctl, \
-            FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(fabric.link_rate_mbps,
+            FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(fabric.link_rate_mbps, mtu,
                                                                            target=ctl.sflow_target),
-                      isolation=IsolationConfig() if iso else None) as fn:
+                      isolation=IsolationConfig() if iso else None, mtu=mtu) as fn:
         secs, failed = fn.wait_reachable(60)
         if failed:
             raise ExperimentError(f"{label}: {len(failed)} host pairs unreachable before the run")
@@ -318,7 +318,8 @@ def add_spread(table: list[dict], per_repeat: list[list[dict]]) -> None:
 def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, out: Path, k: int = 4,
                    mice_load: float = 0.1, dist: str = "websearch", boundary: float = 100_000,
                    references: bool = True, link_mbps: float = 10.0, repeats: int = 1,
-                   announce: str = "send", controller_config: str | None = None, static_arp: bool = False) -> dict:
+                   announce: str = "send", controller_config: str | None = None, static_arp: bool = False,
+                   mtu: int = 1500) -> dict:
     if scenario not in SCENARIOS:
         raise ExperimentError(f"scenario: unknown {scenario!r} (known: {', '.join(SCENARIOS)})")
     for m in modes:
@@ -331,6 +332,12 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
         raise ExperimentError(f"--repeat: must be between 1 and 20, got {repeats}")
     if announce not in ANNOUNCERS:
         raise ExperimentError(f"--announce: must be one of {', '.join(ANNOUNCERS)}, got {announce!r}")
+    from topology.queues import SettingError, check_mtu
+
+    try:
+        check_mtu(mtu)
+    except SettingError as e:
+        raise ExperimentError(f"--{e}") from None
     if controller_config:
         from ryu_apps.config import ConfigError, load_file
 
@@ -347,7 +354,7 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
               "mice_load": mice_load, "distribution": dist, "mice_boundary_bytes": boundary,
               "elephants": wl.elephants, "mice_flows": sum(len(v) for v in wl.mice.values()),
               "repeats": repeats, "announce": announce, "controller_config": controller_config,
-              "static_arp": static_arp}
+              "static_arp": static_arp, "mtu": mtu}
     print(f"[experiment] {scenario} on k={k}: {len(wl.elephants)} elephants, {config['mice_flows']} mice "
           f"over {duration:.0f} s, modes {', '.join(modes)}", flush=True)
     plan = [(m, m, fabric, wl, True) for m in modes]
@@ -364,7 +371,7 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
             tag = f" (repeat {rep + 1}/{repeats})" if repeats > 1 else ""
             print(f"[experiment] run {i}/{total}: {label}{tag}", flush=True)
             name = label.split(" ")[0] + (f"-{rep + 1}" if repeats > 1 else "")
-            run = run_one(out, name, fab, mode, work, True, el_on, announce, controller_config, static_arp)
+            run = run_one(out, name, fab, mode, work, True, el_on, announce, controller_config, static_arp, mtu)
             run["repeat"] = rep + 1
             runs[label].append(run)
             each[rep][label] = r = analyse(run, fab)

@@ -102,9 +102,10 @@ def switch_ports(fabric: Fabric) -> list[tuple[str, int, float]]:
     return ports
 
 
-def shape_ports(fabric: Fabric, isolation=None) -> int:
+def shape_ports(fabric: Fabric, isolation=None, mtu: int = 1500) -> int:
     """Put a linux-htb QoS record with max-rate on every switch port; returns the port count.
 
+    Each port's FIFO holds ``PORT_QUEUE_PKTS`` standard frames (``queues.fifo``: in bytes with jumbo frames).
     With isolation the controller creates each port's QoS and queues itself (``topology.qos``): the
     builder leaves the ports to it and adds only the tc steps once the queues are there."""
     if isolation is not None:
@@ -120,16 +121,18 @@ def shape_ports(fabric: Fabric, isolation=None) -> int:
         n += 1
     if cmd:
         vsctl(*cmd[1:], timeout=300)
+    from .queues import fifo
+
     for sw, port, _ in switch_ports(fabric):  # the same buffer as isolation's two queues together
-        c = ["tc", "qdisc", "replace", "dev", f"{sw}-eth{port}", "parent", "1:1", "handle", "10:", "pfifo",
-             "limit", str(PORT_QUEUE_PKTS)]
+        c = ["tc", "qdisc", "replace", "dev", f"{sw}-eth{port}", "parent", "1:1", "handle", "10:",
+             *fifo(PORT_QUEUE_PKTS, mtu)]
         r = subprocess.run(c, capture_output=True, text=True)
         if r.returncode != 0:
             raise BuildError(f"{' '.join(c[:5])}...: {r.stderr.strip()}")
     return n
 
 
-def isolation_tc(fabric: Fabric, iso) -> int:
+def isolation_tc(fabric: Fabric, iso, mtu: int = 1500) -> int:
     """The emulator-only half of isolation: tc filters mapping the DSCP marks to the HTB classes of the
     queues the controller created (the userspace datapath's ``set_queue`` does not steer), and each
     class's FIFO length. Returns the port count."""
@@ -137,7 +140,7 @@ def isolation_tc(fabric: Fabric, iso) -> int:
 
     ports = switch_ports(fabric)
     for sw, port, _ in ports:
-        for c in tc_commands(f"{sw}-eth{port}", iso):
+        for c in tc_commands(f"{sw}-eth{port}", iso, mtu):
             r = subprocess.run(c, capture_output=True, text=True)
             if r.returncode != 0:
                 raise BuildError(f"{' '.join(c[:6])}...: {r.stderr.strip()}")
@@ -212,6 +215,23 @@ def quiet_switch_interfaces(net) -> None:
         subprocess.run(["sysctl", "-q", "-w", *keys[i:i + 200]], capture_output=True)
 
 
+def set_mtu(net, mtu: int) -> None:
+    """Every interface of the fabric, hosts' and switches', at ``mtu`` bytes. Done before the switches
+    start, so that Open vSwitch reads the new MTU when it adds each port (its receive buffers and its
+    HTB classes' quantum follow it)."""
+    names = [intf.name for sw in net.switches for intf in sw.intfList() if intf.name != "lo"]
+    r = subprocess.run(["ip", "-batch", "-"], input="".join(f"link set dev {n} mtu {mtu}\n" for n in names),
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise BuildError(f"mtu {mtu} on the switches' interfaces: {r.stderr.strip()[-300:]}")
+    for h in net.hosts:
+        for intf in h.intfList():
+            if intf.name != "lo":
+                out = h.cmd(f"ip link set dev {intf.name} mtu {mtu}; echo rc=$?")
+                if not out.strip().endswith("rc=0"):
+                    raise BuildError(f"mtu {mtu} on {h.name}'s {intf.name}: {out.strip()[-200:]}")
+
+
 def programmed_switches(names) -> int:
     """How many of these bridges hold flows (the controller has programmed them).
 
@@ -232,7 +252,13 @@ class FabricNet:
 
     def __init__(self, fabric: Fabric, controller: tuple[str, int] | list[tuple[str, int]] = ("127.0.0.1", 6653),
                  shape: bool = True, controller_wait: float = 10.0, sflow: SFlowAgentConfig | None = None,
-                 isolation=None):
+                 isolation=None, mtu: int = 1500):
+        from .queues import SettingError, check_mtu
+
+        try:
+            self.mtu = check_mtu(mtu)
+        except SettingError as e:
+            raise BuildError(str(e)) from None
         self.fabric = fabric
         # one controller, or several (a cluster: every switch connects to every member)
         self.controllers = [controller] if isinstance(controller[0], str) else list(controller)
@@ -271,10 +297,12 @@ class FabricNet:
         try:
             net.build()
             quiet_switch_interfaces(net)
+            if self.mtu != 1500:
+                set_mtu(net, self.mtu)
             net.start()
             self.timings["build_s"] = time.monotonic() - t0
             if self.shape:
-                shape_ports(self.fabric, self.isolation)
+                shape_ports(self.fabric, self.isolation, self.mtu)
             if self.sflow is not None:
                 self._agent_aliases(True)
                 vsctl(*self.sflow.vsctl_args(list(self.fabric.switches)))
@@ -283,7 +311,7 @@ class FabricNet:
             self.timings["programmed_s"] = time.monotonic() - t0
             if self.shape and self.isolation is not None:
                 self.wait_queues(connect_timeout)
-                isolation_tc(self.fabric, self.isolation)
+                isolation_tc(self.fabric, self.isolation, self.mtu)
         except BaseException:
             self.stop()
             raise

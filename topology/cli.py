@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 
-from .queues import IsolationConfig
+from .queues import IsolationConfig, check_mtu
 from .settings import SettingError, build, hostport, parse_pairs
 from .sflow_agent import SFlowAgentConfig
 
@@ -42,10 +42,14 @@ def cmd_fabric(args) -> int:
     if args.describe_only:
         return 0
     ctl = [hostport("--controller", c.strip()) for c in args.controller.split(",")]
+    try:
+        check_mtu(args.mtu)
+    except SettingError as e:
+        raise BuildError(f"--{e}") from None
     sflow = None
     if not args.no_sflow:
         try:
-            sflow = SFlowAgentConfig.for_rate(fabric.link_rate_mbps, target=args.sflow_target,
+            sflow = SFlowAgentConfig.for_rate(fabric.link_rate_mbps, args.mtu, target=args.sflow_target,
                                               sampling=args.sflow_sampling, polling=args.sflow_polling,
                                               header=args.sflow_header, agents=args.sflow_agents)
         except ValueError as e:
@@ -57,7 +61,7 @@ def cmd_fabric(args) -> int:
         except SettingError as e:
             raise BuildError(str(e)) from None
     fn = FabricNet(fabric, ctl, shape=not args.no_shape, controller_wait=args.controller_wait, sflow=sflow,
-                   isolation=iso)
+                   isolation=iso, mtu=args.mtu)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     with fn:
         print(f"{fabric.topo} up: {len(fabric.switches)} switches, {len(fabric.hosts)} hosts, "
@@ -105,6 +109,8 @@ def add_commands(sub) -> None:
     f.add_argument("--describe", metavar="FILE", help="write the fabric description (JSON) here")
     f.add_argument("--describe-only", action="store_true", help="write the description and exit")
     f.add_argument("--no-shape", action="store_true", help="do not enforce the link rate with OVS QoS")
+    f.add_argument("--mtu", type=int, default=1500,
+                   help="MTU of every host and switch interface, 1500-9000 (1500; 9000: jumbo frames)")
     f.add_argument("--no-sflow", action="store_true", help="do not turn on sFlow on the bridges")
     f.add_argument("--isolation", choices=["on", "off"], default="off",
                    help="two queues per port (mice first) with DSCP filters, matching the controller's (off)")

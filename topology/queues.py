@@ -52,8 +52,29 @@ class IsolationConfig:
 
 
 # ----- switch side ---------------------------------------------------------------
-def tc_commands(dev: str, cfg: IsolationConfig) -> list[list[str]]:
-    """tc commands for one port: DSCP filters to the HTB classes, and the two FIFOs' lengths.
+STANDARD_MTU = 1500
+JUMBO_MTU = 9000
+FRAME_BYTES = STANDARD_MTU + 14  # a full-size standard frame, Ethernet header included
+
+
+def check_mtu(mtu: int) -> int:
+    """An MTU the emulated fabric can run: the standard 1500 bytes up to 9000 (jumbo frames)."""
+    if not isinstance(mtu, int) or isinstance(mtu, bool) or not STANDARD_MTU <= mtu <= JUMBO_MTU:
+        raise SettingError(f"mtu: must be a whole number of bytes from {STANDARD_MTU} to {JUMBO_MTU}, got {mtu!r}")
+    return mtu
+
+
+def fifo(packets: int, mtu: int = STANDARD_MTU) -> list[str]:
+    """A port queue's FIFO, sized as ``packets`` full-size standard frames. At the standard MTU that is a
+    packet count; with larger frames the same buffer in bytes (a switch's buffer is memory: jumbo frames
+    must not make it several times deeper)."""
+    if check_mtu(mtu) == STANDARD_MTU:
+        return ["pfifo", "limit", str(packets)]
+    return ["bfifo", "limit", str(packets * FRAME_BYTES)]
+
+
+def tc_commands(dev: str, cfg: IsolationConfig, mtu: int = STANDARD_MTU) -> list[list[str]]:
+    """tc commands for one port: DSCP filters to the HTB classes, and the two FIFOs' lengths (``fifo``).
 
     Open vSwitch's linux-htb puts queue n in class 1:(n+1)."""
     out = []
@@ -62,5 +83,5 @@ def tc_commands(dev: str, cfg: IsolationConfig) -> list[list[str]]:
         out.append(["tc", "filter", "replace", "dev", dev, "parent", "1:", "protocol", "ip", "prio", str(q + 1),
                     "u32", "match", "ip", "dsfield", hex(dscp << 2), "0xfc", "flowid", f"1:{q + 1}"])
         out.append(["tc", "qdisc", "replace", "dev", dev, "parent", f"1:{q + 1}", "handle", f"{q + 10}:",
-                    "pfifo", "limit", str(limit)])
+                    *fifo(limit, mtu)])
     return out

@@ -54,8 +54,11 @@ class SFlowAgentConfig:
         return [t.strip() for t in self.target.split(",")]
 
     @classmethod
-    def for_rate(cls, rate_mbps: float, **overrides) -> SFlowAgentConfig:
-        base = {"sampling": max(1, round(rate_mbps))}
+    def for_rate(cls, rate_mbps: float, mtu: int = 1500, **overrides) -> SFlowAgentConfig:
+        """1-in-(rate in Mbit/s) at the standard MTU: about 83 samples/s from a full port of full-size
+        frames at any rate. Larger frames are fewer packets for the same bytes, so the sampling is
+        scaled by 1500/mtu to keep about as many samples of the same traffic."""
+        base = {"sampling": max(1, round(rate_mbps * 1500 / mtu))}
         base.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**base)
 

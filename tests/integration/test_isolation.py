@@ -30,15 +30,17 @@ def _tc_sent(dev):
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"class htb (1:\w+) .*?\n Sent (\d+) bytes", out)}
 
 
-def _measure(tmp_path, isolation: bool):
-    name = "on" if isolation else "off"
+def _measure(tmp_path, isolation: bool, mtu: int = 1500, check=None):
+    name = ("on" if isolation else "off") + str(mtu)
     fabric = operator_fattree()
     fabric.save(tmp_path / f"{name}.json")
     extra = ["--isolation", "on"] if isolation else []
     with ControllerProcess(tmp_path / f"{name}.json", extra=extra) as ctl, \
-            FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target),
-                      isolation=IsolationConfig() if isolation else None) as fn:
+            FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, mtu, target=ctl.sflow_target),
+                      isolation=IsolationConfig() if isolation else None, mtu=mtu) as fn:
         fn.wait_reachable(30)
+        if check is not None:
+            check(fn)
         queues = subprocess.run(["ovs-vsctl", "--bare", "--columns=_uuid", "find", "queue", "external-ids:freeway=1"],
                                 capture_output=True, text=True).stdout.split()
         fn.host("h3_0_0").cmd(f"{PY} -m experiments.rr server --port 7010 >/dev/null 2>&1 &")
@@ -71,6 +73,33 @@ def test_mice_keep_their_latency_next_to_an_elephant_only_with_isolation(tmp_pat
     # rides with the mice until detected: up to 30% of its 12 s allowed for that), the mice in the mice class
     assert on["elephant_bytes"] > 5_000_000 and on["tc"]["1:2"] >= 0.7 * on["elephant_bytes"], (on, off)
     assert on["tc"]["1:1"] >= 20 * 10_000, (on, off)
+
+
+def _jumbo_fabric(fn):
+    """Every interface at 9000 bytes, a full jumbo frame crosses pods unfragmented, the port buffers hold
+    the same bytes as at 1500, and the links are still shaped to their rate."""
+    rows = subprocess.run(["ovs-vsctl", "--bare", "--columns=name,mtu", "list", "interface"], capture_output=True,
+                          text=True, check=True).stdout.split("\n\n")
+    mtus = {r.split()[0]: r.split()[1] for r in rows if "-eth" in r}  # the fabric's ports (not bridges' own)
+    assert len(mtus) == 80 and set(mtus.values()) == {"9000"}, mtus
+    a, b = fn.host("h0_0_0"), fn.host("h3_1_1")
+    assert a.cmd("cat /sys/class/net/h0_0_0-eth0/mtu").strip() == "9000"
+    out = a.cmd(f"ping -c 3 -W 2 -M do -s {9000 - 28} {b.IP()}")
+    assert " 0% packet loss" in out, out
+    up = fn.fabric.links[0]
+    qd = subprocess.run(["tc", "qdisc", "show", "dev", f"{up.a}-eth{up.a_port}"], capture_output=True,
+                        text=True).stdout
+    assert "bfifo 10: parent 1:1 limit 90840b" in qd and "bfifo 11: parent 1:2 limit 60560b" in qd, qd
+    mbps = fn.iperf("h0_0_0", "h3_1_1", 4, port=5803)
+    assert 8.5 <= mbps <= 10.3, mbps  # the HTB still holds the 10 Mbit/s link with 9000-byte frames
+
+
+def test_jumbo_frames_keep_the_shaping_the_buffers_and_the_isolation(tmp_path):
+    """``--mtu 9000`` (issue 16, item 2): the fabric carries jumbo frames, its links stay shaped, and mice
+    next to a saturating elephant keep their latency."""
+    on = _measure(tmp_path, True, mtu=9000, check=_jumbo_fabric)
+    assert on["loaded"] <= 2 * on["unloaded"], on
+    assert on["elephant_bytes"] > 5_000_000 and on["tc"]["1:2"] >= 0.7 * on["elephant_bytes"], on
 
 
 def _queues_are_kept(fn, ctl):

@@ -31,6 +31,27 @@ def test_tc_maps_dscp_to_classes_and_sizes_the_fifos():
     assert [c[-1] for c in flt] == ["1:1", "1:2"]
     fifo = [c for c in cmds if c[1] == "qdisc"]
     assert [(c[c.index("parent") + 1], c[-1]) for c in fifo] == [("1:1", "60"), ("1:2", "40")]
+    assert all(c[-3] == "pfifo" for c in fifo)
+
+
+def test_with_jumbo_frames_the_fifos_keep_their_bytes_not_their_packet_count():
+    from topology.queues import SettingError, check_mtu, fifo
+
+    jumbo = [c for c in iso.tc_commands("e0_0-eth1", CFG, 9000) if c[1] == "qdisc"]
+    assert [c[-3:] for c in jumbo] == [["bfifo", "limit", str(60 * 1514)], ["bfifo", "limit", str(40 * 1514)]]
+    assert fifo(100) == ["pfifo", "limit", "100"] and fifo(100, 4000) == ["bfifo", "limit", "151400"]
+    for bad in (1499, 9001, 9000.0, True, "9000"):
+        with pytest.raises(SettingError, match="mtu: must be a whole number of bytes from 1500 to 9000"):
+            check_mtu(bad)
+
+
+def test_sflow_sampling_keeps_its_sample_rate_with_jumbo_frames():
+    from topology.sflow_agent import SFlowAgentConfig
+
+    assert SFlowAgentConfig.for_rate(10).sampling == 10  # 1-in-10 of ~833 full frames/s at 10 Mbit/s
+    assert SFlowAgentConfig.for_rate(10, 9000).sampling == 2  # 1-in-2 of ~139 jumbo frames/s
+    assert SFlowAgentConfig.for_rate(2.5, 9000).sampling == 1
+    assert SFlowAgentConfig.for_rate(100, 9000, sampling=7).sampling == 7  # an explicit value wins
 
 
 def test_tor_classifies_host_traffic_in_ingress_and_goes_on_to_forward():

@@ -212,3 +212,13 @@ def test_a_bad_controller_config_is_refused_before_any_run_naming_the_key(tmp_pa
     assert not (tmp_path / "out").exists()  # nothing started, nothing written
     with pytest.raises(ExperimentError, match="cannot read"):
         run_experiment("mixed", ["ecmp"], 30, 1, tmp_path / "out", controller_config=str(tmp_path / "none.yaml"))
+
+
+def test_a_bad_mtu_is_refused_before_any_run(tmp_path):
+    from experiments.runner import ExperimentError, run_experiment
+
+    for bad in (1499, 9001, 0):
+        with pytest.raises(ExperimentError, match=rf"--mtu: must be a whole number of bytes from 1500 to 9000, "
+                                                  rf"got {bad}"):
+            run_experiment("mixed", ["ecmp"], 30, 1, tmp_path / "out", mtu=bad)
+    assert not (tmp_path / "out").exists()

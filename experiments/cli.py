@@ -85,6 +85,17 @@ def cmd_bench(args) -> int:
             f"MiB, after {w['after']['rss_mib']} MiB with {w['after'].get('hedera_edges')} edge entries"
             for w in r["waves"]))
         print(f"results in {Path(args.out) / 'state.json'}")
+    elif args.bench == "emulator":
+        from .emulator import emulator
+
+        try:
+            ports = [int(x) for x in args.ports.split(",")]
+        except ValueError:
+            raise SystemExit(f"freeway bench emulator: --ports: comma-separated whole numbers, got {args.ports!r}") from None
+        if not ports or min(ports) < 0 or max(ports) > 2000 or not 1 <= args.pps <= 5000:
+            raise SystemExit("freeway bench emulator: --ports must be 0-2000 each and --pps 1-5000")
+        emulator(ports, args.pps, args.seconds, Path(args.out))
+        print(f"results in {Path(args.out) / 'emulator.json'}")
     return 0
 
 
@@ -110,7 +121,7 @@ def cmd_experiment(args) -> int:
                                args.mice_load, args.distribution, args.mice_boundary, not args.no_references,
                                link_mbps=args.link_mbps, repeats=args.repeat, announce=args.announce,
                                controller_config=args.controller_config, static_arp=args.static_arp,
-                               mtu=args.mtu)
+                               mtu=args.mtu, switch_processes=args.switch_processes)
     except (ExperimentError, WorkloadError, scenarios.ScenarioError) as e:
         print(f"freeway experiment: error: {e}", file=sys.stderr)
         return 2
@@ -161,6 +172,9 @@ def add_commands(sub) -> None:
     x.add_argument("--mtu", type=int, default=1500,
                    help="mixed: MTU of every host and switch interface, 1500-9000 (1500; 9000: jumbo frames, "
                         "fewer packets for the same bytes; port buffers stay the same in bytes)")
+    x.add_argument("--switch-processes", type=int, default=1,
+                   help="mixed: spread the fabric's switches over this many Open vSwitch processes, 1-8 (1; each "
+                        "process's forwarding thread reads every port it has for every packet: docs/experiments.md)")
     x.add_argument("--announce", choices=["send", "hook"], default="send",
                    help="how Freeway modes announce the elephants: the host agent 'freeway send' (default), or "
                         "the connect() hook under 'freeway run' with iperf3 unmodified")
@@ -226,4 +240,10 @@ def add_commands(sub) -> None:
     bl.add_argument("--trials", type=int, default=5, help="silent failures (5)")
     bl.add_argument("--seconds", type=float, default=20.0, help="idle seconds for the CPU cost, each run (20)")
     bl.add_argument("--out", default="results/bench", help="output directory (results/bench)")
+    be = bsub.add_parser("emulator", help="what a packet costs Open vSwitch's forwarding thread, by ports on its "
+                                          "datapath, and with those ports in a second process")
+    be.add_argument("--ports", default="0,200,700", help="idle ports to add, comma-separated (0,200,700)")
+    be.add_argument("--pps", type=int, default=500, help="pings per second through the bridge (500)")
+    be.add_argument("--seconds", type=float, default=5.0, help="seconds per measurement (5)")
+    be.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     b.set_defaults(func=cmd_bench)

@@ -177,6 +177,11 @@ class SwitchCpu:
         except (OSError, IndexError, ValueError):
             return None
 
+    @classmethod
+    def of(cls, pids: list[int | None] | None = None) -> SwitchCpu | SwitchesCpu:
+        """One tracker for the system's Open vSwitch, or one over several processes (``--switch-processes``)."""
+        return cls() if not pids or len(pids) == 1 else SwitchesCpu(pids)
+
     def busy(self) -> float | None:
         """Fraction of wall time the main thread spent on a CPU since the last call (or creation).
         ``last_waiting`` is then the fraction it spent ready to run but waiting for a CPU, which the
@@ -189,6 +194,26 @@ class SwitchCpu:
         self.last_waiting = round((w - self.w0) / (t - self.t0), 3) if w is not None and self.w0 is not None else None
         self.c0, self.w0, self.t0 = c, w, t
         return round(frac, 3)
+
+
+class SwitchesCpu:
+    """``SwitchCpu`` over several ovs-vswitchd processes: the busiest main thread (and its wait) is what
+    limits the emulation; ``last_each`` has every process's (busy, waiting)."""
+
+    def __init__(self, pids: list[int | None]):
+        self.each = [SwitchCpu(pid) if pid else None for pid in pids]
+        self.last_waiting: float | None = None
+        self.last_each: list[tuple[float | None, float | None]] = []
+
+    def busy(self) -> float | None:
+        self.last_each = [(t.busy(), t.last_waiting) if t is not None else (None, None) for t in self.each]
+        have = [bw for bw in self.last_each if bw[0] is not None]
+        if not have:
+            self.last_waiting = None
+            return None
+        top = max(have, key=lambda bw: bw[0] + (bw[1] or 0))
+        self.last_waiting = top[1]
+        return top[0]
 
 
 class PortRate:

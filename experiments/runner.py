@@ -22,6 +22,7 @@ from pathlib import Path
 
 from topology.builder import FabricNet
 from topology.fabric import Fabric, fattree, leafspine
+from topology.ovsproc import ProcessError, SwitchProcesses, check_count
 from topology.sflow_agent import SFlowAgentConfig
 
 from . import stats
@@ -110,8 +111,9 @@ def elephant_command(announce: str, py: str, to: str, port: int, cport: int, sec
 
 def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with_mice: bool = True,
             with_elephants: bool = True, announce: str = "send", controller_config: str | None = None,
-            static_arp: bool = False, mtu: int = 1500) -> dict:
-    """One run: fresh controller and fabric (every interface at ``mtu`` bytes), the workload, results. In Freeway modes the elephants are
+            static_arp: bool = False, mtu: int = 1500, switch_processes: int = 1) -> dict:
+    """One run: fresh controller and fabric (every interface at ``mtu`` bytes, the switches spread over
+    ``switch_processes`` Open vSwitch processes), the workload, results. In Freeway modes the elephants are
     announced by ``announce``: ``send`` (the host agent) or ``hook`` (the connect() hook). The controller
     reads ``controller_config`` (a config file) when given; the run's own flags override it. With
     ``static_arp`` the hosts get every neighbour's MAC once they all reach each other (no ARP during the
@@ -126,11 +128,13 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
     fabric.save(d / "fabric.json")
     extra = (["--config", controller_config] if controller_config else []) + (["--isolation", "on"] if iso else [])
     t_run = time.time()
-    with ControllerProcess(d / "fabric.json", mode=base, extra=extra, log_file=d / "controller.log",
-                           events_file=d / "events.jsonl") as ctl, \
+    with SwitchProcesses(switch_processes) as sp, \
+            ControllerProcess(d / "fabric.json", mode=base, log_file=d / "controller.log",
+                              extra=extra + (["--ovsdb", sp.ovsdb_setting] if sp.ovsdb_setting else []),
+                              events_file=d / "events.jsonl") as ctl, \
             FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(fabric.link_rate_mbps, mtu,
                                                                            target=ctl.sflow_target),
-                      isolation=IsolationConfig() if iso else None, mtu=mtu) as fn:
+                      isolation=IsolationConfig() if iso else None, mtu=mtu, processes=sp) as fn:
         secs, failed = fn.wait_reachable(60)
         if failed:
             raise ExperimentError(f"{label}: {len(failed)} host pairs unreachable before the run")
@@ -163,17 +167,19 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
                 fn.host(h.name).cmd(f"{py} -m experiments.rr schedule --file {sched} --port {RR_PORT} "
                                     f"> {d / ('mice-' + h.name + '.out')} 2>&1 &")
         t0 = time.time()
-        whole, step, cpu = SwitchCpu(), SwitchCpu(), []
+        whole, step, cpu = SwitchCpu.of(sp.vswitchd_pids()), SwitchCpu.of(sp.vswitchd_pids()), []
         while time.time() - t0 < wl.duration:
             time.sleep(min(5.0, wl.duration - (time.time() - t0) + 0.01))
             cpu.append(step.busy())
-            busy = "" if cpu[-1] is None else f", switch main thread {cpu[-1]:.0%} busy"
+            busy = "" if cpu[-1] is None else (f", switch main thread {cpu[-1]:.0%} busy" if sp.n == 1 else
+                                               f", busiest of {sp.n} switch main threads {cpu[-1]:.0%} busy")
             if cpu[-1] is not None and step.last_waiting is not None:
                 busy += f" and {step.last_waiting:.0%} waiting for a CPU"
             print(f"[{label}] {time.time() - t0:4.0f}/{wl.duration:.0f} s{busy}", flush=True)
         mean = whole.busy()
         switch_cpu = {"mean": mean, "max": max((c for c in cpu if c is not None), default=None),
-                      "waiting": whole.last_waiting if mean is not None else None}
+                      "waiting": whole.last_waiting if mean is not None else None,
+                      "processes": [{"busy": b, "waiting": w} for b, w in getattr(whole, "last_each", [])] or None}
         elephants = []
         deadline = time.time() + 20
         for i, s, t in els:
@@ -319,7 +325,7 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
                    mice_load: float = 0.1, dist: str = "websearch", boundary: float = 100_000,
                    references: bool = True, link_mbps: float = 10.0, repeats: int = 1,
                    announce: str = "send", controller_config: str | None = None, static_arp: bool = False,
-                   mtu: int = 1500) -> dict:
+                   mtu: int = 1500, switch_processes: int = 1) -> dict:
     if scenario not in SCENARIOS:
         raise ExperimentError(f"scenario: unknown {scenario!r} (known: {', '.join(SCENARIOS)})")
     for m in modes:
@@ -338,6 +344,10 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
         check_mtu(mtu)
     except SettingError as e:
         raise ExperimentError(f"--{e}") from None
+    try:
+        check_count(switch_processes)
+    except ProcessError as e:
+        raise ExperimentError(f"--{e}") from None
     if controller_config:
         from ryu_apps.config import ConfigError, load_file
 
@@ -354,7 +364,7 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
               "mice_load": mice_load, "distribution": dist, "mice_boundary_bytes": boundary,
               "elephants": wl.elephants, "mice_flows": sum(len(v) for v in wl.mice.values()),
               "repeats": repeats, "announce": announce, "controller_config": controller_config,
-              "static_arp": static_arp, "mtu": mtu}
+              "static_arp": static_arp, "mtu": mtu, "switch_processes": switch_processes}
     print(f"[experiment] {scenario} on k={k}: {len(wl.elephants)} elephants, {config['mice_flows']} mice "
           f"over {duration:.0f} s, modes {', '.join(modes)}", flush=True)
     plan = [(m, m, fabric, wl, True) for m in modes]
@@ -371,7 +381,8 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
             tag = f" (repeat {rep + 1}/{repeats})" if repeats > 1 else ""
             print(f"[experiment] run {i}/{total}: {label}{tag}", flush=True)
             name = label.split(" ")[0] + (f"-{rep + 1}" if repeats > 1 else "")
-            run = run_one(out, name, fab, mode, work, True, el_on, announce, controller_config, static_arp, mtu)
+            run = run_one(out, name, fab, mode, work, True, el_on, announce, controller_config, static_arp, mtu,
+                          switch_processes)
             run["repeat"] = rep + 1
             runs[label].append(run)
             each[rep][label] = r = analyse(run, fab)

@@ -29,6 +29,11 @@ class BuildError(RuntimeError):
     """The fabric cannot be built here; the message says why."""
 
 
+def db_args(db: str | None) -> list[str]:
+    """ovs-vsctl's --db for one switch process's database (none for the system's)."""
+    return [f"--db={db}"] if db else []
+
+
 def vsctl(*args: str, timeout: float = 60) -> str:
     r = subprocess.run(["ovs-vsctl", "--timeout=30", *args], capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
@@ -102,7 +107,7 @@ def switch_ports(fabric: Fabric) -> list[tuple[str, int, float]]:
     return ports
 
 
-def shape_ports(fabric: Fabric, isolation=None, mtu: int = 1500) -> int:
+def shape_ports(fabric: Fabric, isolation=None, mtu: int = 1500, db_of: dict[str, str | None] | None = None) -> int:
     """Put a linux-htb QoS record with max-rate on every switch port; returns the port count.
 
     Each port's FIFO holds ``PORT_QUEUE_PKTS`` standard frames (``queues.fifo``: in bytes with jumbo frames).
@@ -110,17 +115,18 @@ def shape_ports(fabric: Fabric, isolation=None, mtu: int = 1500) -> int:
     builder leaves the ports to it and adds only the tc steps once the queues are there."""
     if isolation is not None:
         return 0
-    cmd: list[str] = []
+    cmds: dict[str | None, list[str]] = {}
     n = 0
     for sw, port, mbps in switch_ports(fabric):
         bps = int(mbps * 1_000_000)
-        cmd += ["--", "set", "port", f"{sw}-eth{port}", f"qos=@q{n}",
-                "--", f"--id=@q{n}", "create", "qos", "type=linux-htb", f"other-config:max-rate={bps}",
-                QOS_TAG, f"queues:0=@r{n}",
-                "--", f"--id=@r{n}", "create", "queue", f"other-config:max-rate={bps}", QOS_TAG]
+        cmds.setdefault((db_of or {}).get(sw), []).extend([
+            "--", "set", "port", f"{sw}-eth{port}", f"qos=@q{n}",
+            "--", f"--id=@q{n}", "create", "qos", "type=linux-htb", f"other-config:max-rate={bps}",
+            QOS_TAG, f"queues:0=@r{n}",
+            "--", f"--id=@r{n}", "create", "queue", f"other-config:max-rate={bps}", QOS_TAG])
         n += 1
-    if cmd:
-        vsctl(*cmd[1:], timeout=300)
+    for db, cmd in cmds.items():
+        vsctl(*db_args(db), *cmd[1:], timeout=300)
     from .queues import fifo
 
     for sw, port, _ in switch_ports(fabric):  # the same buffer as isolation's two queues together
@@ -147,11 +153,11 @@ def isolation_tc(fabric: Fabric, iso, mtu: int = 1500) -> int:
     return len(ports)
 
 
-def queues_set(fabric: Fabric) -> tuple[int, int]:
+def queues_set(fabric: Fabric, dbs: list[str | None] = (None,)) -> tuple[int, int]:
     """(ports whose QoS has the mice and elephant queues, switch ports): how far the controller is."""
     from .qos import held, read
 
-    have = held(fabric, read(None))
+    have = {key: h for db in dbs for key, h in held(fabric, read(db)).items()}
     want = {(sw, port) for sw, port, _ in switch_ports(fabric)}
     done = sum(1 for key in want if (h := have.get(key)) is not None and h.qos is not None
                and {n for n, _ in h.qos.queues} >= {0, 1})
@@ -171,17 +177,17 @@ def black_hole(dev: str, on: bool = True) -> None:
         raise BuildError(f"tc on {dev}: {r.stderr.strip()}")
 
 
-def remove_qos() -> None:
+def remove_qos(db: str | None = None) -> None:
     """Destroy the QoS, Queue and sFlow records Freeway created (tagged external-ids:freeway=1)."""
     for table in ("qos", "queue", "sflow"):
-        out = subprocess.run(["ovs-vsctl", "--timeout=30", "--bare", "--columns=_uuid", "find", table,
+        out = subprocess.run(["ovs-vsctl", "--timeout=30", *db_args(db), "--bare", "--columns=_uuid", "find", table,
                               "external-ids:freeway=1"], capture_output=True, text=True).stdout
         uuids = out.split()
         if uuids:
             args: list[str] = []
             for u in uuids:
                 args += ["--", "--if-exists", "destroy", table, u]
-            subprocess.run(["ovs-vsctl", "--timeout=30", *args[1:]], capture_output=True)
+            subprocess.run(["ovs-vsctl", "--timeout=30", *db_args(db), *args[1:]], capture_output=True)
 
 
 NEIGH_KEYS = ("net.ipv4.neigh.default.gc_thresh1", "net.ipv4.neigh.default.gc_thresh2",
@@ -247,12 +253,66 @@ def programmed_switches(names) -> int:
     return n
 
 
+def fabric_switch_class():
+    """Mininet's OVSSwitch for a fabric spread over several Open vSwitch processes (``ovsproc``): each
+    switch's ovs-vsctl goes to its own process's database, and the batched start-up runs one
+    transaction per process, renaming each datapath's tap before the next process makes its own."""
+    from mininet.node import OVSSwitch
+    from mininet.util import errRun
+
+    from .ovsproc import rename_datapath_tap
+
+    def in_db(run, db):
+        return lambda cmd, *a, **kw: run(cmd.replace("ovs-vsctl", f"ovs-vsctl --db={db}", 1) if db else cmd, *a, **kw)
+
+    def by_db(switches):
+        groups: dict = {}
+        for sw in switches:
+            groups.setdefault(sw.db, []).append(sw)
+        return sorted(groups.items(), key=lambda kv: kv[0] or "")  # the system's process (None) first
+
+    class FabricSwitch(OVSSwitch):
+        def __init__(self, name, db=None, **params):
+            self.db = db
+            super().__init__(name, **params)
+
+        def vsctl(self, *args, **kwargs):
+            if self.batch or not self.db:
+                return super().vsctl(*args, **kwargs)
+            return self.cmd("ovs-vsctl", f"--db={self.db}", *args, **kwargs)
+
+        def stop(self, deleteIntfs=True):
+            self.cmd("ovs-vsctl", *db_args(self.db), "--if-exists", "del-br", self)
+            if self.datapath == "user":
+                self.cmd("ip link del", self)
+            super(OVSSwitch, self).stop(deleteIntfs)
+
+        @classmethod
+        def batchStartup(cls, switches, run=errRun):
+            for i, (db, group) in enumerate(by_db(switches)):
+                if i:
+                    rename_datapath_tap()
+                super().batchStartup(group, run=in_db(run, db))
+            return switches
+
+        @classmethod
+        def batchShutdown(cls, switches, run=errRun):
+            for db, group in by_db(switches):
+                super().batchShutdown(group, run=in_db(run, db))
+            return switches
+
+    return FabricSwitch
+
+
 class FabricNet:
     """A running fabric: ``with FabricNet(fabric, ("127.0.0.1", 6653)) as fn: fn.net.hosts ...``"""
 
     def __init__(self, fabric: Fabric, controller: tuple[str, int] | list[tuple[str, int]] = ("127.0.0.1", 6653),
                  shape: bool = True, controller_wait: float = 10.0, sflow: SFlowAgentConfig | None = None,
-                 isolation=None, mtu: int = 1500):
+                 isolation=None, mtu: int = 1500, processes=None):
+        """``processes``: a started ``ovsproc.SwitchProcesses`` to spread the switches over (default: all
+        in the system's Open vSwitch)."""
+        from .ovsproc import assign
         from .queues import SettingError, check_mtu
 
         try:
@@ -260,6 +320,10 @@ class FabricNet:
         except SettingError as e:
             raise BuildError(str(e)) from None
         self.fabric = fabric
+        self.processes = processes
+        self.dbs: list[str | None] = processes.dbs if processes is not None else [None]
+        where = assign(list(fabric.switches), len(self.dbs))
+        self.db_of: dict[str, str | None] = {sw: self.dbs[i] for sw, i in where.items()}
         # one controller, or several (a cluster: every switch connects to every member)
         self.controllers = [controller] if isinstance(controller[0], str) else list(controller)
         self.controller = self.controllers[0]
@@ -289,7 +353,8 @@ class FabricNet:
         setLogLevel("warning")
         raise_neighbour_limits(len(self.fabric.hosts))
         t0 = time.monotonic()
-        net = Mininet(topo=FabricTopo(self.fabric), switch=OVSSwitch, host=FreewayHost, link=Link,
+        net = Mininet(topo=FabricTopo(self.fabric, self.db_of if len(self.dbs) > 1 else None),
+                      switch=fabric_switch_class() if len(self.dbs) > 1 else OVSSwitch, host=FreewayHost, link=Link,
                       controller=None, autoSetMacs=False, build=False, waitConnected=False)
         for i, (ip, port) in enumerate(self.controllers):
             net.addController(_Remote(f"ctl{i}" if i else "ctl", ip=ip, port=port))
@@ -302,10 +367,12 @@ class FabricNet:
             net.start()
             self.timings["build_s"] = time.monotonic() - t0
             if self.shape:
-                shape_ports(self.fabric, self.isolation, self.mtu)
+                shape_ports(self.fabric, self.isolation, self.mtu, self.db_of)
             if self.sflow is not None:
                 self._agent_aliases(True)
-                vsctl(*self.sflow.vsctl_args(list(self.fabric.switches)))
+                for db in self.dbs:
+                    vsctl(*db_args(db), *self.sflow.vsctl_args([sw for sw in self.fabric.switches
+                                                                if self.db_of[sw] == db]))
             self.timings["shaped_s"] = time.monotonic() - t0
             self.wait_programmed(connect_timeout)
             self.timings["programmed_s"] = time.monotonic() - t0
@@ -330,7 +397,7 @@ class FabricNet:
     def wait_queues(self, timeout: float) -> None:
         """With isolation: wait until the controller has given every switch port its two queues."""
         deadline = time.monotonic() + timeout
-        while (got := queues_set(self.fabric))[0] < got[1]:
+        while (got := queues_set(self.fabric, self.dbs))[0] < got[1]:
             if time.monotonic() > deadline:
                 raise BuildError(f"the controller set the isolation queues on only {got[0]} of {got[1]} switch "
                                  f"ports within {timeout:.0f} s (is it running with --isolation on?)")
@@ -349,7 +416,8 @@ class FabricNet:
                 self.net.stop()
             finally:
                 self.net = None
-                remove_qos()
+                for db in self.dbs:
+                    remove_qos(db)
                 self._agent_aliases(False)
 
     def _agent_aliases(self, add: bool) -> None:

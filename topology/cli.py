@@ -60,10 +60,18 @@ def cmd_fabric(args) -> int:
             iso = build(IsolationConfig, parse_pairs(args.isolation_set), "isolation")
         except SettingError as e:
             raise BuildError(str(e)) from None
+    from .ovsproc import ProcessError, SwitchProcesses
+
+    try:
+        sp = SwitchProcesses(args.switch_processes)
+    except ProcessError as e:
+        raise BuildError(f"--{e}") from None
+    if sp.ovsdb_setting:
+        print(f"switches spread over {sp.n} Open vSwitch processes: the controller needs --ovsdb {sp.ovsdb_setting}")
     fn = FabricNet(fabric, ctl, shape=not args.no_shape, controller_wait=args.controller_wait, sflow=sflow,
-                   isolation=iso, mtu=args.mtu)
+                   isolation=iso, mtu=args.mtu, processes=sp)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    with fn:
+    with sp, fn:
         print(f"{fabric.topo} up: {len(fabric.switches)} switches, {len(fabric.hosts)} hosts, "
               f"{fabric.link_rate_mbps:g} Mbit/s links; all switches programmed in {fn.timings['programmed_s']:.1f} s")
         if args.cli:
@@ -111,6 +119,9 @@ def add_commands(sub) -> None:
     f.add_argument("--no-shape", action="store_true", help="do not enforce the link rate with OVS QoS")
     f.add_argument("--mtu", type=int, default=1500,
                    help="MTU of every host and switch interface, 1500-9000 (1500; 9000: jumbo frames)")
+    f.add_argument("--switch-processes", type=int, default=1,
+                   help="spread the switches over this many Open vSwitch processes, 1-8 (1); the controller then "
+                        "needs every process's database in --ovsdb (printed)")
     f.add_argument("--no-sflow", action="store_true", help="do not turn on sFlow on the bridges")
     f.add_argument("--isolation", choices=["on", "off"], default="off",
                    help="two queues per port (mice first) with DSCP filters, matching the controller's (off)")

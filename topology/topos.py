@@ -41,10 +41,12 @@ class FreewayHost(Host):
 class FabricTopo(Topo):
     """Any fabric description as a Mininet topology."""
 
-    def build(self, fabric: Fabric):
+    def build(self, fabric: Fabric, dbs: dict | None = None):
+        """``dbs``: switch -> the OVSDB of the Open vSwitch process it runs in (``topology.ovsproc``)."""
         self.fabric = fabric
         for sw in fabric.switches.values():
-            self.addSwitch(sw.name, dpid="%016x" % sw.dpid, **SWITCH_OPTS)
+            extra = {"db": dbs[sw.name]} if dbs else {}
+            self.addSwitch(sw.name, dpid="%016x" % sw.dpid, **SWITCH_OPTS, **extra)
         for h in fabric.hosts:
             self.addHost(h.name, ip=f"{h.ip}/8", mac=h.mac, cls=FreewayHost)
             self.addLink(h.name, h.switch, port1=0, port2=h.port)

@@ -371,8 +371,9 @@ class FabricNet:
             if self.sflow is not None:
                 self._agent_aliases(True)
                 for db in self.dbs:
-                    vsctl(*db_args(db), *self.sflow.vsctl_args([sw for sw in self.fabric.switches
-                                                                if self.db_of[sw] == db]))
+                    bridges = [sw for sw in self.fabric.switches if self.db_of[sw] == db]
+                    if bridges:  # a small fabric may leave a process without a switch
+                        vsctl(*db_args(db), *self.sflow.vsctl_args(bridges))
             self.timings["shaped_s"] = time.monotonic() - t0
             self.wait_programmed(connect_timeout)
             self.timings["programmed_s"] = time.monotonic() - t0

@@ -73,3 +73,19 @@ def test_a_fabric_over_two_switch_processes_works_as_one(tmp_path):
         assert not (_bridges(sp.dbs[1]) | _bridges(None)) & set(fabric.switches)
     assert Proc(1).pid() is None and _gone(pid1)  # stopped with the fabric
     assert not Path(f"/sys/class/net/{taps[0]}").exists()  # the renamed datapath tap went with its process
+
+
+def test_a_process_left_without_a_switch_is_harmless(tmp_path):
+    """The mixed experiment's ceiling has three switches: with four processes, one of them holds nothing."""
+    from experiments.runner import non_blocking
+    from topology.fabric import fattree
+
+    nb, _ = non_blocking(fattree(4, 10))
+    nb.save(tmp_path / "nb.json")
+    with SwitchProcesses(4) as sp, \
+            ControllerProcess(tmp_path / "nb.json", extra=["--ovsdb", sp.ovsdb_setting]) as ctl, \
+            FabricNet(nb, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target),
+                      processes=sp) as fn:
+        assert len(set(fn.db_of.values())) == 3 and _bridges(sp.dbs[3]) == set()
+        secs, failed = fn.wait_reachable(20)
+        assert not failed, failed

@@ -43,7 +43,6 @@ STATE = Path("/var/lib/freeway/ovs")
 SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
 DP_TAP = "ovs-netdev"
 MAX_PROCESSES = 8
-NICE = -10  # as ovs-ctl starts the system's ovs-vswitchd (--ovs-vswitchd-priority): no less CPU than it
 
 
 class ProcessError(RuntimeError):
@@ -157,7 +156,7 @@ class SwitchProcesses:
                       f"--unixctl={p.ctl('ovsdb')}", "--detach", "--no-chdir",
                       f"--log-file={STATE / f'ovsdb-server-{p.n}.log'}"], f"switch process {p.n}: ovsdb-server")
                 _run(["ovs-vsctl", f"--db={p.db}", "--no-wait", "init"], f"switch process {p.n}: ovs-vsctl init")
-                _run(["nice", "-n", str(NICE), "ovs-vswitchd", p.db, f"--pidfile={p.pidfile('vswitchd')}", f"--unixctl={p.ctl('vswitchd')}",
+                _run(["ovs-vswitchd", p.db, f"--pidfile={p.pidfile('vswitchd')}", f"--unixctl={p.ctl('vswitchd')}",
                       "--detach", "--no-chdir", f"--log-file={STATE / f'ovs-vswitchd-{p.n}.log'}"],
                      f"switch process {p.n}: ovs-vswitchd")
                 deadline = time.monotonic() + 10

@@ -66,7 +66,7 @@ hook: $(HOOK)
 # The main job: the mixed scenario on a k=4 fat-tree under ECMP, Hedera, EFM and Freeway with isolation (about 4 minutes).
 demo: install
 	-@mn -c >/dev/null 2>&1
-	$(VENV)/bin/freeway experiment mixed --modes ecmp,hedera,efm-biggest,freeway+isolation --duration 30 --out results/demo
+	$(VENV)/bin/freeway experiment mixed --modes ecmp,hedera,efm-biggest,freeway+isolation --duration 30 --mtu 9000 --out results/demo
 
 lint: venv
 	$(VENV)/bin/ruff check ryu_apps topology monitoring experiments tests

@@ -262,8 +262,11 @@ def fabric_switch_class():
 
     from .ovsproc import rename_datapath_tap
 
-    def in_db(run, db):
-        return lambda cmd, *a, **kw: run(cmd.replace("ovs-vsctl", f"ovs-vsctl --db={db}", 1) if db else cmd, *a, **kw)
+    def in_db(run, db, wait=True):
+        """``run`` with ovs-vsctl pointed at process ``db``'s database. Never waiting forever for that
+        process (it may have died); on the way out not waiting for it at all (it is stopped next)."""
+        opts = f"--db={db} --timeout=60" + ("" if wait else " --no-wait")
+        return lambda cmd, *a, **kw: run(cmd.replace("ovs-vsctl", f"ovs-vsctl {opts}", 1) if db else cmd, *a, **kw)
 
     def by_db(switches):
         groups: dict = {}
@@ -282,7 +285,7 @@ def fabric_switch_class():
             return self.cmd("ovs-vsctl", f"--db={self.db}", *args, **kwargs)
 
         def stop(self, deleteIntfs=True):
-            self.cmd("ovs-vsctl", *db_args(self.db), "--if-exists", "del-br", self)
+            self.cmd("ovs-vsctl", *db_args(self.db), *(["--no-wait"] if self.db else []), "--if-exists", "del-br", self)
             if self.datapath == "user":
                 self.cmd("ip link del", self)
             super(OVSSwitch, self).stop(deleteIntfs)
@@ -298,7 +301,7 @@ def fabric_switch_class():
         @classmethod
         def batchShutdown(cls, switches, run=errRun):
             for db, group in by_db(switches):
-                super().batchShutdown(group, run=in_db(run, db))
+                super().batchShutdown(group, run=in_db(run, db, wait=False))
             return switches
 
     return FabricSwitch
@@ -417,8 +420,7 @@ class FabricNet:
                 self.net.stop()
             finally:
                 self.net = None
-                for db in self.dbs:
-                    remove_qos(db)
+                remove_qos()  # the extra switch processes' databases go with their processes
                 self._agent_aliases(False)
 
     def _agent_aliases(self, add: bool) -> None:

@@ -31,6 +31,12 @@ def _gone(pid):
         return True
 
 
+def _disconnected(log):
+    """Switches the controller logged as disconnected ('switch NAME (DPID) disconnected')."""
+    return {ln.split("switch ", 1)[1].split(" ", 1)[0] for ln in log.splitlines()
+            if ln.endswith(" disconnected") and "switch " in ln}
+
+
 def _path_switches(fabric, ack):
     by_dpid = {f"{sw.dpid:016x}": name for name, sw in fabric.switches.items()}
     return [by_dpid[d] for p in ack["paths"] for d in p["dpids"]]
@@ -89,3 +95,32 @@ def test_a_process_left_without_a_switch_is_harmless(tmp_path):
         assert len(set(fn.db_of.values())) == 3 and _bridges(sp.dbs[3]) == set()
         secs, failed = fn.wait_reachable(20)
         assert not failed, failed
+
+
+def test_a_switch_process_that_dies_takes_only_its_switches(tmp_path):
+    """Kill one of two switch processes hard: the controller sees exactly its switches go, hosts whose
+    paths avoid them still reach each other, and the fabric and the processes stop cleanly (no wait for
+    the dead process)."""
+    import os
+    import signal
+
+    fabric = operator_fattree()
+    fabric.save(tmp_path / "f.json")
+    with SwitchProcesses(2) as sp:
+        with ControllerProcess(tmp_path / "f.json", extra=["--ovsdb", sp.ovsdb_setting]) as ctl, \
+                FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target),
+                          processes=sp) as fn:
+            assert not fn.wait_reachable(30)[1]
+            gone = {sw for sw, db in fn.db_of.items() if db == sp.dbs[1]}
+            os.kill(sp.vswitchd_pids()[1], signal.SIGKILL)
+            deadline = time.monotonic() + 20
+            while (lost := _disconnected(ctl.log_text())) != gone:
+                assert time.monotonic() < deadline and lost < gone, (lost, gone)
+                time.sleep(0.5)
+            # two hosts on one ToR that the live process holds still reach each other
+            tor = next(sw for sw in fabric.tors() if sw not in gone)
+            a, b = fabric.hosts_on(tor)[:2]
+            assert " 0% packet loss" in fn.host(a.name).cmd(f"ping -c 3 -W 2 {b.ip}")
+            t0 = time.monotonic()
+        assert time.monotonic() - t0 < 30  # the fabric's teardown did not wait on the dead process
+    assert Proc(1).pid() is None and not _bridges(None) & set(fabric.switches)

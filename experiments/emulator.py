@@ -59,10 +59,10 @@ def _ping_pair(db) -> None:
     _sh("ovs-ofctl", "add-flow", "fwe0", "in_port=2,actions=output:1")
 
 
-def _idle_ports(n: int, db, first: int = 0) -> None:
+def _idle_ports(n: int, db) -> None:
     """``n`` idle ports (n/2 veth pairs, both ends on a flowless bridge) in the process of ``db``."""
     names = []
-    for k in range(first, first + n // 2):
+    for k in range(n // 2):
         a, b = f"fwex{2 * k}", f"fwex{2 * k + 1}"
         names += [a, b]
         _sh("ip", "link", "add", a, "type", "veth", "peer", "name", b)
@@ -73,7 +73,7 @@ def _idle_ports(n: int, db, first: int = 0) -> None:
     subprocess.run(["ip", "-batch", "-"], input=batch, capture_output=True, text=True)
     args: list[str] = []
     for j in range(0, len(names), PER_BRIDGE):
-        br = f"fwe{db and 'b' or 'a'}{(first * 2 + j) // PER_BRIDGE + 1}"
+        br = f"fwe{'b' if db else 'a'}{j // PER_BRIDGE + 1}"
         args += ["--", "--may-exist", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
                  "fail_mode=secure"]
         for x in names[j:j + PER_BRIDGE]:

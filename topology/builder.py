@@ -177,17 +177,17 @@ def black_hole(dev: str, on: bool = True) -> None:
         raise BuildError(f"tc on {dev}: {r.stderr.strip()}")
 
 
-def remove_qos(db: str | None = None) -> None:
+def remove_qos() -> None:
     """Destroy the QoS, Queue and sFlow records Freeway created (tagged external-ids:freeway=1)."""
     for table in ("qos", "queue", "sflow"):
-        out = subprocess.run(["ovs-vsctl", "--timeout=30", *db_args(db), "--bare", "--columns=_uuid", "find", table,
+        out = subprocess.run(["ovs-vsctl", "--timeout=30", "--bare", "--columns=_uuid", "find", table,
                               "external-ids:freeway=1"], capture_output=True, text=True).stdout
         uuids = out.split()
         if uuids:
             args: list[str] = []
             for u in uuids:
                 args += ["--", "--if-exists", "destroy", table, u]
-            subprocess.run(["ovs-vsctl", "--timeout=30", *db_args(db), *args[1:]], capture_output=True)
+            subprocess.run(["ovs-vsctl", "--timeout=30", *args[1:]], capture_output=True)
 
 
 NEIGH_KEYS = ("net.ipv4.neigh.default.gc_thresh1", "net.ipv4.neigh.default.gc_thresh2",
@@ -323,7 +323,6 @@ class FabricNet:
         except SettingError as e:
             raise BuildError(str(e)) from None
         self.fabric = fabric
-        self.processes = processes
         self.dbs: list[str | None] = processes.dbs if processes is not None else [None]
         where = assign(list(fabric.switches), len(self.dbs))
         self.db_of: dict[str, str | None] = {sw: self.dbs[i] for sw, i in where.items()}

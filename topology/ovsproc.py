@@ -6,9 +6,10 @@ port. Each turn of that thread's loop reads every port's packet socket, and
 each read sets up a batch of 32 packet buffers whether or not anything is
 waiting (Open vSwitch 3.1, ``lib/dpif-netdev.c: dpif_netdev_run`` and
 ``lib/netdev-linux.c: netdev_linux_batch_rxq_recv_sock``). So a packet costs
-in proportion to the number of ports on the datapath: measured here, the
-same 500 pings/s took 10% of the thread with 2 ports, 87% with 202 and all
-of it with 702 (a k=8 fat-tree has 720). Splitting the fabric's switches
+in proportion to the number of ports on the datapath: ``freeway bench
+emulator`` (2026-11-23) found the same 500 pings/s taking 12% of the thread
+with no idle port, 82% with 200 and 98% with 700 (a k=8 fat-tree has 720),
+and 10% with the 700 in a second process. Splitting the fabric's switches
 between N ovs-vswitchd processes, each with its own database, cuts the ports
 each turn reads by N and lets the turns run on both cores. Nothing
 emulated changes: the same bridges, links, shaping and queues, each switch

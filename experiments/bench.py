@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import platform
 import time
 from pathlib import Path
 
-from topology.builder import FabricNet
+from topology.builder import FabricNet, ofctl
 from topology.fabric import fattree
 
 from .procs import ControllerProcess, PortRate, busiest_link, ping_bg, start_elephant
@@ -80,8 +81,10 @@ def decoder_rate(seconds: float = 2.0) -> dict:
     return out
 
 
-def detection(trials: int, rate_mbps: float, out: Path, elephant_mbps: float, mice: int, seed: int) -> dict:
-    """Delay from an elephant's first byte to the controller's elephant-start event; mice wrongly flagged."""
+def detection(trials: int, rate_mbps: float, out: Path, elephant_mbps: float, mice: int, seed: int,
+              mice_sizes: tuple[int, int] = (1000, 50_000)) -> dict:
+    """Delay from an elephant's first byte to the controller's elephant-start event; mice wrongly flagged
+    (``mice_sizes``: the smallest and largest response, log-uniform between)."""
     import random
     import sys
 
@@ -123,8 +126,9 @@ def detection(trials: int, rate_mbps: float, out: Path, elephant_mbps: float, mi
             print(f"[bench detection] trial {i + 1}/{trials}: {src}->{dst} "
                   f"{'detected after %.2f s' % row['delay_s'] if ev else 'NOT detected'}", flush=True)
             time.sleep(3.5)  # let the elephant end before the next trial
-        # mice: request/response flows of 1 KB..50 KB (log-uniform), one connection each
-        sizes = [int(10 ** rng.uniform(3, 4.7)) for _ in range(mice)]
+        # mice: request/response flows of mice_sizes bytes (log-uniform), one connection each
+        lo, hi = (math.log10(x) for x in mice_sizes)
+        sizes = [int(10 ** rng.uniform(lo, hi)) for _ in range(mice)]
         srv, cli = fn.host("h3_0_0"), fn.host("h0_1_0")
         srv.cmd(f"{sys.executable} -m experiments.rr server --port 7100 >/dev/null 2>&1 &")
         time.sleep(1.0)
@@ -141,7 +145,8 @@ def detection(trials: int, rate_mbps: float, out: Path, elephant_mbps: float, mi
         "sflow": {"sampling": sflow.sampling, "polling_s": sflow.polling, "header": sflow.header},
         "trials": rows, "detected": len(delays), "median_delay_s": _percentile(delays, 50),
         "p95_delay_s": _percentile(delays, 95), "max_delay_s": max(delays) if delays else None,
-        "mice": {"flows": len(done), "completed": sum(1 for d in done if d.get("ok")), "max_size": max(sizes),
+        "mice": {"flows": len(done), "completed": sum(1 for d in done if d.get("ok")), "min_size": min(sizes),
+                 "max_size": max(sizes),
                  "wrongly_flagged": len(flagged), "fraction_flagged": round(len(flagged) / max(1, len(done)), 4)},
         "decoder": decoder_rate(),
     }
@@ -469,6 +474,9 @@ def reroute(trials: int, size: int, modes: list[str], out: Path) -> dict:
         def scenario(mode, test_no, watch=None):
             events = out / f"reroute-{mode}-test{test_no}-run{next(runs)}.jsonl"
             events.unlink(missing_ok=True)
+            for sw in fabric.switches:  # each run starts a fresh controller on an empty fabric: no pin of the
+                ofctl("del-flows", sw)  # run before is recovered, and it is not a restart onto a running
+                ofctl("del-groups", sw)  # fabric (EFM then waits one hold-down before its first move)
             with ControllerProcess(out / "reroute-fabric.json", port=port, sflow_port=sflow_port, mode=mode,
                                    log_file=out / f"reroute-{mode}.log", events_file=events) as ctl:
                 ctl.wait_programmed(len(fabric.switches))

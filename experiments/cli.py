@@ -12,6 +12,17 @@ def cmd_demo(args) -> int:
     return run(args)
 
 
+def _mice_sizes(text: str) -> tuple[int, int]:
+    """``MIN,MAX`` response sizes in bytes for the detection bench's mice; refused by name when invalid."""
+    try:
+        lo, hi = (int(x) for x in text.split(","))
+    except ValueError:
+        raise SystemExit(f"freeway bench detection: --mice-sizes: MIN,MAX in whole bytes, got {text!r}") from None
+    if not 1 <= lo <= hi <= 10_000_000:
+        raise SystemExit(f"freeway bench detection: --mice-sizes: need 1 <= MIN <= MAX <= 10000000, got {text!r}")
+    return lo, hi
+
+
 def cmd_bench(args) -> int:
     from pathlib import Path
 
@@ -22,7 +33,8 @@ def cmd_bench(args) -> int:
         bench.startup(ks, args.rate, Path(args.out))
         print(f"results in {Path(args.out) / 'startup.json'}")
     elif args.bench == "detection":
-        r = bench.detection(args.trials, args.rate, Path(args.out), args.elephant_mbps, args.mice, args.seed)
+        r = bench.detection(args.trials, args.rate, Path(args.out), args.elephant_mbps, args.mice, args.seed,
+                            _mice_sizes(args.mice_sizes))
         print(f"elephants detected {r['detected']}/{len(r['trials'])}: median {r['median_delay_s']} s, "
               f"p95 {r['p95_delay_s']} s; mice flagged {r['mice']['wrongly_flagged']}/{r['mice']['flows']}; "
               f"decoder {r['decoder']['decode_datagrams_per_s']} datagrams/s")
@@ -192,6 +204,8 @@ def add_commands(sub) -> None:
     bd.add_argument("--rate", type=float, default=10.0, help="link rate in Mbit/s (10)")
     bd.add_argument("--elephant-mbps", type=float, default=3.0, help="elephant rate in Mbit/s (3)")
     bd.add_argument("--mice", type=int, default=100, help="request/response mice flows (100)")
+    bd.add_argument("--mice-sizes", default="1000,50000", metavar="MIN,MAX",
+                    help="mice response sizes in bytes, log-uniform between MIN and MAX (1000,50000)")
     bd.add_argument("--seed", type=int, default=1, help="random seed (1)")
     bd.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     bh = bsub.add_parser("handshake", help="handshake-to-answer latency at several announce rates (k=4)")

@@ -19,6 +19,22 @@ sFlow-RT already computed) and ``now``; returns events. No sockets, no clock.
   100 KB mouse at line rate passes 10% of the link for the tenth of a second
   it lasts, and must not be taken for an elephant), and stops being
   one after staying under for ``hold_s`` or going unsampled for ``idle_s``.
+- Link rate from flow samples: every sample entering a switch port also
+  stands for its link's traffic. Over the last ``link_window_s`` a link's
+  rate is its sampled bytes over the time they cover (at least half the
+  window), and what is kept is the lower confidence bound
+  ``rate x (1 - 2 / sqrt(samples))``: a saturated link shows within about
+  half a second, where the counters (polled every second) show
+  it one or two polls later, and a link well under the threshold does not
+  pass it by sampling chance. With fewer than ``LINK_MIN_SAMPLES`` samples in
+  the window there is no reading.
+- A TCP flow's bytes are read from the sequence numbers in its sampled
+  headers: the span from the lowest sampled sequence number to the end of
+  the highest sampled segment is a lower bound on what it has sent, exact to
+  within the unsampled packets at either end, so a flow smaller than the bar
+  can never pass it. A flow without TCP segments (UDP) has only the sampling
+  estimate (samples x sampling rate x frame bytes), which scatters, and a
+  higher bar, ``elephant_min_bytes_estimated``.
 """
 
 from __future__ import annotations
@@ -37,6 +53,9 @@ from .view import make as make_view
 UNKNOWN_IF = 0x3FFFFFFF
 IF_OPER_UP = 2  # ifStatus: bit 0 admin up, bit 1 operationally up (RFC 2233 ifOperStatus)
 UNKNOWN_COUNTER = 2**64 - 1  # sFlow v5: a counter the agent cannot read is sent as all ones
+LINK_MIN_SAMPLES = 20  # fewer flow samples in a link's window: no sampled reading
+LINK_BUCKETS = 10  # a link's window is kept in this many buckets
+LINK_Z = 2.0  # the sampled reading is the rate's lower bound at this many standard deviations (Poisson counts)
 
 
 MonitorConfigError = SettingError  # an invalid monitoring setting; the message names the key
@@ -49,11 +68,17 @@ class MonitorConfig:
     window_s: float = setting(2.0, "sliding window for flow rates", "s", positive=True, live=True)
     min_span_s: float = setting(0.5, "a young flow's rate is its bytes over at least this long", "s", positive=True, live=True)
     min_samples: int = setting(3, "flow samples needed before a flow can be called an elephant", min=1, live=True)
-    elephant_min_bytes: float = setting(250_000, "bytes an elephant must also have sent (estimated; 0: no such "
-                                        "bar)", "bytes", live=True)
+    elephant_min_bytes: float = setting(125_000, "bytes a TCP elephant must also have sent, read from the sampled "
+                                        "sequence numbers (0: no such bar)", "bytes", live=True)
+    elephant_min_bytes_estimated: float = setting(250_000, "the same bar for a flow without TCP segments (UDP), "
+                                                  "whose bytes only the samples estimate (0: no such bar)", "bytes",
+                                                  live=True)
     hold_s: float = setting(2.0, "an elephant ends after this long under the threshold", "s", positive=True, live=True)
     idle_s: float = setting(3.0, "... or this long without samples", "s", positive=True, live=True)
     ewma_alpha: float = setting(0.5, "weight of the newest link occupancy measurement", positive=True, max=1, live=True)
+    link_window_s: float = setting(0.8, "flow samples over this long also measure their link's rate (a lower "
+                                   "bound, used to see a link fill up before its next counter poll; 0: off)", "s",
+                                   live=True)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -79,6 +104,9 @@ class FlowState:
     below_since: float | None = None
     rate_bps: float = 0.0
     external_rate: float | None = None  # set by a backend that measures rates itself
+    seq_base: int | None = None  # the first sampled TCP sequence number; seq_lo/seq_hi are relative to it
+    seq_lo: int = 0
+    seq_hi: int = 0
 
 
 @dataclass
@@ -99,9 +127,15 @@ class Estimator:
         self.link_bps: dict[tuple[str, str], float] = {}  # latest raw measurement
         self.link_time: dict[tuple[str, str], float] = {}  # when it was taken
         self._counters: dict[tuple[tuple[str, str], str], _Counter] = {}
+        self._link_samples: dict[tuple[str, str], deque] = {}  # directed link -> [bucket start, bytes, samples]
+        self._hot_at: dict[tuple[str, str], float] = {}  # when a link was last noted hot by its samples
+        self._link_of: dict[tuple[str, int], tuple[str, str] | None] = {}  # (switch, port) -> link into it
+        self.hot_threshold: float | None = None  # set by a policy that wants to hear of links over it at once
+        self.hot: set[tuple[str, str]] = set()  # links seen over hot_threshold since the last take_hot()
         self.port_up: dict[tuple[str, int], bool] = {}  # fabric port -> operational status as sFlow reports it
         self.stats = {"flow_samples": 0, "counter_samples": 0, "unmapped_ifindex": 0, "packets_without_ip": 0,
-                      "unknown_counter": 0, "discarded_samples": 0, "samples_not_from_a_port": 0}
+                      "unknown_counter": 0, "discarded_samples": 0, "samples_not_from_a_port": 0,
+                      "implausible_tcp_span": 0}
 
     # ----- mapping -----------------------------------------------------
     def set_ifmap(self, ifmap: dict) -> None:
@@ -162,6 +196,8 @@ class Estimator:
         if prev is None or now <= prev.t or octets < prev.octets:
             return None  # first sample, clock step, or counter reset: rebaseline
         bps = (octets - prev.octets) * 8 / (now - prev.t)
+        if self.hot_threshold is not None and bps > self.hot_threshold * self.fabric.capacity_bps(link):
+            self.hot.add(link)
         return self.observe_link(now, link, bps)
 
     def observe_link(self, now: float, link: tuple[str, str], bps: float) -> LinkLoad:
@@ -186,6 +222,7 @@ class Estimator:
         if where is None:
             self.stats["unmapped_ifindex"] += 1
             return
+        self._link_sample(now, where, sum(p.frame_length for p in sample.packets) * sample.sampling_rate)
         for pkt in sample.packets:
             if pkt.five_tuple is None:
                 self.stats["packets_without_ip"] += 1
@@ -200,6 +237,88 @@ class Estimator:
             pt.samples.append((now, pkt.frame_length * sample.sampling_rate))
             pt.total += pkt.frame_length * sample.sampling_rate
             st.last_seen = now
+            if pkt.tcp is not None and pkt.tcp[1] > 0:
+                self._segment(st, *pkt.tcp)
+
+    @staticmethod
+    def _segment(st: FlowState, seq: int, length: int) -> None:
+        """Widen the flow's known sequence span with one sampled segment (32-bit wrap-around: a segment
+        within 2 GB of the first one, either side, is placed relative to it)."""
+        if st.seq_base is None:
+            st.seq_base, st.seq_lo, st.seq_hi = seq, 0, length
+            return
+        rel = (seq - st.seq_base) % 2**32
+        if rel >= 2**31:
+            rel -= 2**32
+        st.seq_lo, st.seq_hi = min(st.seq_lo, rel), max(st.seq_hi, rel + length)
+
+    def tcp_bytes(self, now: float, st: FlowState) -> float | None:
+        """Bytes a TCP flow has certainly sent (its sampled sequence span); None without a segment, or
+        when the span is more than its access link could have carried since it was first seen (a
+        sequence number from another connection, or garbage: counted, and the flow falls back to the
+        sampling estimate)."""
+        if st.seq_base is None:
+            return None
+        span = st.seq_hi - st.seq_lo
+        first = min((p.first for p in st.points.values()), default=now)
+        if span > self.access_rate_bps(st.flow) / 8 * (now - first + 1.0):
+            self.stats["implausible_tcp_span"] += 1
+            st.seq_base = None
+            return None
+        return float(span)
+
+    def _link_sample(self, now: float, where: tuple[str, int], nbytes: float) -> None:
+        """A flow sample entering ``where`` counts for the link into it (kept in LINK_BUCKETS buckets per
+        window, so a link's state stays small at any sample rate); a link newly over the hot threshold
+        by its samples is noted at once, and again at most once a window."""
+        w = self.cfg.link_window_s
+        if w <= 0 or nbytes <= 0:
+            return
+        link = self._link_of.get(where, False)
+        if link is False:
+            peer = self.fabric.peer(*where)
+            link = self._link_of[where] = (peer[0], where[0]) if peer is not None else None
+        if link is None:
+            return
+        q = self._link_samples.get(link)
+        if q is None:
+            q = self._link_samples[link] = deque()
+        width = w / LINK_BUCKETS
+        start = now - now % width
+        if q and q[-1][0] == start:
+            q[-1][1] += nbytes
+            q[-1][2] += 1
+        else:
+            q.append([start, nbytes, 1])
+        if self.hot_threshold is not None and now - self._hot_at.get(link, -1e9) >= w:
+            bound = self.sampled_link(now, link)
+            if bound is not None and bound[0] > self.hot_threshold * self.fabric.capacity_bps(link):
+                self.hot.add(link)
+                self._hot_at[link] = now
+
+    def sampled_link(self, now: float, link: tuple[str, str]) -> tuple[float, float] | None:
+        """(bits/s, window start): the lower confidence bound of the link's rate from its flow samples over
+        the last ``link_window_s`` (the buckets wholly inside it); None with fewer than LINK_MIN_SAMPLES
+        samples in it."""
+        q = self._link_samples.get(link)
+        if q is None:
+            return None
+        w = self.cfg.link_window_s
+        while q and q[0][0] < now - w:
+            q.popleft()
+        if not q:
+            del self._link_samples[link]
+            return None
+        n = sum(b[2] for b in q)
+        if n < LINK_MIN_SAMPLES or w <= 0:
+            return None
+        span = max(now - q[0][0], w / 2)  # the buckets' time, but a young burst counts over half a window
+        return sum(b[1] for b in q) * 8 / span * (1 - LINK_Z / n ** 0.5), now - w
+
+    def take_hot(self) -> set[tuple[str, str]]:
+        """Links seen over ``hot_threshold`` (by a counter delta or by their samples) since the last call."""
+        hot, self.hot = self.hot, set()
+        return hot
 
     def observe_flow_rate(self, now: float, flow: FiveTuple, bps: float) -> None:
         """A flow rate measured elsewhere (sFlow-RT); replaces the sample-based estimate."""
@@ -238,7 +357,7 @@ class Estimator:
             threshold = self.cfg.elephant_fraction * self.access_rate_bps(flow)
             idle = now - st.last_seen > self.cfg.idle_s
             if st.elephant_since is None:
-                if not idle and rate > threshold and n >= self.cfg.min_samples and self._big_enough(st):
+                if not idle and rate > threshold and n >= self.cfg.min_samples and self._big_enough(now, st):
                     st.elephant_since, st.below_since = now, None
                     sw, port = self.ingress(st)
                     events.append(ElephantStart(now, flow, rate, sw, port))
@@ -257,14 +376,19 @@ class Estimator:
                 st.below_since = None
         return events
 
-    def _big_enough(self, st: FlowState) -> bool:
-        """Has the flow sent ``elephant_min_bytes``? Each observation point estimates the flow's bytes
-        on its own; their mean is the estimate. A backend that measures rates itself is trusted."""
+    def _big_enough(self, now: float, st: FlowState) -> bool:
+        """Has the flow sent the bar's bytes? A TCP flow by its sequence span (``elephant_min_bytes``);
+        any other by the sampling estimate (``elephant_min_bytes_estimated``): each observation point
+        estimates the flow's bytes on its own, and their mean is the estimate. A backend that measures
+        rates itself is trusted."""
         if st.external_rate is not None:
             return True
+        known = self.tcp_bytes(now, st)
+        if known is not None:
+            return known >= self.cfg.elephant_min_bytes
         if not st.points:
             return False
-        return sum(p.total for p in st.points.values()) / len(st.points) >= self.cfg.elephant_min_bytes
+        return sum(p.total for p in st.points.values()) / len(st.points) >= self.cfg.elephant_min_bytes_estimated
 
     def ingress(self, st: FlowState) -> tuple[str, int]:
         """Where the flow enters the fabric: its source host's ToR port, else the first point that saw it."""
@@ -310,4 +434,5 @@ class Estimator:
                 if a is not None and b is not None and a.switch != b.switch:
                     pair = (a.switch, b.switch)
                     mice[pair] = max(mice.get(pair, st.last_seen), st.last_seen)
-        return make_view(now, links, flows, mice)
+        sampled = {ln: r for ln in list(self._link_samples) if (r := self.sampled_link(now, ln)) is not None}
+        return make_view(now, links, flows, mice, sampled)

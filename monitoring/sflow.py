@@ -2,7 +2,8 @@
 
 Decodes the datagram header (IPv4 or IPv6 agent), flow samples and counter
 samples in both compact (formats 1, 2) and expanded (formats 3, 4) forms, raw
-packet header records down to an Ethernet/IPv4/TCP/UDP 5-tuple, and generic
+packet header records down to an Ethernet/IPv4/TCP/UDP 5-tuple (and a TCP
+segment's sequence number and payload length), and generic
 interface counters. Unknown sample and record types are skipped by their
 length. Any malformed or truncated input raises ``SFlowDecodeError`` and
 nothing else.
@@ -46,6 +47,7 @@ class PacketHeader:
     eth_type: int | None = None
     five_tuple: FiveTuple | None = None
     dscp: int | None = None
+    tcp: tuple[int, int] | None = None  # a TCP segment's (sequence number, payload bytes)
 
 
 @dataclass(frozen=True)
@@ -232,8 +234,8 @@ def _raw_header(r: _Reader) -> PacketHeader:
     header = r.take(hdr_len)
     if proto != 1:  # not Ethernet: keep the lengths only
         return PacketHeader(proto, frame_len, stripped, header)
-    eth_type, ft, dscp = parse_ethernet(header)
-    return PacketHeader(proto, frame_len, stripped, header, eth_type, ft, dscp)
+    eth_type, ft, dscp, tcp = _parse_ethernet(header)
+    return PacketHeader(proto, frame_len, stripped, header, eth_type, ft, dscp, tcp)
 
 
 def parse_ethernet(h: bytes) -> tuple[int | None, FiveTuple | None, int | None]:
@@ -242,6 +244,13 @@ def parse_ethernet(h: bytes) -> tuple[int | None, FiveTuple | None, int | None]:
     A header cut short by the agent is normal sFlow, not an error: whatever
     could not be read is None.
     """
+    return _parse_ethernet(h)[:3]
+
+
+def _parse_ethernet(h: bytes) -> tuple[int | None, FiveTuple | None, int | None, tuple[int, int] | None]:
+    """parse_ethernet's answer, plus a TCP segment's (sequence number, payload bytes) when the header
+    reaches the TCP data offset (the payload length comes from the IP total length, so a header cut
+    short by the agent still gives it)."""
     if len(h) < 14:
         return None, None, None
     off = 12
@@ -251,11 +260,11 @@ def parse_ethernet(h: bytes) -> tuple[int | None, FiveTuple | None, int | None]:
         eth_type = struct.unpack_from("!H", h, off + 2)[0]
         off += 4
     if eth_type != 0x0800 or len(h) < off + 20:
-        return eth_type, None, None
+        return eth_type, None, None, None
     vihl, tos = h[off], h[off + 1]
     ihl = (vihl & 0x0F) * 4
     if vihl >> 4 != 4 or ihl < 20:
-        return eth_type, None, None
+        return eth_type, None, None, None
     proto = h[off + 9]
     src = str(ipaddress.IPv4Address(h[off + 12:off + 16]))
     dst = str(ipaddress.IPv4Address(h[off + 16:off + 20]))
@@ -264,4 +273,10 @@ def parse_ethernet(h: bytes) -> tuple[int | None, FiveTuple | None, int | None]:
     sport = dport = 0
     if proto in (6, 17) and frag == 0 and len(h) >= l4 + 4:
         sport, dport = struct.unpack_from("!HH", h, l4)
-    return eth_type, FiveTuple(src, dst, proto, sport, dport), tos >> 2
+    tcp = None
+    if proto == 6 and frag == 0 and len(h) >= l4 + 13:
+        total, doff = struct.unpack_from("!H", h, off + 2)[0], h[l4 + 12] >> 4
+        payload = total - ihl - doff * 4
+        if doff >= 5 and payload >= 0:  # else malformed lengths: no segment
+            tcp = (struct.unpack_from("!I", h, l4 + 4)[0], payload)
+    return eth_type, FiveTuple(src, dst, proto, sport, dport), tos >> 2, tcp

@@ -42,6 +42,9 @@ class View:
     links: Mapping[Link, LinkReading] = field(default_factory=lambda: _frozen({}))
     flows: Mapping[FiveTuple, FlowReading] = field(default_factory=lambda: _frozen({}))
     mice_seen: Mapping[Pair, float] = field(default_factory=lambda: _frozen({}))  # ToR pair -> last mice sample
+    # link -> (bits/s, window start): the lower confidence bound of the rate its flow samples show over the
+    # last ``link_window_s`` (see monitoring.estimator); only links with enough samples
+    sampled: Mapping[Link, tuple[float, float]] = field(default_factory=lambda: _frozen({}))
 
     def util(self, link: Link) -> float:
         r = self.links.get(link)
@@ -55,6 +58,17 @@ class View:
 
     def link_time(self) -> dict[Link, float]:
         return {ln: r.time for ln, r in self.links.items()}
+
+    def fresh_readings(self) -> dict[Link, tuple[float, float]]:
+        """link -> (bits/s, time) of its freshest sure measurement: the counters' latest delta, or the flow
+        samples' lower bound when that is higher (a link that just filled up shows in its samples within
+        a fraction of a second, in its counters only at the next poll). The time of a sampled reading is
+        its window's start: only samples taken wholly after an event can speak for what followed it."""
+        out = {ln: (r.bps, r.time) for ln, r in self.links.items()}
+        for ln, (bps, since) in self.sampled.items():
+            if bps > out.get(ln, (0.0, 0.0))[0]:
+                out[ln] = (bps, since)
+        return out
 
     def stale(self, max_age_s: float) -> frozenset[Link]:
         """Links whose last measurement is older than ``max_age_s``: a dead or silent link must not read
@@ -74,5 +88,5 @@ class View:
         return {p for p, t in self.mice_seen.items() if self.now - t <= horizon_s}
 
 
-def make(now: float, links: dict, flows: dict, mice_seen: dict) -> View:
-    return View(now, _frozen(links), _frozen(flows), _frozen(mice_seen))
+def make(now: float, links: dict, flows: dict, mice_seen: dict, sampled: dict | None = None) -> View:
+    return View(now, _frozen(links), _frozen(flows), _frozen(mice_seen), _frozen(sampled or {}))

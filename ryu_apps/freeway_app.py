@@ -44,6 +44,7 @@ PERIOD_S = 1.0
 QUEUE_CHECK_S = 10.0  # how often the isolation queues of every switch port are checked (and repaired)
 TICK_S = 0.1  # how often link hold-downs and the liveness model are looked at
 LAG_WARN_S = 1.0  # the event loop held this long is logged (``loop_lag``)
+EARLY_ROUND_S = 0.2  # at most one early round (a link newly over EFM's threshold) this often
 BARRIER_TIMEOUT_S = 3.0
 SYNC_TIMEOUT_S = 5.0  # a switch that does not answer the read-back in time is programmed from scratch
 FOLLOWER_LOOK_S = 0.25  # how often a cluster's follower looks for a lapsed leader
@@ -96,6 +97,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.config_loaded = self.started
         self.restart_needed: list = []  # settings changed in the file that a reload could not apply
         self.periods = 0
+        self._early_at = -1e9  # the latest early round
         self.reloads = 0
         self.api_writes = 0
         self._switch_changes = 0
@@ -121,6 +123,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.monitor = app_manager.lookup_service_brick("FreewayMonitor")
         if self.monitor is not None:
             self.monitor.add_snapshot_source(self.snapshot)
+            self.monitor.estimator.hot_threshold = self.policy.hot_threshold()
         self.threads.append(hub.spawn(self._period_loop))
         self.threads.append(hub.spawn(self._tick_loop))
         if self.cfg.isolation:
@@ -593,6 +596,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                     self.reload()
                 self.links_changed(now, self.liveness.tick(now))
                 self.lldp_tick(now)
+                self.early_round(now)
                 for sw, sync in list(self.syncs.items()):
                     if self.syncs.get(sw) is not sync:  # finished (or replaced) by what this loop did before
                         continue
@@ -628,6 +632,15 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             self.finish(o)
         self.metrics.period.observe(time.monotonic() - now)
         self.periods += 1
+
+    def early_round(self, now: float) -> None:
+        """A link newly over EFM's threshold (a counter delta, or its flow samples' lower bound) gets its
+        round now rather than at the next period: up to a second sooner (at most one every EARLY_ROUND_S)."""
+        if self.monitor is None or not self.master() or now - self._early_at < EARLY_ROUND_S:
+            return
+        if self.monitor.estimator.take_hot():
+            self._early_at = now
+            self.react(self.policy.on_hot(now, self.view(now)))
 
     def fabric_epoch(self) -> tuple:
         """Changes whenever the fabric as the operator sees it may have: every period (loads, the
@@ -666,6 +679,8 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
     def reconfigure(self, cfg: config.Config) -> None:
         self.cfg = cfg
         self.policy.reconfigure(cfg)
+        if self.monitor is not None:
+            self.monitor.estimator.hot_threshold = self.policy.hot_threshold()
         self.liveness.hold_down_s = cfg.link_hold_down_s
 
     def reload(self) -> None:

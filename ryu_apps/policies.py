@@ -95,6 +95,14 @@ class Policy:
         self._ids += 1
         return self._ids
 
+    def hot_threshold(self) -> float | None:
+        """The link occupancy over which this mode wants an early round (``on_hot``); None: no such."""
+        return None
+
+    def on_hot(self, now: float, view: View) -> Reaction:
+        """An early round: a link went over ``hot_threshold`` since the last period."""
+        return NOTHING()
+
     def reconfigure(self, cfg) -> None:
         """A reloaded configuration: take its live settings (``config.live_settings``); the others do
         not change while the controller runs."""
@@ -459,7 +467,9 @@ class Rerouter:
             found = flow_links(f) if flow_links is not None else None
             return found if found is not None else view.flow_links(f)
 
-        rnd = self.efm.decide(now, view.link_bps(), view.link_time(), view.elephants_on, links_of, eligible, paths)
+        fresh = view.fresh_readings()  # the counters', or the flow samples' when they see more
+        rnd = self.efm.decide(now, {ln: r[0] for ln, r in fresh.items()}, {ln: r[1] for ln, r in fresh.items()},
+                              view.elephants_on, links_of, eligible, paths)
         for link, why in rnd.stuck.items():
             self.counters["efm-stuck"] += 1
             if self._said.get(link, (None, -1e9))[0] != why or now - self._said[link][1] > 60:
@@ -586,6 +596,14 @@ class EFMPolicy(Policy):
 
     def reconfigure(self, cfg) -> None:
         self.rerouter.efm.cfg = cfg.efm_config()
+
+    def hot_threshold(self) -> float | None:
+        return self.rerouter.efm.cfg.threshold
+
+    def on_hot(self, now, view) -> Reaction:
+        """EFM's round as soon as a link is seen over its threshold, not at the next period."""
+        self.counters["efm-early-rounds"] += 1
+        return self.rerouter.round(now, view, paths=self.live_paths)
 
     def recover(self, now, switch, flows, meters, groups=()) -> None:
         super().recover(now, switch, flows, meters, groups)

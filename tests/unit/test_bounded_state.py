@@ -106,3 +106,28 @@ def test_efm_moves_nothing_for_one_hold_down_after_taking_over_a_running_fabric(
     assert not pol.on_period(20.0, view).txns  # within the hold-down: nothing moves
     later = View(26.0, {hot: LinkReading(0.95, 9.5e6, 26.0)}, {ft: FlowReading(6e6, frozenset({hot}), True, 26.0)})
     assert pol.on_period(26.0, later).txns  # after it, EFM acts as always
+
+
+def test_efm_acts_on_a_link_its_flow_samples_show_over_the_threshold_before_the_counters_do():
+    """The issue "Performance" item 4: an early round (``on_hot``) moves the elephant when the samples' lower
+    bound is over 70% and the counters' last delta (straddling the start) is not; a sampled reading whose
+    window began before the move does not trigger another."""
+    from monitoring.view import FlowReading, LinkReading, View
+
+    src, dst = F.hosts_on("e0_0")[0], F.hosts_on("e3_1")[0]
+    ft = FiveTuple(src.ip, dst.ip, 6, 40001, 80)
+    hot = ("a3_1", "e3_1")
+    ft2 = FiveTuple(F.hosts_on("e0_1")[0].ip, dst.ip, 6, 40002, 80)
+    flows = {ft: FlowReading(6e6, frozenset({hot}), True, 20.0), ft2: FlowReading(3e6, frozenset({hot}), True, 20.0)}
+
+    def view(now, sampled):
+        return View(now, {hot: LinkReading(0.4, 4e6, 19.6)}, flows, {}, {hot: sampled} if sampled else {})
+
+    pol = policy("efm-biggest", F, None)
+    assert pol.hot_threshold() == 0.7 and policy("ecmp", F, None).hot_threshold() is None
+    assert not pol.on_hot(20.0, view(20.0, (6.5e6, 19.2))).txns  # 65%: not congested
+    assert not pol.on_hot(20.0, view(20.0, None)).txns  # the counters alone: 40%
+    moved = pol.on_hot(20.0, view(20.0, (8.2e6, 19.2)))
+    assert moved.txns and pol.counters["efm-early-rounds"] == 3
+    assert not pol.on_hot(20.5, view(20.5, (9e6, 19.7))).txns  # its window began before the move
+    assert pol.on_hot(20.9, view(20.9, (9e6, 20.1))).txns  # one wholly after it: the other elephant moves

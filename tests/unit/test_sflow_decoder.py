@@ -30,6 +30,24 @@ def test_real_ovs_flow_datagram():
     assert p.five_tuple == FiveTuple("10.0.0.2", "10.3.1.3", 6, 40001, 5201)
 
 
+def test_tcp_sequence_numbers_and_payload_lengths_of_real_and_hand_built_segments():
+    """The elephant byte bar reads TCP sequence spans: iperf3's data segments carry 1448 bytes, its ACKs 0."""
+    segs = [p.tcp for s in decode_datagram(_fixture("flow0.bin")).flow_samples for p in s.packets]
+    assert segs[:3] == [(1719739980, 1448), (1719741428, 1448), (1719742876, 1448)] and segs[3] == (2434072372, 0)
+    import struct
+
+    def seg(total, doff, seq=0xFFFFFF00, cut=None):
+        h = enc.eth_ipv4_tcp()
+        h = h[:16] + struct.pack("!H", total) + h[18:34] + h[34:38] + struct.pack("!I", seq) + b"\0" * 4 \
+            + bytes([doff << 4]) + b"\0" * 7
+        return decode_datagram(enc.datagram([enc.flow_sample([enc.raw_header_record(h[:cut])])])).flow_samples[0]
+    assert seg(1500, 5).packets[0].tcp == (0xFFFFFF00, 1460)
+    assert seg(1500, 8).packets[0].tcp == (0xFFFFFF00, 1448)
+    assert seg(1500, 8, cut=45).packets[0].tcp is None  # cut before the data offset: no segment, still a flow
+    assert seg(1500, 8, cut=45).packets[0].five_tuple is not None
+    assert seg(1500, 3).packets[0].tcp is None and seg(30, 8).packets[0].tcp is None  # malformed lengths
+
+
 def test_real_ovs_samples_map_to_fabric_ports():
     fabric = Fabric.load(FIX / "fabric.json")
     ifmap = to_switch_ports(fabric, parse_ovsdb(json.loads((FIX / "ovsdb.json").read_text())))

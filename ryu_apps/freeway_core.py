@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field, fields
+from itertools import repeat
 
 from topology.fabric import Fabric, Host
 from topology.paths import Path
@@ -253,6 +254,9 @@ class FreewayCore:
         self._routes = None  # the mice next hops, kept up to date by ``mice_updates`` (None: compute afresh)
         self._up_links = [(s, n) for s in fabric.switches for n in fabric.up_neighbors(s)]
         self._wref: dict[Link, int] = {}  # per up link, the weight its switch's groups last followed (not 10)
+        self._wref_arr = None  # the same, per up link in ``_up_links``' order (an array, built when first needed)
+        self._up_pos = {ln: i for i, ln in enumerate(self._up_links)}
+        self._up_in_loads = None  # each up link's position in the partition's loads array
         self._weights_seen: dict | None = None  # the measurements the weights were last checked against
         self._step_seen = 0  # the mice_weight_step the references were taken with
         self._recheck: set[str] = set()  # switches whose groups were written or read outside ``mice_updates``
@@ -271,11 +275,15 @@ class FreewayCore:
         weighted toward the less loaded links (weights 1..10, so small load changes change nothing)."""
         out = {}
         hops_of = next_hops or self.partition.mice_next_hops
+        by_hops: dict[tuple, tuple] = {}  # many destinations share their next hops: their buckets once
         for dst in self.fabric.tors() if dsts is None else dsts:
-            hops = hops_of(switch, dst)
+            hops = tuple(hops_of(switch, dst))
             if not hops:
                 continue
-            buckets = tuple(Bucket((Output(self.fabric.port_to(switch, n)),), self._weight((switch, n))) for n in hops)
+            buckets = by_hops.get(hops)
+            if buckets is None:
+                buckets = by_hops[hops] = tuple(Bucket((Output(self.fabric.port_to(switch, n)),),
+                                                       self._weight((switch, n))) for n in hops)
             out[dst] = Group(pipeline.MICE_GROUPS.id(self._tor_index[dst]), buckets)
         return out
 
@@ -400,16 +408,35 @@ class FreewayCore:
             self._wref.pop(link, None)
         else:
             self._wref[link] = w
+        if self._wref_arr is not None and link in self._up_pos:
+            self._wref_arr[self._up_pos[link]] = w
+
+    def _weights_moved(self, step: int) -> list[Link]:
+        """The up links whose ``_weight`` is ``step`` or more away from the one their groups follow: every
+        up link each period (55,296 at k=48), so in arrays, with ``_weight``'s arithmetic (the same float
+        operations, round half to even)."""
+        import numpy as np
+
+        up, n = self._up_links, len(self._up_links)
+        loads = self.partition.loads_array(self.link_util)  # read once this period, shared with the step
+        if loads is not None:
+            if self._up_in_loads is None:
+                self._up_in_loads = np.array([loads[1][ln] for ln in up], dtype=np.int64)
+            u = loads[0][self._up_in_loads]
+        else:
+            u = np.fromiter(map(self.link_util.get, up, repeat(0.0)), dtype=np.float64, count=n)
+        if self._wref_arr is None:
+            self._wref_arr = np.fromiter(map(self._wref.get, up, repeat(10)), dtype=np.float64, count=n)
+        w = np.maximum(np.rint(10 * (1 - np.where(u < 0.9, u, 0.9))), 1)
+        return [up[i] for i in np.flatnonzero(np.abs(w - self._wref_arr) >= step).tolist()]
 
     def _weight_moves(self) -> dict[str, set[str]]:
         """Switch -> destination ToRs whose group uses an up link whose weight moved by the step."""
         moved: dict[str, set[int]] = {}
-        step, ref = self.cfg.mice_weight_step, self._wref
         if self.link_util is not self._weights_seen:  # (the same measurements as last time: nothing moved)
-            for ln in self._up_links:
-                if abs(self._weight(ln) - ref.get(ln, 10)) >= step:
-                    self._follow_weight(ln)
-                    moved.setdefault(ln[0], set()).add(self.fabric.port_to(*ln))
+            for ln in self._weights_moved(self.cfg.mice_weight_step):
+                self._follow_weight(ln)
+                moved.setdefault(ln[0], set()).add(self.fabric.port_to(*ln))
             self._weights_seen = self.link_util
         out: dict[str, set[str]] = {}
         for sw, ports in moved.items():
@@ -953,7 +980,7 @@ class FreewayCore:
         if self.moving:  # a move that never reported back must not freeze the partition
             self.counters["moves-never-finished"] += self.moving
             self.moving = 0
-        res = self.partition.step(now, active_pairs, lambda ln: self.link_util.get(ln, 0.0))
+        res = self.partition.step(now, active_pairs, self.link_util)
         ops: list[tuple[str, list]] = []
         moved = set()
         for ln in sorted(res.became_lol):

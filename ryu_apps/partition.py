@@ -37,7 +37,9 @@ flap between adding and removing. ``lol_low`` must be below ``lol_high / 2``.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from topology.fabric import Fabric
 from topology.paths import Path, Reachability, path_links, tor_paths, tors_below
@@ -123,6 +125,11 @@ class Partition:
             for top in self.tops:
                 if (t, top) not in self._up:
                     raise PartitionError(f"ToR {t} has no single path up to {top}: not a fat-tree or leaf-spine")
+        # each (ToR, top): its links up to the top, and down from it, in a path's order (``_lol_loads``)
+        self._links_up = {key: tuple(path_links(up)) for key, up in self._up.items()}
+        self._links_down = {key: tuple(path_links(tuple(reversed(up)))) for key, up in self._up.items()}
+        self._batch: _Batch | None = None  # built at the first step that reads loads from a mapping
+        self._loads: tuple | None = None  # (the mapping, its array) of the latest ``loads_array``
         self._group = {t: (fabric.switches[t].pod if fabric.topo == "fattree" else t) for t in tors}
         self.top_groups = _top_groups(self._up, tors, self.tops)
         self.tors = tors
@@ -286,26 +293,36 @@ class Partition:
         links = path_links(path)
         return sum(load(ln) for ln in links) / len(links)
 
-    def _lol_loads(self, pair: Pair, load) -> list[float]:
-        """``path_load`` of each of the pair's LOL paths, read from the ToRs' chains up to each top
-        without building the paths when no link is down (the same sums, in the same order)."""
+    def _lol_loads(self, pair: Pair, load, util: Mapping | None = None) -> list[float]:
+        """``path_load`` of each of the pair's LOL paths, read from the ToRs' links up to and down from
+        each top without building the paths when no link is down (the same sums, in the same order).
+        With ``util`` (link -> load, 0 when absent) the loads are read from it directly."""
         if self.dead or not self.is_partitioned(pair):
             return [self.path_load(p, load) for p in self.lol_paths(pair)]
         s, d = pair
-        out = []
-        for top in self.tops[: self.n_lol(pair)]:
-            up, down = self._up[(s, top)], self._up[(d, top)]
-            total = 0.0
-            for i in range(len(up) - 1):
-                total += load((up[i], up[i + 1]))
-            for i in range(len(down) - 1, 0, -1):
-                total += load((down[i], down[i - 1]))
-            out.append(total / (len(up) + len(down) - 2))
-        return out
+        up, down = self._links_up, self._links_down
+        if util is not None:
+            get = util.get
+            return [sum(map(get, links, repeat(0.0))) / len(links)
+                    for links in (up[(s, top)] + down[(d, top)] for top in self.tops[: self.n_lol(pair)])]
+        return [sum(map(load, links)) / len(links)
+                for links in (up[(s, top)] + down[(d, top)] for top in self.tops[: self.n_lol(pair)])]
 
-    def decide(self, pair: Pair, load) -> int:
+    def loads_array(self, util: Mapping) -> tuple | None:
+        """(array of every ToR-to-top link's load, link -> position) read from ``util`` once (the same
+        mapping object again gives the same array: the period's step and the mice weights share one
+        reading); None where the batch does not apply (chains of unequal length)."""
+        if self._batch is None:
+            self._batch = _Batch(self)
+        if not self._batch.ok:
+            return None
+        if self._loads is None or self._loads[0] is not util:
+            self._loads = (util, self._batch.read(util))
+        return self._loads[1], self._batch.index
+
+    def decide(self, pair: Pair, load, util: Mapping | None = None) -> int:
         """+1 to add a path, -1 to remove one, 0 to keep (more than half congested / idle)."""
-        loads = self._lol_loads(pair, load)
+        loads = self._lol_loads(pair, load, util)
         if not loads:
             return 0
         if sum(x > self.cfg.lol_high for x in loads) * 2 > len(loads):
@@ -316,12 +333,22 @@ class Partition:
 
     def step(self, now: float, pairs, load) -> StepResult:
         """One period: decide for each candidate pair (pairs with traffic, and every pair above the
-        minimum), add or remove at most one path each, and finish draining links."""
+        minimum), add or remove at most one path each, and finish draining links. ``load`` is a link's
+        load: a function, or a mapping (0 for a link it lacks)."""
         res = StepResult()
-        for pair in sorted(set(pairs) | set(self.n)):
+        util, batch = None, {}
+        candidates = sorted(set(pairs) | set(self.n))
+        if isinstance(load, Mapping):
+            util = load
+            load = lambda ln: util.get(ln, 0.0)  # noqa: E731
+            if not self.dead:  # every pair's decision at once (no pair's decision moves another's loads)
+                if self._batch is None:
+                    self._batch = _Batch(self)
+                batch = self._batch.decide(self, [p for p in candidates if self.is_partitioned(p)], util)
+        for pair in candidates:
             if not self.is_partitioned(pair):
                 continue
-            d = self.decide(pair, load)
+            d = batch[pair] if pair in batch else self.decide(pair, load, util)
             if d > 0:
                 self.add_path(pair, res)
             elif d < 0:
@@ -393,6 +420,54 @@ class Partition:
 
     def lol_links(self) -> set[Link]:
         return {ln for ln, c in self.counter.items() if c > 0} | set(self.draining)
+
+
+class _Batch:
+    """Every candidate pair's ``decide`` in a few array operations (the period's hot loop at k=48: 2,000
+    pairs x 26 LOL paths x 4 links). The same sums in the same order as ``_lol_loads``: link by link along
+    each path, then divided by the path's length; so the same decisions."""
+
+    def __init__(self, part: Partition):
+        import numpy as np
+
+        self.np = np
+        self.links = sorted({ln for key in part._up for ln in part._links_up[key] + part._links_down[key]})
+        self.index = index = {ln: i for i, ln in enumerate(self.links)}
+        self.tor_index = {t: i for i, t in enumerate(part.tors)}
+        lens = {len(part._links_up[key]) for key in part._up}
+        self.ok = len(lens) == 1  # every ToR's chains to every top are as long (fat-tree, leaf-spine)
+        if not self.ok:
+            return
+        up = np.empty((len(part.tors), len(part.tops), lens.pop()), dtype=np.int32)
+        down = np.empty_like(up)
+        for t, ti in self.tor_index.items():
+            for j, top in enumerate(part.tops):
+                up[ti, j] = [index[ln] for ln in part._links_up[(t, top)]]
+                down[ti, j] = [index[ln] for ln in part._links_down[(t, top)]]
+        self.up, self.down = up, down
+
+    def read(self, util: Mapping):
+        return self.np.fromiter(map(util.get, self.links, repeat(0.0)), dtype=self.np.float64, count=len(self.links))
+
+    def decide(self, part: Partition, pairs: list[Pair], util: Mapping) -> dict[Pair, int]:
+        if not self.ok or not pairs:
+            return {}
+        np = self.np
+        u = part.loads_array(util)[0]
+        n = np.fromiter((part.n_lol(p) for p in pairs), dtype=np.int64, count=len(pairs))
+        src = np.fromiter((self.tor_index[p[0]] for p in pairs), dtype=np.int64, count=len(pairs))
+        dst = np.fromiter((self.tor_index[p[1]] for p in pairs), dtype=np.int64, count=len(pairs))
+        rows = np.repeat(np.arange(len(pairs)), n)
+        starts = np.cumsum(n) - n
+        top = np.arange(len(rows)) - np.repeat(starts, n)  # the pair's i-th top, i < n_lol
+        ids = np.concatenate([self.up[src[rows], top], self.down[dst[rows], top]], axis=1)
+        total = np.zeros(len(rows))
+        for c in range(ids.shape[1]):  # link by link, as ``sum`` adds them
+            total = total + u[ids[:, c]]
+        loads = total / ids.shape[1]
+        high = np.add.reduceat((loads > part.cfg.lol_high).astype(np.int64), starts) * 2 > n
+        low = np.add.reduceat((loads < part.cfg.lol_low).astype(np.int64), starts) * 2 > n
+        return {p: (1 if h else -1 if lo else 0) for p, h, lo in zip(pairs, high.tolist(), low.tolist(), strict=True)}
 
 
 def _chains_up(fabric: Fabric, tor: str) -> list[Path]:

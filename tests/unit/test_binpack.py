@@ -178,3 +178,33 @@ def test_split_gives_no_subflow_a_share_too_small_to_announce():
     assert len(pls) == 2 and sum(p.rate_bps for p in pls) == pytest.approx(5e6)
     assert all(p.rate_bps >= 1000 for p in pls) and {p.path for p in pls} == {paths[0]}
     assert split(paths, 0.0, 2, lambda ln: 0.0, cap)[0].rate_bps == 0.0  # no rate: nothing to split, no error
+
+
+def test_crossing_is_the_scan_it_replaces_through_adds_re_adds_and_releases():
+    """The issue "Performance" item 4: ``crossing`` reads an index kept by add and release; it must give
+    what scanning every placement gives, in the same order, after any mix of them."""
+    import random
+
+    from ryu_apps.binpack import Allocations, Placement, links
+    from topology.fabric import fattree
+    from topology.paths import tor_paths
+
+    rng = random.Random(2)
+    f = fattree(4, 10)
+    tors = f.tors()
+    alloc = Allocations()
+    for step in range(400):
+        key = rng.randrange(30)
+        if rng.random() < 0.3:
+            alloc.release(key)
+        else:
+            s, d = rng.sample(tors, 2)
+            paths = tor_paths(f, s, d)
+            alloc.add(key, [Placement(rng.choice(paths), 1e6, 0.1) for _ in range(rng.randint(1, 3))])
+        for ln in {ln for pls in alloc.by_flow.values() for p in pls for ln in links(p.path)} | {("c1", "a0_0")}:
+            scan = [k for k, pls in alloc.by_flow.items() if any(ln in links(p.path) for p in pls)]
+            assert alloc.crossing(ln) == scan, (step, ln)
+    assert not any(alloc.crossing(ln) for ln in [("x", "y")])
+    for key in list(alloc.by_flow):
+        alloc.release(key)
+    assert not alloc._on and not alloc.link

@@ -410,3 +410,21 @@ def test_a_split_elephant_keeps_its_subflow_rates_across_a_take_over():
     assert rates == pytest.approx([1e6, 7e6])  # both uplinks at 70%
     rec = core.record(out.elephant)
     assert sorted(rec["subflow_rates_bps"]) == pytest.approx(rates)
+
+
+def test_the_period_s_inline_weight_is_the_mice_bucket_weight():
+    """The period reads every up link's weight in arrays (55,296 links at k=48, ``_weights_moved``): it must follow
+    the same links as ``_weight`` would, at rounding edges, under 0, at 0.9 and beyond 1."""
+    import random
+
+    rng = random.Random(3)
+    core = FreewayCore(fattree(4, 10))
+    edges = [x / 20 for x in range(-2, 24)] + [0.9, 0.85, 0.95, 1.5, -0.3]
+    for _ in range(40):
+        core.link_util = {ln: rng.choice(edges + [rng.uniform(-0.1, 1.2)]) for ln in core._up_links}
+        ref = dict(core._wref)
+        want = {ln for ln in core._up_links
+                if abs(core._weight(ln) - ref.get(ln, 10)) >= core.cfg.mice_weight_step}
+        core._weight_moves()
+        got = {ln for ln in core._up_links if core._wref.get(ln, 10) != ref.get(ln, 10)}
+        assert got <= want and all(core._wref.get(ln, 10) == core._weight(ln) for ln in want)

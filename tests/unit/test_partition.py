@@ -232,3 +232,29 @@ def test_the_decision_reads_the_same_path_loads_without_building_the_paths():
             part.add_path(pair)
         want = [sum(load[ln] for ln in path_links(p)) / len(path_links(p)) for p in part.lol_paths(pair)]
         assert part._lol_loads(pair, load.__getitem__) == want  # exactly: the same sums in the same order
+
+
+@pytest.mark.parametrize("fabric", [fattree(8, 10), leafspine(6, 8, 2)], ids=["fattree-k8", "leafspine"])
+def test_a_step_reading_loads_from_a_mapping_decides_exactly_as_with_a_function(fabric):
+    """The issue "Performance" item 4: the period decides every pair at once from the mapping (numpy, in
+    ``_Batch``); the sums, their order and so every decision must be the ones the function gives, also
+    at loads that put a path's mean right on a bound, and with a link down (which goes the slow way)."""
+    import random
+
+    rng = random.Random(5)
+    f = fabric
+    a, b = Partition(f), Partition(f)
+    pairs = [(s, d) for s in f.tors() for d in f.tors() if a.is_partitioned((s, d))]
+    links = [(x, y) for ln in f.links for x, y in ((ln.a, ln.b), (ln.b, ln.a))]
+    for period in range(30):
+        if period == 20:
+            for part in (a, b):
+                part.set_dead(float(period), frozenset({links[0], links[0][::-1]}))
+        util = {ln: rng.choice((0.0, 0.1, 0.3, 1 / 3, 0.7, rng.random())) for ln in links if rng.random() < 0.9}
+        active = rng.sample(pairs, min(60, len(pairs)))
+        ra = a.step(float(period), active, util)
+        rb = b.step(float(period), active, lambda ln, util=util: util.get(ln, 0.0))
+        assert (ra.added, ra.removed, ra.became_lol, ra.became_hol) == (rb.added, rb.removed, rb.became_lol,
+                                                                        rb.became_hol)
+        assert a.n == b.n and a.counter == b.counter
+    assert a.n and a._batch is not None and a._batch.ok  # the loads moved some pairs; the batch decided

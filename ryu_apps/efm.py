@@ -11,6 +11,12 @@ Against oscillation: a moved flow is not moved again for ``hold_down_s``; a
 link that triggered a move does not trigger again until a measurement taken
 after the move arrives; the trigger uses the latest raw measurement, not the
 smoothed one, so it reflects what happened after the move.
+
+Rounds can follow each other faster than the measurements (an early round
+runs as soon as a link is seen over the threshold), so a move's rate stays
+counted on the links it joined and left until a measurement of that link
+taken after the move arrives (at most ``RECENT_S``): two rounds a fraction
+of a second apart must not send two elephants onto the same free link.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from topology.paths import Path, path_links, tor_paths
 from topology.settings import SettingError, setting, validate
 
 Link = tuple[str, str]
+RECENT_S = 5.0  # a move's rate counts on its links until they are measured again, at most this long
 
 
 EFMConfigError = SettingError
@@ -65,6 +72,7 @@ class EFM:
         self.moved_at: dict[object, float] = {}
         self.paths: dict[object, Path] = {}  # flows EFM pinned, and where
         self.triggered_at: dict[Link, float] = {}
+        self.recent: list[tuple[float, tuple[Link, ...], tuple[Link, ...], float]] = []  # (when, onto, off, rate)
 
     def capacity(self, link: Link) -> float:
         return self.fabric.capacity_bps(link)
@@ -75,7 +83,15 @@ class EFM:
                paths: Callable[[str, str], list[Path]] | None = None) -> Round:
         """One round over every congested link, worst first."""
         rnd = Round()
-        extra: Counter[Link] = Counter()  # rate moved onto (+) or off (-) links this round
+        extra: Counter[Link] = Counter()  # rate moved onto (+) or off (-) links, not measured since
+        self.recent = [r for r in self.recent if now - r[0] < RECENT_S]
+        for when, onto, off, rate in self.recent:
+            for ln in onto:
+                if link_time.get(ln, -1.0) <= when:
+                    extra[ln] += rate
+            for ln in off:
+                if link_time.get(ln, -1.0) <= when:
+                    extra[ln] -= rate
         util = {ln: bps / self.capacity(ln) for ln, bps in link_bps.items()}
         congested = sorted((ln for ln, u in util.items() if u > self.cfg.threshold), key=lambda ln: -util[ln])
         for link in congested:
@@ -103,6 +119,7 @@ class EFM:
                     extra[ln] += rate
                 for ln in old:
                     extra[ln] -= rate
+                self.recent.append((now, tuple(path_links(path)), tuple(old), rate))
                 self.moved_at[flow] = now
                 self.paths[flow] = path
                 self.triggered_at[link] = now

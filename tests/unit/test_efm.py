@@ -91,3 +91,25 @@ def test_a_link_with_only_ineligible_elephants_says_so():
     assert r.moves == [] and "placed by the handshake" in r.stuck[HOT]
     r = EFM(F).decide(5.0, bps, times, lambda ln: [], lambda f: set())
     assert r.moves == [] and r.stuck[HOT] == "no elephant sampled on it"
+
+
+def test_a_round_soon_after_another_counts_the_moves_its_readings_have_not_seen():
+    """Early rounds run 0.2 s apart, faster than the counters: seen in the EFM collision test 2, three
+    elephants were sent onto the same free uplink by three rounds in 0.4 s. A move's rate counts on its
+    links until a reading taken after it arrives."""
+    efm = EFM(F, EFMConfig(pick="smallest"))
+    (m,) = _decide(efm).moves  # B (3.5 Mbit/s) goes via c2
+    assert m.flow == B and m.new_path[2] == "c2"
+    # 0.2 s later, nothing measured since (readings at 5.0): A (6 Mbit/s) must not join B on a0_0->c2
+    bps, times = _world({HOT: 9.5e6})
+    times[HOT] = 5.2  # only the hot link has a newer reading
+    r = efm.decide(5.2, bps, times, lambda ln: [(A, RATES[A])] if ln == HOT else [], lambda f: _links(PATHS[f]))
+    (m2,) = r.moves
+    assert m2.flow == A and ("a0_0", "c2") not in _links(m2.new_path)
+    # once a0_0->c2 is measured after the move (and still free), it counts as measured
+    efm2 = EFM(F, EFMConfig(pick="smallest"))
+    _decide(efm2)
+    times[("a0_0", "c2")] = 5.1
+    (m3,) = efm2.decide(5.2, bps, times, lambda ln: [(A, RATES[A])] if ln == HOT else [],
+                        lambda f: _links(PATHS[f])).moves
+    assert m3.new_path[2] == "c2"

@@ -26,11 +26,10 @@ class Collector:
         try:
             dg = decode_datagram(data)
         except SFlowDecodeError as e:
-            self.stats["decode_errors"] += 1
-            self.last_error = str(e)
-            if self.stats["decode_errors"] in (1, 10, 100) or self.stats["decode_errors"] % 1000 == 0:
-                LOG.warning("dropped malformed sFlow datagram (%d so far): %s", self.stats["decode_errors"], e)
-            return []
+            return self._dropped(str(e))
+        except Exception as e:  # a decoder bug, not the datagram's: still dropped and counted, never fatal
+            LOG.exception("sFlow decoder failed on a %d-byte datagram", len(data))
+            return self._dropped(f"decoder error: {type(e).__name__}: {e}")
         self.stats["datagrams"] += 1
         events: list[LinkLoad] = []
         for cs in dg.counter_samples:
@@ -40,3 +39,10 @@ class Collector:
             self.stats["flow_samples"] += 1
             self.estimator.on_flow_sample(now, fs, dg.agent)
         return events
+
+    def _dropped(self, why: str) -> list[LinkLoad]:
+        self.stats["decode_errors"] += 1
+        self.last_error = why
+        if self.stats["decode_errors"] in (1, 10, 100) or self.stats["decode_errors"] % 1000 == 0:
+            LOG.warning("dropped malformed sFlow datagram (%d so far): %s", self.stats["decode_errors"], why)
+        return []

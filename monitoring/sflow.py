@@ -252,7 +252,7 @@ def _parse_ethernet(h: bytes) -> tuple[int | None, FiveTuple | None, int | None,
     reaches the TCP data offset (the payload length comes from the IP total length, so a header cut
     short by the agent still gives it)."""
     if len(h) < 14:
-        return None, None, None
+        return None, None, None, None
     off = 12
     eth_type = struct.unpack_from("!H", h, off)[0]
     off += 2

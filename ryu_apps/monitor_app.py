@@ -106,8 +106,11 @@ class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") el
                 LOG.error("sFlow socket: %s", e)
                 hub.sleep(1)
                 continue
-            for ev in self.collector.handle(time.monotonic(), data):
-                self.publish(ev)
+            try:
+                for ev in self.collector.handle(time.monotonic(), data):
+                    self.publish(ev)
+            except Exception:  # whatever one datagram did, the next ones are still read
+                LOG.exception("sFlow datagram handling failed")
             n += 1
             if n % YIELD_EVERY == 0:  # a green socket that always has data never yields by itself: a burst
                 hub.sleep(0)  # of datagrams would hold the whole controller (echo replies, barriers, probes)

@@ -72,3 +72,20 @@ def test_a_map_for_any_agent_still_serves_one_host_and_an_agents_own_entry_wins(
     assert est.locate("192.0.2.1", 7) == ("e0_0", 3)
     assert est.locate("192.0.2.1", 8) is None  # an agent with a map of its own is never read in another's
     assert est.locate(None, 9) is None
+
+
+def test_a_decoder_bug_drops_the_datagram_and_counts_it_and_the_next_is_read(monkeypatch):
+    """A datagram the decoder cannot handle (an exception other than SFlowDecodeError, as a header under
+    14 bytes once raised) is counted as a decode error; the collector goes on with the next one."""
+    import monitoring.collector as collector
+
+    est = Estimator(F, MonitorConfig(ewma_alpha=1.0))
+    col = Collector(est)
+    good = enc.datagram([enc.counter_sample([enc.if_counters(7, out_octets=0)])])
+    real = collector.decode_datagram
+    monkeypatch.setattr(collector, "decode_datagram",
+                        lambda d: (_ for _ in ()).throw(ValueError("not enough values")) if d == b"bug" else real(d))
+    assert col.handle(0.0, b"bug") == []
+    assert col.stats["decode_errors"] == 1 and "ValueError" in col.last_error
+    col.handle(0.1, good)
+    assert col.stats["datagrams"] == 1 and col.stats["counter_samples"] == 1

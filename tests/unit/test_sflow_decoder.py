@@ -99,6 +99,10 @@ def test_unknown_records_skipped_and_short_headers_tolerated():
     assert len(s.packets) == 2
     assert s.packets[0].five_tuple is None and s.packets[0].eth_type == 0x0800
     assert s.packets[1].five_tuple == FiveTuple("10.0.0.2", "10.1.0.2", 17, 53, 5353)
+    for cut in (0, 1, 10, 13):  # shorter than an Ethernet header: the lengths only (once a ValueError)
+        (s,) = decode_datagram(enc.datagram([enc.flow_sample([enc.raw_header_record(enc.eth_ipv4_tcp()[:cut])])])
+                               ).flow_samples
+        assert s.packets[0].eth_type is None and s.packets[0].five_tuple is None and s.packets[0].tcp is None
 
 
 @pytest.mark.parametrize("data,needle", [
@@ -126,6 +130,18 @@ def test_fuzz_random_bytes_only_raise_decode_error(data):
         decode_datagram(data)
     except SFlowDecodeError:
         pass
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.binary(max_size=120),  # any bytes, or a real frame's start cut anywhere, then any bytes
+                 st.tuples(st.integers(0, 54), st.binary(max_size=60)).map(
+                     lambda t: enc.eth_ipv4_tcp(vlan=t[0] % 2 == 1)[:t[0]] + t[1])),
+       st.integers(0, 0xFFFF), st.sampled_from([1, 2, 11]))
+def test_fuzz_any_sampled_header_in_a_well_formed_datagram_decodes(header, frame_length, proto):
+    """Whatever bytes the agent copied (any length, from none), a well-formed record decodes."""
+    body = enc.u32(proto, frame_length, 0, len(header)) + header + b"\0" * (-len(header) % 4)
+    (s,) = decode_datagram(enc.datagram([enc.flow_sample([enc.opaque(1, body)])])).flow_samples
+    assert s.packets[0].header == header
 
 
 @settings(max_examples=600, deadline=None)

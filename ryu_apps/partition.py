@@ -39,7 +39,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import reduce
 from itertools import repeat
+from operator import add
 
 from topology.fabric import Fabric
 from topology.paths import Path, Reachability, path_links, tor_paths, tors_below
@@ -291,7 +293,7 @@ class Partition:
     # ----- the periodic decision ---------------------------------------------------
     def path_load(self, path: Path, load) -> float:
         links = path_links(path)
-        return sum(load(ln) for ln in links) / len(links)
+        return _added(map(load, links)) / len(links)
 
     def _lol_loads(self, pair: Pair, load, util: Mapping | None = None) -> list[float]:
         """``path_load`` of each of the pair's LOL paths, read from the ToRs' links up to and down from
@@ -303,9 +305,9 @@ class Partition:
         up, down = self._links_up, self._links_down
         if util is not None:
             get = util.get
-            return [sum(map(get, links, repeat(0.0))) / len(links)
+            return [_added(map(get, links, repeat(0.0))) / len(links)
                     for links in (up[(s, top)] + down[(d, top)] for top in self.tops[: self.n_lol(pair)])]
-        return [sum(map(load, links)) / len(links)
+        return [_added(map(load, links)) / len(links)
                 for links in (up[(s, top)] + down[(d, top)] for top in self.tops[: self.n_lol(pair)])]
 
     def loads_array(self, util: Mapping) -> tuple | None:
@@ -420,6 +422,13 @@ class Partition:
 
     def lol_links(self) -> set[Link]:
         return {ln for ln, c in self.counter.items() if c > 0} | set(self.draining)
+
+
+
+def _added(values) -> float:
+    """The values added one after another, as the batch adds them link by link (``sum`` of floats
+    compensates its rounding from Python 3.12, which would make the two differ in the last bit)."""
+    return reduce(add, values, 0.0)
 
 
 class _Batch:

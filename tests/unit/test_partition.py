@@ -1,10 +1,13 @@
 """Freeway's path partition: fixed paths, counters, Fig. 3's order, bounds, decisions, deferred switch-over."""
 
+import functools
+import operator
+
 import pytest
 
 from ryu_apps.partition import Partition, PartitionConfig, PartitionError, StepResult
 from topology.fabric import fattree, leafspine
-from topology.paths import path_top, tor_paths
+from topology.paths import path_links, path_top, tor_paths
 
 
 def _links(p):
@@ -230,8 +233,21 @@ def test_the_decision_reads_the_same_path_loads_without_building_the_paths():
     for pair in rng.sample(pairs, 40):
         for _ in range(rng.randrange(4)):
             part.add_path(pair)
-        want = [sum(load[ln] for ln in path_links(p)) / len(path_links(p)) for p in part.lol_paths(pair)]
+        want = [functools.reduce(operator.add, (load[ln] for ln in path_links(p)), 0.0) / len(path_links(p))
+                for p in part.lol_paths(pair)]
         assert part._lol_loads(pair, load.__getitem__) == want  # exactly: the same sums in the same order
+
+
+def test_path_loads_add_link_by_link_as_the_batch_does():
+    """(0.1 + 0.3 + 0.7 + 0.1) / 4 is 0.30000000000000004 added in turn, 0.3 by Python 3.12's compensated
+    ``sum``: on a lol_high of 0.3 the two would decide differently. Every path load adds in turn."""
+    part = Partition(fattree(4))
+    pair = (part.tors[0], part.tors[-1])
+    path = part.lol_paths(pair)[0]
+    vals = dict(zip(path_links(path), (0.1, 0.3, 0.7, 0.1), strict=True))
+    assert part.path_load(path, vals.__getitem__) == (((0.1 + 0.3) + 0.7) + 0.1) / 4
+    load = lambda ln: vals.get(ln, 0.0)  # noqa: E731
+    assert part._lol_loads(pair, load)[0] == part._lol_loads(pair, load, vals)[0] == 0.30000000000000004
 
 
 @pytest.mark.parametrize("fabric", [fattree(8, 10), leafspine(6, 8, 2)], ids=["fattree-k8", "leafspine"])

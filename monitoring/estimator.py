@@ -55,7 +55,7 @@ IF_OPER_UP = 2  # ifStatus: bit 0 admin up, bit 1 operationally up (RFC 2233 ifO
 UNKNOWN_COUNTER = 2**64 - 1  # sFlow v5: a counter the agent cannot read is sent as all ones
 LINK_MIN_SAMPLES = 20  # fewer flow samples in a link's window: no sampled reading
 LINK_BUCKETS = 10  # a link's window is kept in this many buckets
-LINK_Z = 2.0  # the sampled reading is the rate's lower bound at this many standard deviations (Poisson counts)
+LINK_Z = 2.0  # the sampled reading is the rate's lower bound at this many standard deviations of the estimate
 
 
 MonitorConfigError = SettingError  # an invalid monitoring setting; the message names the key
@@ -126,12 +126,14 @@ class Estimator:
         self.link_util: dict[tuple[str, str], float] = {}  # directed link -> smoothed occupancy (0..1+)
         self.link_bps: dict[tuple[str, str], float] = {}  # latest raw measurement
         self.link_time: dict[tuple[str, str], float] = {}  # when it was taken
+        self.link_since: dict[tuple[str, str], float] = {}  # when the traffic it measured began (a delta's start)
         self._counters: dict[tuple[tuple[str, str], str], _Counter] = {}
-        self._link_samples: dict[tuple[str, str], deque] = {}  # directed link -> [bucket start, bytes, samples]
-        self._hot_at: dict[tuple[str, str], float] = {}  # when a link was last noted hot by its samples
+        self._link_samples: dict[tuple[str, str], deque] = {}  # link -> [bucket start, bytes, samples, Σ bytes²]
+        self._checked_at: dict[tuple[str, str], float] = {}  # when a link's samples were last held to the threshold
+        self._over: dict[str, set[tuple[str, str]]] = {"counters": set(), "samples": set()}  # over it by each
         self._link_of: dict[tuple[str, int], tuple[str, str] | None] = {}  # (switch, port) -> link into it
         self.hot_threshold: float | None = None  # set by a policy that wants to hear of links over it at once
-        self.hot: set[tuple[str, str]] = set()  # links seen over hot_threshold since the last take_hot()
+        self.hot: set[tuple[str, str]] = set()  # links newly over hot_threshold since the last take_hot()
         self.port_up: dict[tuple[str, int], bool] = {}  # fabric port -> operational status as sFlow reports it
         self.stats = {"flow_samples": 0, "counter_samples": 0, "unmapped_ifindex": 0, "packets_without_ip": 0,
                       "unknown_counter": 0, "discarded_samples": 0, "samples_not_from_a_port": 0,
@@ -196,18 +198,30 @@ class Estimator:
         if prev is None or now <= prev.t or octets < prev.octets:
             return None  # first sample, clock step, or counter reset: rebaseline
         bps = (octets - prev.octets) * 8 / (now - prev.t)
-        if self.hot_threshold is not None and bps > self.hot_threshold * self.fabric.capacity_bps(link):
-            self.hot.add(link)
-        return self.observe_link(now, link, bps)
+        if self.hot_threshold is not None:
+            self._note_over(link, "counters", bps > self.hot_threshold * self.fabric.capacity_bps(link))
+        return self.observe_link(now, link, bps, since=prev.t)
 
-    def observe_link(self, now: float, link: tuple[str, str], bps: float) -> LinkLoad:
-        """Fold a measured rate into the link's smoothed occupancy."""
+    def _note_over(self, link: tuple[str, str], by: str, over: bool) -> None:
+        """A link going over the hot threshold by one kind of reading (under it before, by that kind) is
+        noted for ``take_hot``; staying over is not news (the periodic round sees it)."""
+        seen = self._over[by]
+        if not over:
+            seen.discard(link)
+        elif link not in seen:
+            seen.add(link)
+            self.hot.add(link)
+
+    def observe_link(self, now: float, link: tuple[str, str], bps: float, since: float | None = None) -> LinkLoad:
+        """Fold a measured rate into the link's smoothed occupancy; ``since``: when the traffic it measured
+        began (a counter delta's start), ``now`` if not known."""
         util = bps / self.fabric.capacity_bps(link)
         a = self.cfg.ewma_alpha
         old = self.link_util.get(link)
         self.link_util[link] = util if old is None else a * util + (1 - a) * old
         self.link_bps[link] = bps
         self.link_time[link] = now
+        self.link_since[link] = now if since is None else since
         return LinkLoad(now, link, bps, self.link_util[link])
 
     # ----- flow samples -> flow rates -------------------------------------
@@ -269,8 +283,8 @@ class Estimator:
 
     def _link_sample(self, now: float, where: tuple[str, int], nbytes: float) -> None:
         """A flow sample entering ``where`` counts for the link into it (kept in LINK_BUCKETS buckets per
-        window, so a link's state stays small at any sample rate); a link newly over the hot threshold
-        by its samples is noted at once, and again at most once a window."""
+        window, so a link's state stays small at any sample rate); a link going over the hot threshold
+        by its samples is noted at once (a link over it is held to it again once a bucket, to see it drop)."""
         w = self.cfg.link_window_s
         if w <= 0 or nbytes <= 0:
             return
@@ -288,35 +302,48 @@ class Estimator:
         if q and q[-1][0] == start:
             q[-1][1] += nbytes
             q[-1][2] += 1
+            q[-1][3] += nbytes * nbytes
         else:
-            q.append([start, nbytes, 1])
-        if self.hot_threshold is not None and now - self._hot_at.get(link, -1e9) >= w:
-            bound = self.sampled_link(now, link)
-            if bound is not None and bound[0] > self.hot_threshold * self.fabric.capacity_bps(link):
-                self.hot.add(link)
-                self._hot_at[link] = now
+            q.append([start, nbytes, 1, nbytes * nbytes])
+        if self.hot_threshold is not None and (link not in self._over["samples"]
+                                               or now - self._checked_at.get(link, -1e9) >= width):
+            self._checked_at[link] = now
+            over = self.hot_threshold * self.fabric.capacity_bps(link)
+            rate, n, rsd = self._sampled_rate(now, link)
+            if link in self._over["samples"]:  # over until surely under: the upper bound (a full link's
+                self._note_over(link, "samples", n > 0 and rate * (1 + LINK_Z * rsd) > over)  # estimate
+            else:  # scatters across the threshold at a few samples a window)
+                self._note_over(link, "samples", n >= LINK_MIN_SAMPLES and rate * (1 - LINK_Z * rsd) > over)
 
     def sampled_link(self, now: float, link: tuple[str, str]) -> tuple[float, float] | None:
         """(bits/s, window start): the lower confidence bound of the link's rate from its flow samples over
         the last ``link_window_s`` (the buckets wholly inside it); None with fewer than LINK_MIN_SAMPLES
         samples in it."""
+        rate, n, rsd = self._sampled_rate(now, link)
+        if n < LINK_MIN_SAMPLES or self.cfg.link_window_s <= 0:
+            return None
+        return rate * (1 - LINK_Z * rsd), now - self.cfg.link_window_s
+
+    def _sampled_rate(self, now: float, link: tuple[str, str]) -> tuple[float, int, float]:
+        """(bits/s, samples, relative standard deviation): the estimate of the link's rate from its flow
+        samples over the last ``link_window_s`` (the buckets wholly inside it), how many samples it rests
+        on, and how far it scatters: √Σx² / Σx over the samples' bytes x (1/√samples when the frames are all
+        one size; more when they mix: a sampled 64-byte ACK and a 1,514-byte segment are not the same news)."""
         q = self._link_samples.get(link)
         if q is None:
-            return None
+            return 0.0, 0, 1.0
         w = self.cfg.link_window_s
         while q and q[0][0] < now - w:
             q.popleft()
         if not q:
             del self._link_samples[link]
-            return None
-        n = sum(b[2] for b in q)
-        if n < LINK_MIN_SAMPLES or w <= 0:
-            return None
+            return 0.0, 0, 1.0
         span = max(now - q[0][0], w / 2)  # the buckets' time, but a young burst counts over half a window
-        return sum(b[1] for b in q) * 8 / span * (1 - LINK_Z / n ** 0.5), now - w
+        total = sum(b[1] for b in q)
+        return total * 8 / span, sum(b[2] for b in q), sum(b[3] for b in q) ** 0.5 / total
 
     def take_hot(self) -> set[tuple[str, str]]:
-        """Links seen over ``hot_threshold`` (by a counter delta or by their samples) since the last call."""
+        """Links that went over ``hot_threshold`` (by a counter delta or by their samples) since the last call."""
         hot, self.hot = self.hot, set()
         return hot
 
@@ -423,7 +450,7 @@ class Estimator:
 
     def view(self, now: float) -> View:
         """What monitoring knows now, read-only, for one period of the policies."""
-        links = {ln: LinkReading(u, self.link_bps.get(ln, 0.0), self.link_time.get(ln, 0.0))
+        links = {ln: LinkReading(u, self.link_bps.get(ln, 0.0), self.link_time.get(ln, 0.0), self.link_since.get(ln))
                  for ln, u in self.link_util.items()}
         flows, mice = {}, {}
         for f, st in self.flows.items():

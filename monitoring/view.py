@@ -22,6 +22,7 @@ class LinkReading:
     util: float  # smoothed occupancy, fraction of capacity
     bps: float  # the latest raw measurement
     time: float  # when it was taken
+    since: float | None = None  # when the traffic it measured began (a counter delta's start); None: ``time``
 
 
 @dataclass(frozen=True)
@@ -62,9 +63,10 @@ class View:
     def fresh_readings(self) -> dict[Link, tuple[float, float]]:
         """link -> (bits/s, time) of its freshest sure measurement: the counters' latest delta, or the flow
         samples' lower bound when that is higher (a link that just filled up shows in its samples within
-        a fraction of a second, in its counters only at the next poll). The time of a sampled reading is
-        its window's start: only samples taken wholly after an event can speak for what followed it."""
-        out = {ln: (r.bps, r.time) for ln, r in self.links.items()}
+        a fraction of a second, in its counters only at the next poll). The time is when the measured
+        traffic began, the counter delta's start or the samples' window's: only a measurement taken wholly
+        after an event can speak for what followed it."""
+        out = {ln: (r.bps, r.time if r.since is None else r.since) for ln, r in self.links.items()}
         for ln, (bps, since) in self.sampled.items():
             if bps > out.get(ln, (0.0, 0.0))[0]:
                 out[ln] = (bps, since)

@@ -8,14 +8,16 @@ flow's rate added (measured occupancy plus what this round already moved); if
 none fits, try the next elephant; if none moves, say why.
 
 Against oscillation: a moved flow is not moved again for ``hold_down_s``; a
-link that triggered a move does not trigger again until a measurement taken
-after the move arrives; the trigger uses the latest raw measurement, not the
+link that triggered a move does not trigger again until a measurement of
+traffic wholly after the move arrives (``link_time`` is when a measurement
+began: a counter delta's start, a sample window's; ``SETTLE_S`` after the
+decision, the new entries carry the flow); the trigger uses the latest raw measurement, not the
 smoothed one, so it reflects what happened after the move.
 
 Rounds can follow each other faster than the measurements (an early round
 runs as soon as a link is seen over the threshold), so a move's rate stays
 counted on the links it joined and left until a measurement of that link
-taken after the move arrives (at most ``RECENT_S``): two rounds a fraction
+wholly after the move arrives (at most ``RECENT_S``): two rounds a fraction
 of a second apart must not send two elephants onto the same free link.
 """
 
@@ -32,6 +34,7 @@ from topology.settings import SettingError, setting, validate
 
 Link = tuple[str, str]
 RECENT_S = 5.0  # a move's rate counts on its links until they are measured again, at most this long
+SETTLE_S = 0.1  # a move's entries carry the flow within this of the decision: measurements from then on see it
 
 
 EFMConfigError = SettingError
@@ -87,15 +90,15 @@ class EFM:
         self.recent = [r for r in self.recent if now - r[0] < RECENT_S]
         for when, onto, off, rate in self.recent:
             for ln in onto:
-                if link_time.get(ln, -1.0) <= when:
+                if link_time.get(ln, -1.0) < when + SETTLE_S:
                     extra[ln] += rate
             for ln in off:
-                if link_time.get(ln, -1.0) <= when:
+                if link_time.get(ln, -1.0) < when + SETTLE_S:
                     extra[ln] -= rate
         util = {ln: bps / self.capacity(ln) for ln, bps in link_bps.items()}
         congested = sorted((ln for ln, u in util.items() if u > self.cfg.threshold), key=lambda ln: -util[ln])
         for link in congested:
-            if (link_time.get(link, 0.0) <= self.triggered_at.get(link, -1.0)
+            if (link_time.get(link, 0.0) < self.triggered_at.get(link, -1e9) + SETTLE_S
                     or (link_bps[link] + extra[link]) / self.capacity(link) <= self.cfg.threshold):
                 continue  # no measurement since our last move here, or this round already relieved it
             sampled = elephants_on(link)

@@ -121,3 +121,25 @@ def test_a_held_event_loop_is_measured_and_a_long_stall_logged(tmp_path, monkeyp
     assert 'freeway_event_loop_lag_seconds_count 3.0' in text
     assert 'freeway_event_loop_lag_seconds_bucket{le="0.005"} 2.0' in text
     assert 'freeway_event_loop_lag_seconds_bucket{le="2.5"} 3.0' in text
+
+
+def test_a_live_reload_of_efms_threshold_rearms_the_early_rounds_at_the_new_one(tmp_path, monkeypatch):
+    """SIGHUP with a new efm.threshold: from the next period the policy and the links monitoring reports
+    as newly hot (the early rounds) both use it."""
+    from monitoring.estimator import Estimator
+
+    app = _app(tmp_path, monkeypatch, mode="efm-biggest")
+    est = Estimator(app.fabric)
+    app.monitor = SimpleNamespace(estimator=est, view=est.view)
+    app.monitor.estimator.hot_threshold = app.policy.hot_threshold()
+    assert app.monitor.estimator.hot_threshold == 0.7
+    (tmp_path / "freeway.conf").write_text("efm:\n  threshold: 0.5\n")
+    new = config.Config.from_mapping({**config.load_file(tmp_path / "freeway.conf"), "fabric": app.cfg.fabric,
+                                      "mode": "efm-biggest"})
+    monkeypatch.setattr(config, "_active", new)
+    app.period(time.monotonic())  # the period takes the live settings
+    assert app.policy.hot_threshold() == 0.5 and app.monitor.estimator.hot_threshold == 0.5
+    link = ("e0_0", "a0_0")
+    assert est._counter_delta(0.0, link, "out", 0) is None
+    est._counter_delta(1.0, link, "out", 6_000_000 // 8)  # 60% of 10 Mbit/s: over 50%, not 70%
+    assert est.take_hot() == {link}

@@ -106,10 +106,18 @@ def test_a_round_soon_after_another_counts_the_moves_its_readings_have_not_seen(
     r = efm.decide(5.2, bps, times, lambda ln: [(A, RATES[A])] if ln == HOT else [], lambda f: _links(PATHS[f]))
     (m2,) = r.moves
     assert m2.flow == A and ("a0_0", "c2") not in _links(m2.new_path)
-    # once a0_0->c2 is measured after the move (and still free), it counts as measured
+    # a0_0->c2 measured from 5.05 (a counter delta that began then): mostly before the move's entries
+    # carried B (SETTLE_S after the decision), so still not measured after it
     efm2 = EFM(F, EFMConfig(pick="smallest"))
     _decide(efm2)
-    times[("a0_0", "c2")] = 5.1
+    times[("a0_0", "c2")] = 5.05
     (m3,) = efm2.decide(5.2, bps, times, lambda ln: [(A, RATES[A])] if ln == HOT else [],
                         lambda f: _links(PATHS[f])).moves
-    assert m3.new_path[2] == "c2"
+    assert ("a0_0", "c2") not in _links(m3.new_path)
+    # once a0_0->c2 is measured wholly after the move (and still free), it counts as measured
+    efm3 = EFM(F, EFMConfig(pick="smallest"))
+    _decide(efm3)
+    times[("a0_0", "c2")] = 5.15
+    (m4,) = efm3.decide(5.2, bps, times, lambda ln: [(A, RATES[A])] if ln == HOT else [],
+                        lambda f: _links(PATHS[f])).moves
+    assert m4.new_path[2] == "c2"

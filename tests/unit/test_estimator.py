@@ -303,3 +303,57 @@ def test_sampled_link_readings_need_enough_samples_a_fabric_link_and_can_be_turn
     assert not off._link_samples and not off.take_hot() and not off.view(0.1).sampled
     with pytest.raises(MonitorConfigError, match="link_window_s"):
         MonitorConfig(link_window_s=-1)
+
+
+def test_a_link_is_hot_news_when_it_goes_over_not_while_it_stays_over():
+    """Early rounds are for links newly over the threshold: a link staying over (an elephant at line rate
+    on its access link) is the periodic round's, not a reason for five rounds a second."""
+    e = _est(ewma_alpha=1.0)
+    e.hot_threshold = 0.7
+    link = ("e0_0", "a0_0")
+    e.on_counters(0.0, _ifc(102, 0, 0))
+    octets = 0
+    seen = []
+    for t, mbps in ((1, 9), (2, 9), (3, 9), (4, 3), (5, 9), (6, 9)):
+        octets += mbps * 1_000_000 // 8
+        e.on_counters(float(t), _ifc(102, 0, octets))
+        seen.append(link in e.take_hot())
+    assert seen == [True, False, False, False, True, False]
+    # by its samples the same: noted when it fills, not again while full; again after it drained
+    s = _est()
+    s.hot_threshold = 0.7
+    first = _link_load(s, 10.0, 14.0, 9.6, seed=3)
+    assert len(first) == 1, first
+    assert _link_load(s, 14.0, 17.0, 2.0, seed=3) == []  # draining: under, forgotten as over
+    again = _link_load(s, 17.0, 20.0, 9.6, seed=4)
+    assert len(again) == 1 and again[0] > 17.0, again
+
+
+def test_a_counter_reading_is_dated_from_the_start_of_its_delta():
+    """EFM counts a move as measured only by traffic wholly after it: a delta from 4.0 to 5.05 is mostly
+    from before a move at 5.0, so its reading is dated 4.0 (and the time it arrived stays 5.05)."""
+    e = _est(ewma_alpha=1.0)
+    e.on_counters(4.0, _ifc(102, 0, 0))
+    e.on_counters(5.05, _ifc(102, 0, 100_000))
+    v = e.view(5.1)
+    r = v.links[("e0_0", "a0_0")]
+    assert (r.time, r.since) == (5.05, 4.0)
+    assert v.fresh_readings()[("e0_0", "a0_0")] == (pytest.approx(800_000 / 1.05), 4.0)
+    assert v.stale(0.2) == frozenset()  # staleness still goes by when it arrived
+
+
+def test_the_sampled_bound_widens_when_frame_sizes_mix():
+    """The bound's spread is √Σx²/Σx over the sampled bytes: 1/√n for frames of one size, wider for a mix
+    of 64-byte ACKs and 1,514-byte segments (the same bytes rest on fewer big frames)."""
+    link = ("c1", "a0_0")
+    same, mixed = _est(), _est()
+    for i in range(40):
+        same.on_flow_sample(0.01 * i, _sample(201, frame=1514))
+        mixed.on_flow_sample(0.01 * i, _sample(201, frame=1514 if i % 2 else 64))
+    rate, n, rsd = same._sampled_rate(0.4, link)
+    assert n == 40 and rsd == pytest.approx(1 / 40 ** 0.5)
+    assert same.sampled_link(0.4, link)[0] == pytest.approx(rate * (1 - 2 / 40 ** 0.5))
+    rate_m, n_m, rsd_m = mixed._sampled_rate(0.4, link)
+    x = [1514 * 10] * 20 + [64 * 10] * 20
+    assert n_m == 40 and rsd_m == pytest.approx(sum(v * v for v in x) ** 0.5 / sum(x)) and rsd_m > 1.3 * rsd
+    assert mixed.sampled_link(0.4, link)[0] == pytest.approx(rate_m * (1 - 2 * rsd_m))

@@ -107,6 +107,7 @@ class FlowState:
     seq_base: int | None = None  # the first sampled TCP sequence number; seq_lo/seq_hi are relative to it
     seq_lo: int = 0
     seq_hi: int = 0
+    seq_since: float = 0.0  # when the first segment of the span was sampled
 
 
 @dataclass
@@ -252,14 +253,14 @@ class Estimator:
             pt.total += pkt.frame_length * sample.sampling_rate
             st.last_seen = now
             if pkt.tcp is not None and pkt.tcp[1] > 0:
-                self._segment(st, *pkt.tcp)
+                self._segment(now, st, *pkt.tcp)
 
     @staticmethod
-    def _segment(st: FlowState, seq: int, length: int) -> None:
+    def _segment(now: float, st: FlowState, seq: int, length: int) -> None:
         """Widen the flow's known sequence span with one sampled segment (32-bit wrap-around: a segment
         within 2 GB of the first one, either side, is placed relative to it)."""
         if st.seq_base is None:
-            st.seq_base, st.seq_lo, st.seq_hi = seq, 0, length
+            st.seq_base, st.seq_lo, st.seq_hi, st.seq_since = seq, 0, length, now
             return
         rel = (seq - st.seq_base) % 2**32
         if rel >= 2**31:
@@ -268,14 +269,13 @@ class Estimator:
 
     def tcp_bytes(self, now: float, st: FlowState) -> float | None:
         """Bytes a TCP flow has certainly sent (its sampled sequence span); None without a segment, or
-        when the span is more than its access link could have carried since it was first seen (a
-        sequence number from another connection, or garbage: counted, and the flow falls back to the
-        sampling estimate)."""
+        when the span is more than its access link could have carried since its first segment was
+        sampled, plus a second (a sequence number from another connection, or garbage: counted, and
+        the flow falls back to the sampling estimate)."""
         if st.seq_base is None:
             return None
         span = st.seq_hi - st.seq_lo
-        first = min((p.first for p in st.points.values()), default=now)
-        if span > self.access_rate_bps(st.flow) / 8 * (now - first + 1.0):
+        if span > self.access_rate_bps(st.flow) / 8 * (now - st.seq_since + 1.0):
             self.stats["implausible_tcp_span"] += 1
             st.seq_base = None
             return None

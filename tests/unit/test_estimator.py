@@ -357,3 +357,17 @@ def test_the_sampled_bound_widens_when_frame_sizes_mix():
     x = [1514 * 10] * 20 + [64 * 10] * 20
     assert n_m == 40 and rsd_m == pytest.approx(sum(v * v for v in x) ** 0.5 / sum(x)) and rsd_m > 1.3 * rsd
     assert mixed.sampled_link(0.4, link)[0] == pytest.approx(rate_m * (1 - 2 * rsd_m))
+
+
+def test_a_tcp_flow_that_pauses_and_resumes_keeps_its_span():
+    """A flow silent for longer than the rate window (its observation points forgotten) but not idle long
+    enough to end: its span is judged against the time since its first sampled segment, not since the
+    points it has now, and is not called implausible."""
+    e = _est()
+    e.on_flow_sample(0.0, _sample(101, tcp=(0, 1448)))
+    e.on_flow_sample(0.5, _sample(101, tcp=(600_000, 1448)))
+    for t in range(1, 28):
+        e.tick(0.5 + t * 0.1)  # 2.7 s: the points are older than window_s (2 s), the flow not idle_s (3 s)
+    assert FLOW in e.flows
+    e.on_flow_sample(2.8, _sample(101, tcp=(3_000_000, 1448)))  # 3 MB in 2.8 s: under 10 Mbit/s
+    assert e.tcp_bytes(2.8, e.flows[FLOW]) == 3_001_448 and e.stats["implausible_tcp_span"] == 0

@@ -343,7 +343,8 @@ class Estimator:
         return total * 8 / span, sum(b[2] for b in q), sum(b[3] for b in q) ** 0.5 / total
 
     def take_hot(self) -> set[tuple[str, str]]:
-        """Links that went over ``hot_threshold`` (by a counter delta or by their samples) since the last call."""
+        """Links that went over ``hot_threshold`` (by a counter delta or by their samples) since the last call,
+        and links over it on which an elephant was newly detected (what EFM needs to act: both)."""
         hot, self.hot = self.hot, set()
         return hot
 
@@ -388,6 +389,9 @@ class Estimator:
                     st.elephant_since, st.below_since = now, None
                     sw, port = self.ingress(st)
                     events.append(ElephantStart(now, flow, rate, sw, port))
+                    if self.hot_threshold is not None:  # a link already over: now it has an elephant to move
+                        self.hot.update(ln for ln in self.flow_links(st)
+                                        if ln in self._over["counters"] or ln in self._over["samples"])
                 elif idle:
                     del self.flows[flow]
                 continue

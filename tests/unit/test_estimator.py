@@ -371,3 +371,22 @@ def test_a_tcp_flow_that_pauses_and_resumes_keeps_its_span():
     assert FLOW in e.flows
     e.on_flow_sample(2.8, _sample(101, tcp=(3_000_000, 1448)))  # 3 MB in 2.8 s: under 10 Mbit/s
     assert e.tcp_bytes(2.8, e.flows[FLOW]) == 3_001_448 and e.stats["implausible_tcp_span"] == 0
+
+
+def test_a_link_already_over_is_news_again_when_an_elephant_is_found_on_it():
+    """EFM acts on a link over the threshold with an elephant on it: when the link goes over before its
+    elephant is detected, the early round then finds nothing to move; the elephant's detection brings
+    the link back (rather than leaving it to the next periodic round)."""
+    link = ("c1", "a0_0")
+    for seed in range(5):
+        e = _est(elephant_min_bytes_estimated=1_000_000)  # 1 MB: about 0.8 s at 9.6 Mbit/s
+        e.hot_threshold = 0.7
+        noted, started, t = [], [], 0.0
+        while t < 2.0:
+            started += [ev.time for ev in _feed(e, t, t + 0.05, 9.6, points=(101, 201), seed=seed + int(t * 100))
+                        if isinstance(ev, ElephantStart)]
+            if link in e.take_hot():
+                noted.append(t)
+            t = round(t + 0.05, 3)
+        assert len(started) == 1 and len(noted) == 2, (seed, noted, started)
+        assert noted[0] < started[0] <= noted[1] + 0.05, (seed, noted, started)

@@ -219,13 +219,15 @@ def _api_loop_ms(base: str, since: float = 0.0) -> float:
     return 1000 * total - since
 
 
-def handshake_latency(rates: list[int], seconds: float, out: Path, punt_pps: int, api_poll_s: float = 0.1) -> dict:
+def handshake_latency(rates: list[int], seconds: float, out: Path, punt_pps: int, api_poll_s: float = 0.1,
+                      switch_processes: int = 1) -> dict:
     """Handshake-to-answer latency at several announce rates, from four hosts on four edge switches; with
     ``api_poll_s``, each rate runs twice in turn: with no API client, and with one polling the API."""
     import contextlib
     import sys
 
     from experiments.procs import free_port
+    from topology.ovsproc import SwitchProcesses, check_count
     from topology.sflow_agent import SFlowAgentConfig
 
     out.mkdir(parents=True, exist_ok=True)
@@ -234,10 +236,14 @@ def handshake_latency(rates: list[int], seconds: float, out: Path, punt_pps: int
     senders = [("h0_0_0", "10.3.1.3"), ("h1_0_0", "10.2.1.3"), ("h2_0_0", "10.1.1.3"), ("h3_0_0", "10.0.1.3")]
     api = f"127.0.0.1:{free_port()}"
     rows = []
-    with ControllerProcess(out / "handshake-fabric.json", mode="freeway", log_file=out / "handshake-controller.log",
-                           extra=["--freeway-set", f"punt_pps={punt_pps}", "--freeway-set", "elephant_idle_s=2",
-                                  "--freeway-set", "host_elephants=1000000", "--api", api]) as ctl, \
-            FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target)) as fn:
+    check_count(switch_processes)
+    with SwitchProcesses(switch_processes) as sp, \
+            ControllerProcess(out / "handshake-fabric.json", mode="freeway", log_file=out / "handshake-controller.log",
+                              extra=["--freeway-set", f"punt_pps={punt_pps}", "--freeway-set", "elephant_idle_s=2",
+                                     "--freeway-set", "host_elephants=1000000", "--api", api]
+                              + (["--ovsdb", sp.ovsdb_setting] if sp.ovsdb_setting else [])) as ctl, \
+            FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target),
+                      processes=sp) as fn:
         fn.wait_reachable(60)
         run = 0
         for rate in rates:
@@ -270,6 +276,7 @@ def handshake_latency(rates: list[int], seconds: float, out: Path, punt_pps: int
                 print(f"[bench handshake] {row}", flush=True)
                 time.sleep(4)  # let the short-lived elephant entries expire between runs
     result = {"bench": "handshake", "machine": machine(), "fabric": "fattree k=4, 10 Mbit/s", "punt_pps": punt_pps,
+              "switch_processes": switch_processes,
               "seconds_per_rate": seconds, "api_poll_s": api_poll_s, "api_paths": list(ApiPoller.PATHS),
               "results": rows}
     (out / "handshake.json").write_text(json.dumps(result, indent=1) + "\n")

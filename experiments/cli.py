@@ -40,8 +40,14 @@ def cmd_bench(args) -> int:
               f"decoder {r['decoder']['decode_datagrams_per_s']} datagrams/s")
         print(f"results in {Path(args.out) / 'detection.json'}")
     elif args.bench == "handshake":
+        from topology.ovsproc import ProcessError, check_count
+
+        try:
+            check_count(args.switch_processes)
+        except ProcessError as e:
+            raise SystemExit(f"freeway bench handshake: --{e}") from None
         r = bench.handshake_latency([int(x) for x in args.rates.split(",")], args.seconds, Path(args.out),
-                                    args.punt_pps, args.api_poll)
+                                    args.punt_pps, args.api_poll, args.switch_processes)
         for row in r["results"]:
             print(f"{row['rate_per_s']}/s: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, "
                   f"{row['acks']} ACK, {row['nacks']} NACK, {row['unanswered']} unanswered of {row['sent']}")
@@ -214,6 +220,8 @@ def add_commands(sub) -> None:
     bh.add_argument("--punt-pps", type=int, default=1000, help="punt meter rate per edge switch for the run (1000)")
     bh.add_argument("--api-poll", type=float, default=0.1,
                     help="each rate also runs with a client polling the operator API this often, in s (0.1; 0: not)")
+    bh.add_argument("--switch-processes", type=int, default=1,
+                    help="spread the fabric's switches over this many Open vSwitch processes, 1-8 (1)")
     bh.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     bk = bsub.add_parser("scale", help="pure modules on a k=48 fat-tree model; Bin-Pack vs the exact solver")
     bk.add_argument("--k", type=int, default=48, help="fat-tree arity (48: 27,648 hosts)")

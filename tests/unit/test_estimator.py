@@ -390,3 +390,11 @@ def test_a_link_already_over_is_news_again_when_an_elephant_is_found_on_it():
             t = round(t + 0.05, 3)
         assert len(started) == 1 and len(noted) == 2, (seed, noted, started)
         assert noted[0] < started[0] <= noted[1] + 0.05, (seed, noted, started)
+
+
+@pytest.mark.parametrize("n", ["0", "9"])
+def test_the_handshake_bench_refuses_a_bad_switch_process_count_before_starting_anything(n):
+    from ryu_apps import cli
+
+    with pytest.raises(SystemExit, match="switch-processes: must be a whole number from 1 to 8"):
+        cli.main(["bench", "handshake", "--switch-processes", n, "--out", "/nonexistent/never-created"])

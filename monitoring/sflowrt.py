@@ -42,6 +42,10 @@ FLOW_NAME = "freeway"
 KEYS = "ipsource,ipdestination,tcpsourceport,tcpdestinationport"
 TABLE = "/table/ALL/ifoutoctets/json"  # later versions: rows of entries
 DUMP = "/dump/ALL/ifoutoctets/json"  # 1.60: one flat list of entries
+# sFlow-RT's ifoutoctets is the rate between the agent's last two counter samples (1 s apart), fetched up to a
+# poll (1 s) later: the traffic it measured may have begun this long before the fetch (what EFM needs to know
+# before it takes a reading as one of the traffic after a move)
+MEASURED_SPAN_S = 2.0
 
 
 class SFlowRTError(RuntimeError):
@@ -164,5 +168,5 @@ class SFlowRT:
             if peer is None:
                 continue
             link = (where[0], peer[0])
-            events.append(self.estimator.observe_link(now, link, bytes_s * 8))
+            events.append(self.estimator.observe_link(now, link, bytes_s * 8, since=now - MEASURED_SPAN_S))
         return events

@@ -36,6 +36,8 @@ def test_defines_flow_and_threshold_then_reads_flows_and_utilisation(version):
         assert s.puts["/threshold/freeway-elephant/json"] == {"metric": "freeway", "value": 125000.0}
         (ld,) = loads
         assert ld.link == ("e0_0", "a0_0") and abs(ld.utilisation - 0.725) < 1e-9
+        # its rate is over the agent's last counter interval, fetched up to a poll later: dated 2 s back
+        assert est.view(10.0).fresh_readings()[("e0_0", "a0_0")] == (7.25e6, 8.0)
         (ev,) = est.tick(10.1)
         assert isinstance(ev, ElephantStart) and ev.flow == FiveTuple("10.0.0.2", "10.3.1.3", 6, 54404, 5001)
         assert ev.rate_bps == 3.2e6 and (ev.switch, ev.port) == ("e0_0", 1)

@@ -36,7 +36,6 @@ from .framework import (
 )
 from .metrics import Metrics
 from .monitor_app import EventElephantEnd, EventElephantStart, EventPortState
-from .ofmsg import send_together
 from .txn import Failure, Outcome, Tracker, Txn
 
 LOG = logging.getLogger("freeway")
@@ -162,10 +161,9 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             dp = self._dp(sw)
             if dp is None:
                 continue
-            msgs = ofmsg.bind(ofmsg.messages(intents), dp)
-            send_together(dp, msgs)
-            if tid is not None:
-                for m in msgs:
+            for m in ofmsg.bind(ofmsg.messages(intents), dp):
+                dp.send_msg(m)
+                if tid is not None:
                     self.tracker.sent(tid, sw, m.xid)
 
     def react(self, r: policies.Reaction | None) -> None:
@@ -178,23 +176,18 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             self.begin(t)
 
     def begin(self, t: Txn) -> None:
-        """Install, then confirm every switch with a barrier (sent with the switch's last install: the
-        switch handles its connection's messages in order); the tracker decides done or rollback."""
+        """Install, then confirm every switch with a barrier; the tracker decides done or rollback."""
         tid = self.tracker.begin(t, time.monotonic())
         missing = [sw for sw, _ in t.install if self._dp(sw) is None]
         if missing:
             self.finish(self.tracker.fail(tid, Failure(f"switch {missing[0]} is not connected", missing[0])))
             return
-        last = {sw: i for i, (sw, _) in enumerate(t.install)}
-        for i, (sw, intents) in enumerate(t.install):  # in the transaction's order (egress side first)
+        self.send_ops(t.install, tid)
+        for sw in dict.fromkeys(sw for sw, _ in t.install):
             dp = self._dp(sw)
-            msgs = ofmsg.bind(ofmsg.messages(intents), dp)
-            barrier = ofmsg.bind([ofmsg.barrier()], dp)[0] if last[sw] == i else None
-            send_together(dp, msgs + [barrier] if barrier is not None else msgs)
-            for m in msgs:
-                self.tracker.sent(tid, sw, m.xid)
-            if barrier is not None:
-                self.tracker.barrier_sent(tid, sw, barrier.xid)
+            b = ofmsg.bind([ofmsg.barrier()], dp)[0]
+            dp.send_msg(b)
+            self.tracker.barrier_sent(tid, sw, b.xid)
         self.finish(self.tracker.check(tid))
 
     def finish(self, o: Outcome | None) -> None:

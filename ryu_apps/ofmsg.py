@@ -237,20 +237,6 @@ def bind(msgs, datapath) -> list:
     return list(msgs)
 
 
-def send_together(datapath, msgs) -> None:
-    """Serialize ``msgs`` (bound to ``datapath``; each given the next xid unless it has one) and hand them
-    to the switch's connection as one buffer: one entry in its send queue and one write on its socket,
-    where ``send_msg`` takes one of each per message. The switch reads them in order, as it would."""
-    bufs = []
-    for m in msgs:
-        if m.xid is None:
-            datapath.set_xid(m)
-        m.serialize()
-        bufs.append(m.buf)
-    if bufs:
-        datapath.send(b"".join(bufs))
-
-
 # ----- reading back what a switch holds (hitless reconnect) ------------------------------
 def state_requests() -> list:
     """Read a switch's flows (every table), groups and meters."""

@@ -306,6 +306,7 @@ def scale(k: int, pairs: int, placements: int, seed: int, out: Path, exact_k: in
     from experiments.optimum import Flow, solve
     from ryu_apps.binpack import links, split
     from ryu_apps.freeway_core import FreewayCore
+    from ryu_apps.launcher import tune_gc
 
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
@@ -315,6 +316,7 @@ def scale(k: int, pairs: int, placements: int, seed: int, out: Path, exact_k: in
     t0 = time.perf_counter()
     core = FreewayCore(fabric)
     init_s = time.perf_counter() - t0
+    tune_gc()  # as the controller does once its apps are built
     print(f"[bench scale] k={k}: {len(fabric.switches)} switches, {len(fabric.hosts)} hosts; model {build_s:.1f} s, "
           f"partition {init_s:.1f} s", flush=True)
     tors = fabric.tors()

@@ -167,9 +167,16 @@ def _reweighted(held: Group, want: Group, step: int) -> bool:
     least ``step``. Weights follow the measured link load, which jitters every second; rewriting every
     group on every jitter made switches re-validate their whole flow tables all the time (on k=8, about
     100 links changed weight every second, each used by some 30 groups)."""
-    if [b.actions for b in held.buckets] != [b.actions for b in want.buckets]:
+    return _buckets_moved(held.buckets, want.buckets, step)
+
+
+def _buckets_moved(held: tuple[Bucket, ...], want: tuple[Bucket, ...], step: int) -> bool:
+    """``_reweighted`` on the buckets alone (a group is built only when it is sent)."""
+    if held is want:
+        return False
+    if len(held) != len(want) or [b.actions for b in held] != [b.actions for b in want]:
         return True
-    return any(abs(a.weight - b.weight) >= step for a, b in zip(held.buckets, want.buckets, strict=True))
+    return any(abs(a.weight - b.weight) >= step for a, b in zip(held, want, strict=True))
 
 
 GROW_AT = 0.8  # an adopted elephant measured at this fraction of its allocation or more grows
@@ -447,27 +454,47 @@ class FreewayCore:
         return out
 
     def _mice_ops(self, sw: str, dsts) -> list:
-        """The mice ops of one switch toward ``dsts`` (None: every ToR)."""
+        """The mice ops of one switch toward ``dsts`` (None: every ToR). ``mice_groups``,
+        ``_mice_flows`` and ``mice_cookie`` inlined: this runs once per (switch, ToR) that may have
+        changed, about 30,000 times in a busy k=48 period."""
         ops: list = []
-        tors = self.fabric.tors() if dsts is None else sorted(dsts, key=self._tor_index.__getitem__)
-        now = self.mice_groups(sw, tors, self._routes.next_hops)
-        for dst in tors:
-            g = now.get(dst)
-            if g is None:
-                if (sw, dst) in self.mice_flows:  # lost its last next hop: the entries go, the group stays
-                    ops.append(DeleteFlows(mice_cookie(self._tor_index[dst]), MICE_COOKIE_MASK))
-                    del self.mice_flows[(sw, dst)]
+        index = self._tor_index  # (the positions in ``fabric.tors()``, as the routes number them)
+        tors = self.fabric.tors() if dsts is None else sorted(dsts, key=index.__getitem__)
+        js = [index[d] for d in tors]
+        port_to, weight = self.fabric.port_to, self._weight
+        step, installed, flows = self.cfg.mice_weight_step, self.installed_groups, self.mice_flows
+        is_tor = self.fabric.switches[sw].is_tor
+        table = pipeline.table_for(PRIO_MICE, is_tor)
+        first_gid, base = pipeline.MICE_GROUPS.first, mice_cookie(0)
+        n_lol, is_partitioned = self.partition.n_lol, self.partition.is_partitioned
+        by_hops: dict[tuple, tuple] = {}  # many destinations share their next hops: their buckets once
+        for dst, j, hops in zip(tors, js, self._routes.next_hops_many(sw, js), strict=True):
+            pair = (sw, dst)
+            if not hops:
+                if pair in flows:  # lost its last next hop: the entries go, the group stays
+                    ops.append(DeleteFlows(base | j, MICE_COOKIE_MASK))
+                    del flows[pair]
                 continue
-            before = self.installed_groups.get((sw, g.group_id))
+            buckets = by_hops.get(hops)
+            if buckets is None:
+                buckets = by_hops[hops] = tuple(Bucket((Output(port_to(sw, n)),), weight((sw, n))) for n in hops)
+            gid = first_gid + j
+            key = (sw, gid)
+            before = installed.get(key)
             if before is None:
+                g = Group(gid, buckets)
                 ops.append(g)
-            elif _reweighted(before, g, self.cfg.mice_weight_step):
+            elif _buckets_moved(before.buckets, buckets, step):
+                g = Group(gid, buckets)
                 ops.append(GroupModify(g))
             else:
                 g = before  # same next hops, weights within the step: leave the switch alone
-            self.installed_groups[(sw, g.group_id)] = g
-            if self.mice_flows.get((sw, dst)) != self._mice_cookie(sw, dst):
-                ops += self._mice_flows(sw, dst, g.group_id)  # new, or the pair's path count changed
+            installed[key] = g
+            cookie = base | j | ((n_lol(pair) & 0xFFFF) << 32 if is_tor and is_partitioned(pair) else 0)
+            if flows.get(pair) != cookie:  # new, or the pair's path count changed
+                flows[pair] = cookie
+                ops += [Flow(PRIO_MICE, m, (ToGroup(gid),), table_id=table, cookie=cookie)
+                        for m in self._tor_match[dst]]
         return ops
 
     # ----- elephants ------------------------------------------------------------------

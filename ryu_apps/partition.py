@@ -492,76 +492,150 @@ def _chains_up(fabric: Fabric, tor: str) -> list[Path]:
     return out
 
 
-class MiceRoutes(Reachability):
+class MiceRoutes:
     """Every switch's mice next hops toward every ToR over LOL links, kept up to date as links join or
     leave LOL (``changed``) instead of computed afresh each period: which (switch, ToR) may have other
     next hops, found by following only the answers that did change (whether a switch reaches a ToR
-    over LOL links) from the links that changed to the switches that route over them."""
+    over LOL links) from the links that changed to the switches that route over them.
+
+    The same answers as ``topology.paths.Reachability`` (valley-free routes over ``usable`` links),
+    kept per switch in a byte per ToR (0: not computed, 1: does not reach, 2: reaches) rather than a
+    dictionary of (switch, ToR) keys: a busy k=48 period reads about a million of them."""
 
     def __init__(self, fabric: Fabric, usable, below: dict[str, frozenset[str]]):
-        super().__init__(fabric, usable, below)
+        self.fabric = fabric
+        self.usable = usable
+        self.below = below
         self.up = {s: tuple(fabric.up_neighbors(s)) for s in fabric.switches}
         self.down = {s: tuple(fabric.down_neighbors(s)) for s in fabric.switches}
         self.level = {s: fabric.switches[s].level for s in fabric.switches}
         self.tors = fabric.tors()
-        self._up_ok: dict[str, tuple[str, ...]] = {}  # per switch, its up neighbors over usable links
+        self._tid = {t: j for j, t in enumerate(self.tors)}
+        n = len(self.tors)
+        self._known = {s: bytearray(n) for s in fabric.switches}  # per switch, per ToR: 0 / 1 / 2 as above
+        self._below = {}  # per switch, per ToR: 1 if the ToR is below it (or is it)
+        for s in fabric.switches:
+            row = bytearray(n)
+            for t in below[s]:
+                if t in self._tid:
+                    row[self._tid[t]] = 1
+            self._below[s] = row
+        self._self = {s: self._tid.get(s, -1) for s in fabric.switches}
+        self._up_ok: dict[str, tuple] = {}  # per switch: (its up neighbors over usable links, their rows)
 
-    def _ups(self, switch: str) -> tuple[str, ...]:
+    def _ups(self, switch: str) -> tuple:
         got = self._up_ok.get(switch)
         if got is None:
-            got = self._up_ok[switch] = tuple(n for n in self.up[switch] if self.usable((switch, n)))
+            ups = tuple(n for n in self.up[switch] if self.usable((switch, n)))
+            got = self._up_ok[switch] = (ups, tuple(self._known[n] for n in ups))
         return got
 
-    def _downs(self, switch: str) -> tuple[str, ...]:
-        return self.down[switch]
+    def reaches(self, node: str, dst: str) -> bool:
+        return self._reach(node, self._tid[dst])
+
+    def _reach(self, node: str, j: int) -> bool:
+        row = self._known[node]
+        v = row[j]
+        if v:
+            return v == 2
+        row[j] = 1  # (no cycles in a Clos; this only guards a malformed description)
+        got = self._compute(node, j)
+        row[j] = 2 if got else 1
+        return got
+
+    def _compute(self, node: str, j: int) -> bool:
+        if self._self[node] == j:
+            return True
+        if self._below[node][j]:
+            below, usable = self._below, self.usable
+            return any(usable((node, m)) and self._reach(m, j) for m in self.down[node] if below[m][j])
+        return any(self._reach(m, j) for m in self._ups(node)[0])
+
+    def next_hops(self, switch: str, dst: str) -> list[str]:
+        """Up-neighbors of ``switch`` through which ``dst`` is reached over usable links ([] when
+        ``dst`` is below: going down follows the prefix routes)."""
+        j = self._tid[dst]
+        if self._below[switch][j]:
+            return []
+        ups, rows = self._ups(switch)
+        out = []
+        for n, row in zip(ups, rows, strict=True):
+            v = row[j]
+            if v == 2 or (not v and self._reach(n, j)):
+                out.append(n)
+        return out
+
+    def next_hops_many(self, switch: str, js) -> list[tuple[str, ...]]:
+        """``next_hops`` of ``switch`` toward each ToR of ``js`` (ToR positions in ``fabric.tors()``), as
+        tuples; one call per switch instead of one per ToR."""
+        below = self._below[switch]
+        ups, rows = self._ups(switch)
+        reach = self._reach
+        pairs = tuple(zip(ups, rows, strict=True))
+        return [() if below[j] else tuple([n for n, row in pairs if row[j] == 2 or (not row[j] and reach(n, j))])
+                for j in js]
 
     def changed(self, links) -> dict[str, set[str]]:
         """Switch -> destination ToRs whose next hops may differ since ``links`` changed usability."""
-        import heapq
-
-        seeds: dict[str, set[str]] = {}
+        level, below, known, up, down, tors = self.level, self._below, self._known, self.up, self.down, self.tors
         for x, _ in links:
             self._up_ok.pop(x, None)
+        seeds: dict[int, set[str]] = {}
+        reached: dict[str, list[int]] = {}  # per upper end of a link up, the ToRs it reaches (many links share it)
         for x, y in links:
-            if x not in self.level or y not in self.level:
+            if x not in level or y not in level:
                 continue
-            if self.level[y] < self.level[x]:  # a link down: only the ToRs below it
-                dsts = self.below[y]
+            if level[y] < level[x]:  # a link down: only the ToRs below it
+                dsts = [self._tid[t] for t in self.below[y] if t in self._tid]
             else:  # a link up: the ToRs it leads to (if it led to others before, ``y`` changed: below)
-                dsts = [d for d in self.tors if d not in self.below[x] and self.reaches(y, d)]
-            for d in dsts:
-                seeds.setdefault(d, set()).add(x)
+                if y not in reached:
+                    reached[y] = [j for j in range(len(tors)) if self._reach(y, j)]
+                bx = below[x]
+                dsts = [j for j in reached[y] if not bx[j]]
+            for j in dsts:
+                got = seeds.get(j)
+                if got is None:
+                    seeds[j] = {x}
+                else:
+                    got.add(x)
+        # Each ToR's seeds are followed in dependency order: going down toward it, the lower switches
+        # first; going up, the higher. A switch only ever queues switches later in that order, so one
+        # list per (direction, level) stands in for a heap.
+        last = 2 * (max(level.values(), default=0) + 1) - 1
         out: dict[str, set[str]] = {}
-        for d, nodes in seeds.items():
-            heap = [(self._order(n, d), n) for n in nodes]
-            heapq.heapify(heap)
+        for j, nodes in seeds.items():
+            d = tors[j]
+            queues: list[list[str]] = [[] for _ in range(last + 1)]
+            for n in nodes:
+                queues[level[n] if below[n][j] else last - level[n]].append(n)
             done: set[str] = set()
-            while heap:
-                _, n = heapq.heappop(heap)
-                if n in done:
-                    continue
-                done.add(n)
-                going_down = d in self.below[n]
-                if not going_down:
-                    out.setdefault(n, set()).add(d)
-                old = self._memo.get((n, d))
-                if old is None:  # nothing was computed from it
-                    continue
-                new = self._compute(n, d)
-                if new == old:
-                    continue
-                self._memo[(n, d)] = new
-                if going_down:  # the switches above go down through it
-                    for m in self.up[n]:
-                        heapq.heappush(heap, (self._order(m, d), m))
-                for m in self.down[n]:  # the switches below that go up through it
-                    if d not in self.below[m]:
-                        heapq.heappush(heap, (self._order(m, d), m))
+            for q in queues:
+                for n in q:
+                    if n in done:
+                        continue
+                    done.add(n)
+                    going_down = below[n][j]
+                    if not going_down:
+                        got = out.get(n)
+                        if got is None:
+                            out[n] = {d}
+                        else:
+                            got.add(d)
+                    row = known[n]
+                    old = row[j]
+                    if not old:  # nothing was computed from it
+                        continue
+                    new = 2 if self._compute(n, j) else 1
+                    if new == old:
+                        continue
+                    row[j] = new
+                    if going_down:  # the switches above go down through it
+                        for m in up[n]:
+                            queues[level[m] if below[m][j] else last - level[m]].append(m)
+                    for m in down[n]:  # the switches below that go up through it
+                        if not below[m][j]:
+                            queues[last - level[m]].append(m)
         return out
-
-    def _order(self, node: str, dst: str) -> tuple[int, int]:
-        """Dependencies first: going down toward ``dst``, the lower switches; going up, the higher."""
-        return (0, self.level[node]) if dst in self.below[node] else (1, -self.level[node])
 
 
 def _top_groups(up: dict, tors: list[str], tops: list[str]) -> list[tuple[int, ...]]:

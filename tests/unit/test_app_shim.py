@@ -143,3 +143,22 @@ def test_a_live_reload_of_efms_threshold_rearms_the_early_rounds_at_the_new_one(
     assert est._counter_delta(0.0, link, "out", 0) is None
     est._counter_delta(1.0, link, "out", 6_000_000 // 8)  # 60% of 10 Mbit/s: over 50%, not 70%
     assert est.take_hot() == {link}
+
+
+def test_tune_gc_freezes_what_start_up_built_and_raises_the_young_threshold():
+    """The launcher calls it once the apps are built: every object alive then leaves the collector's
+    generations, and the youngest is collected every 50,000 allocations."""
+    import gc
+
+    from ryu_apps.launcher import GC_THRESHOLDS, tune_gc
+
+    before = gc.get_threshold()
+    kept = [[i] for i in range(1000)]  # some long-lived containers
+    try:
+        tune_gc()
+        assert gc.get_threshold() == GC_THRESHOLDS == (50_000, 20, 100)
+        assert gc.get_freeze_count() >= len(kept)
+        assert gc.get_count()[0] < 100  # the generations were emptied into the permanent one
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)

@@ -274,3 +274,43 @@ def test_a_step_reading_loads_from_a_mapping_decides_exactly_as_with_a_function(
                                                                         rb.became_hol)
         assert a.n == b.n and a.counter == b.counter
     assert a.n and a._batch is not None and a._batch.ok  # the loads moved some pairs; the batch decided
+
+
+@pytest.mark.parametrize("fabric", [fattree(4, 10), fattree(6, 10), leafspine(4, 6, 2)], ids=["k4", "k6", "leafspine"])
+def test_mice_routes_answer_as_reachability_does_through_changes(fabric):
+    """MiceRoutes keeps its answers in a byte per ToR and follows changes itself: after each random change
+    of the usable links, every (switch, ToR) whose next hops differ from before is among those ``changed``
+    names, and every answer (``next_hops``, ``next_hops_many``, ``reaches``) is what a fresh
+    ``Reachability`` over the same links gives."""
+    import random
+
+    from topology.paths import Reachability, tors_below
+
+    rng = random.Random(7)
+    links = [(ln.a, ln.b) for ln in fabric.links if ln.a in fabric.switches and ln.b in fabric.switches]
+    links += [(b, a) for a, b in links]
+    usable = {ln for ln in links if rng.random() < 0.5}
+    below = tors_below(fabric)
+    routes = Partition(fabric).mice_routes()
+    routes.usable = usable.__contains__
+    routes.below = below
+    tors = fabric.tors()
+
+    def answers():
+        return {(sw, d): routes.next_hops(sw, d) for sw in fabric.switches for d in tors}
+
+    before = answers()
+    for _ in range(25):
+        flipped = set(rng.sample(links, rng.randint(1, 4)))
+        usable ^= flipped
+        dirty = routes.changed(flipped)
+        fresh = Reachability(fabric, usable.__contains__, below)
+        now = answers()
+        for (sw, d), hops in now.items():
+            assert hops == fresh.next_hops(sw, d), (sw, d)
+            assert routes.reaches(sw, d) == fresh.reaches(sw, d), (sw, d)
+            if hops != before[(sw, d)]:
+                assert d in dirty.get(sw, ()), (sw, d)
+        for sw in fabric.switches:
+            assert routes.next_hops_many(sw, range(len(tors))) == [tuple(now[(sw, d)]) for d in tors]
+        before = now

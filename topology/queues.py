@@ -35,7 +35,8 @@ class IsolationConfig:
     elephant_queue_len: int = setting(40, "... and the rest to elephants", "packets", min=1)
     elephant_min_share: float = setting(0.0, "fraction of each link kept for elephants even when mice want it "
                                         "all (0: strict priority for mice)")
-    meter_burst_ms: int = setting(50, "per-elephant meter burst, in time at the allocated rate", "ms")
+    meter_burst_ms: int = setting(300, "per-elephant meter burst, in time at the allocated rate: at least a "
+                                  "round trip through full queues, or TCP loses each window's excess", "ms")
     meter_headroom: float = setting(1.05, "meter each elephant at its allocated rate times this (TCP overhead)",
                                     min=1)
     mice_meter_mbps: float = setting(0.0, "optional cap on all mice from one host port (0: off)", "Mbit/s")

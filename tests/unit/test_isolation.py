@@ -82,7 +82,7 @@ def test_freeway_meters_each_placed_elephant_and_releases_it():
     ann = hs.encode(hs.Announce(1, 10_000_000, 4000, (hs.Subflow("10.0.0.2", "10.3.1.3", 6, 40001, 5201),)))
     out = core.handshake(1.0, "e0_0", 1, "10.0.0.2", ann)
     first_sw, first = out.ops[0]
-    assert first_sw == "e0_0" and first == [Meter(1001, 4200, 210)]  # before any entry refers to it
+    assert first_sw == "e0_0" and first == [Meter(1001, 4200, 1260)]  # before any entry refers to it (burst: 300 ms at 4.2 Mbit/s)
     ingress = out.ops[-1][1][0]
     assert ingress.meter_id == 1001 and ingress.actions[0] == SetField("ip_dscp", 8)
     ops = core.flow_removed("e0_0", out.elephant.cookie)

@@ -69,7 +69,6 @@ def test_every_pair_reachable_within_a_second_of_a_cut_and_the_link_used_again(f
         time.sleep(0.1)  # each link back after the 2 s hold-down (this fabric's earlier cuts logged theirs)
     assert all(ctl.log_text().count(w) > n for w, n in before.items()), (mode, cut, ctl.log_tail())
     assert time.monotonic() - t >= 1.9  # not before the hold-down
-    assert not fn.ping_matrix(_cross_pairs(fn), wait_s=1)
     a, b = sorted(dead)[0]  # after the hold-down the link is in the switches' groups again
     want = (f"output:{fn.fabric.port_to(a, b)}", f"output:{fn.fabric.port_to(b, a)}")
     groups = ""
@@ -79,6 +78,9 @@ def test_every_pair_reachable_within_a_second_of_a_cut_and_the_link_used_again(f
             break
         time.sleep(0.1)
     assert want[0] in groups or want[1] in groups, (mode, cut, groups[:2000])
+    # every pair reaches every pair once the link is back in the groups (a ping sent while the groups
+    # were being rewritten was lost once in each of two full suites on 2026-11-25)
+    assert not fn.ping_matrix(_cross_pairs(fn), wait_s=1)
 
 
 def _elephant(fn, mode, src, dst, port, seconds):

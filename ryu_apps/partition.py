@@ -503,7 +503,6 @@ class MiceRoutes:
     dictionary of (switch, ToR) keys: a busy k=48 period reads about a million of them."""
 
     def __init__(self, fabric: Fabric, usable, below: dict[str, frozenset[str]]):
-        self.fabric = fabric
         self.usable = usable
         self.below = below
         self.up = {s: tuple(fabric.up_neighbors(s)) for s in fabric.switches}
@@ -554,16 +553,7 @@ class MiceRoutes:
     def next_hops(self, switch: str, dst: str) -> list[str]:
         """Up-neighbors of ``switch`` through which ``dst`` is reached over usable links ([] when
         ``dst`` is below: going down follows the prefix routes)."""
-        j = self._tid[dst]
-        if self._below[switch][j]:
-            return []
-        ups, rows = self._ups(switch)
-        out = []
-        for n, row in zip(ups, rows, strict=True):
-            v = row[j]
-            if v == 2 or (not v and self._reach(n, j)):
-                out.append(n)
-        return out
+        return list(self.next_hops_many(switch, (self._tid[dst],))[0])
 
     def next_hops_many(self, switch: str, js) -> list[tuple[str, ...]]:
         """``next_hops`` of ``switch`` toward each ToR of ``js`` (ToR positions in ``fabric.tors()``), as

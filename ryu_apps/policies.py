@@ -794,12 +794,14 @@ class FreewayPolicy(Policy):
         return out
 
     def _refused(self, el: Elephant, answer, refusal):
-        """A switch refused the elephant's entries: without a meter if it was the meter, else a NACK."""
+        """A switch refused the elephant's entries: without a meter if it was the meter, else a NACK. (The
+        retry gets a new one of these: a function that named itself would be a reference cycle, and every
+        handshake's closures and intents would wait for the cycle collector, not be freed when answered.)"""
         def failed(f: Failure) -> Reaction:
             if f.error_type == METER_MOD_FAILED and self.core.refuse_meters(el.src.switch):
                 LOG.error("%s refused a meter: forwarding elephants from it without meters", el.src.switch)
                 return Reaction(txns=[Txn(f"elephant {el.src.ip} (no meter)", self.core.install_ops(el), answer,
-                                          failed)])
+                                          self._refused(el, answer, refusal))])
             self.core.release(el.eid)
             store = f.reason.startswith("cluster store")
             reason = f.reason if store else f"the switches refused the path: {f.reason}"

@@ -191,14 +191,46 @@ class ApiPoller:
         self.thread.join()
 
 
-def _latency_buckets(base: str) -> dict[float, float]:
-    """The controller's own handshake latency histogram (packet-in to answer): upper bound (s) -> count."""
+def _histograms(base: str) -> dict[str, dict]:
+    """The controller's own histograms from ``/metrics``, summed over their labels: name -> {"sum",
+    "count", "buckets": upper bound (s) -> count}."""
     import re
     import urllib.request
 
     text = urllib.request.urlopen(base + "/metrics", timeout=5).read().decode()
-    return {float(le): float(n) for le, n in
-            re.findall(r'^freeway_handshake_latency_seconds_bucket\{le="([^"]+)"\} (\S+)$', text, re.M)}
+    out: dict[str, dict] = {}
+    for line in text.splitlines():
+        m = re.match(r'^(freeway_\w+)_(bucket|sum|count)(\{[^}]*\})? (\S+)$', line)
+        if not m:
+            continue
+        name, part, labels, value = m.groups()
+        h = out.setdefault(name, {"sum": 0.0, "count": 0.0, "buckets": {}})
+        if part == "bucket":
+            le = float(re.search(r'le="([^"]+)"', labels).group(1))
+            h["buckets"][le] = h["buckets"].get(le, 0.0) + float(value)
+        else:
+            h[part] += float(value)
+    return out
+
+
+def _where(before: dict, after: dict) -> dict:
+    """Where the controller's answer time went between two readings of its histograms: the mean answer
+    (packet-in to answer), the switches' share of it (entries out to the last barrier reply), and the
+    collector's pauses (how many, their total, how many over 10 ms)."""
+    def delta(name: str, part: str, le: float | None = None) -> float:
+        a, b = after.get(name), before.get(name, {"sum": 0.0, "count": 0.0, "buckets": {}})
+        if a is None:
+            return 0.0
+        return a["buckets"].get(le, 0.0) - b["buckets"].get(le, 0.0) if le is not None else a[part] - b[part]
+
+    def mean_ms(name: str) -> float | None:
+        n = delta(name, "count")
+        return round(1000 * delta(name, "sum") / n, 3) if n else None
+    gc_n = delta("freeway_gc_pause_seconds", "count")
+    return {"controller_mean_ms": mean_ms("freeway_handshake_latency_seconds"),
+            "switches_confirm_mean_ms": mean_ms("freeway_install_confirm_seconds"),
+            "gc_pauses": int(gc_n), "gc_pause_total_ms": round(1000 * delta("freeway_gc_pause_seconds", "sum"), 2),
+            "gc_pauses_over_10ms": int(gc_n - delta("freeway_gc_pause_seconds", "", 0.01))}
 
 
 def _within(before: dict, after: dict, bound_s: float) -> float | None:
@@ -253,7 +285,7 @@ def handshake_latency(rates: list[int], seconds: float, out: Path, punt_pps: int
                 print(f"[bench handshake] {rate}/s for {seconds:g} s from {len(senders)} hosts, {what} ...", flush=True)
                 poller = ApiPoller(f"http://{api}", api_poll_s) if polled else contextlib.nullcontext()
                 before_poll = _api_loop_ms(f"http://{api}") if polled else 0.0
-                buckets0 = _latency_buckets(f"http://{api}")
+                hists0 = _histograms(f"http://{api}")
                 with poller:
                     for j, (src, dst) in enumerate(senders):
                         fn.host(src).sendCmd(f"{sys.executable} -m experiments.hsload --to {dst} --rate {per} "
@@ -269,9 +301,11 @@ def handshake_latency(rates: list[int], seconds: float, out: Path, punt_pps: int
                     row |= {"api_polls": len(poller.times), "api_poll_errors": poller.errors,
                             "api_poll_p50_ms": _percentile([1000 * t for t in poller.times], 50),
                             "api_loop_ms_per_poll": _api_loop_ms(f"http://{api}", before_poll) / max(1, len(poller.times))}
-                buckets1 = _latency_buckets(f"http://{api}")
-                row["controller_within_10ms"] = _within(buckets0, buckets1, 0.01)  # packet-in to answer
-                row["controller_within_50ms"] = _within(buckets0, buckets1, 0.05)
+                hists1 = _histograms(f"http://{api}")
+                b0, b1 = (h.get("freeway_handshake_latency_seconds", {"buckets": {}})["buckets"] for h in (hists0, hists1))
+                row["controller_within_10ms"] = _within(b0, b1, 0.01)  # packet-in to answer
+                row["controller_within_50ms"] = _within(b0, b1, 0.05)
+                row |= _where(hists0, hists1)
                 rows.append(row)
                 print(f"[bench handshake] {row}", flush=True)
                 time.sleep(4)  # let the short-lived elephant entries expire between runs

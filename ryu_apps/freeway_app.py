@@ -8,6 +8,7 @@ No handler knows which mode runs.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import random
@@ -93,6 +94,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.decisions = DecisionLog()
         self.switch_states = {name: opstate.SwitchState() for name in self.fabric.switches}
         self.metrics = Metrics(self)
+        self._gc_observer = self.metrics.gc_callback()
         self.started = time.time()
         self.config_loaded = self.started
         self.restart_needed: list = []  # settings changed in the file that a reload could not apply
@@ -120,6 +122,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
 
     def start(self):
         super().start()
+        gc.callbacks.append(self._gc_observer)  # the collector's pauses hold the loop: /metrics shows them
         self.monitor = app_manager.lookup_service_brick("FreewayMonitor")
         if self.monitor is not None:
             self.monitor.add_snapshot_source(self.snapshot)
@@ -137,6 +140,11 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             from .launcher import ON_TERMINATE
 
             ON_TERMINATE.append(self._resign)
+
+    def stop(self):
+        if self._gc_observer in gc.callbacks:
+            gc.callbacks.remove(self._gc_observer)
+        super().stop()
 
     def _resign(self) -> None:
         """A clean stop (SIGTERM) hands the leadership on at once (a crash: after the lease)."""
@@ -194,6 +202,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         if o is None:
             return
         if o.ok:
+            self.metrics.install_confirm.observe(time.monotonic() - o.started)
             if o.txn.store and self.store is not None:  # durable in the cluster's store before what it backs
                 hub.spawn(self._store_then_done, o)
                 return

@@ -9,6 +9,7 @@ Everything lives in a registry of its own, not prometheus_client's global one.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics, generate_latest
@@ -38,6 +39,14 @@ class Metrics:
         self.loop_lag = Histogram("freeway_event_loop_lag_seconds", "How late the controller's 100 ms tick woke: "
                                   "time its single event loop was held by other work (every handler, echo "
                                   "reply and barrier waits as long)", buckets=LAG_BUCKETS, registry=self.registry)
+        self.install_confirm = Histogram(
+            "freeway_install_confirm_seconds", "Time from a confirmed install's entries going out to the last "
+            "of its switches confirming them (barrier replies): the switches' share of a handshake's answer "
+            "time, and of every other install", buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.gc_pause = Histogram("freeway_gc_pause_seconds", "Pauses of Python's cyclic garbage collector in "
+                                  "the controller's process (its single event loop does nothing meanwhile), by "
+                                  "the oldest generation collected", ["generation"], buckets=LATENCY_BUCKETS,
+                                  registry=self.registry)
         self.api_request = Histogram("freeway_api_request_duration_seconds", "Time the controller's loop spent "
                                      "answering one API request (the loop does nothing else meanwhile)",
                                      ["route"], buckets=LATENCY_BUCKETS, registry=self.registry)
@@ -62,6 +71,17 @@ class Metrics:
             self.counts[("rollbacks",)] += 1
         elif kind == "config":
             self.counts[("reloads", rec.get("result", "applied"))] += 1
+
+    def gc_callback(self):
+        """A callback for ``gc.callbacks`` that observes each collection's pause into ``gc_pause``."""
+        started = [0.0]
+
+        def observe(phase: str, info: dict) -> None:
+            if phase == "start":
+                started[0] = time.perf_counter()
+            else:
+                self.gc_pause.labels(str(info["generation"])).observe(time.perf_counter() - started[0])
+        return observe
 
     def openflow_error(self, type_name: str) -> None:
         self.counts[("openflow_errors", type_name)] += 1

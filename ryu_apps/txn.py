@@ -63,6 +63,7 @@ class Outcome:
     txn: Txn
     failure: Failure | None = None
     rollback: Ops = field(default_factory=list)
+    started: float = 0.0  # when it began (the ``now`` given to ``begin``): its entries went out then
 
     @property
     def ok(self) -> bool:
@@ -170,8 +171,8 @@ class Tracker:
         for key in t.sent | t.waiting:
             self._by_xid.pop(key, None)
         if failure is None:
-            return Outcome(t.txn)
+            return Outcome(t.txn, started=t.started)
         if not t.sent and not t.waiting:
-            return Outcome(t.txn, failure, [])  # nothing reached a switch: nothing to undo
+            return Outcome(t.txn, failure, [], t.started)  # nothing reached a switch: nothing to undo
         rollback = t.txn.rollback if t.txn.rollback is not None else rollback_of(t.txn.install)
-        return Outcome(t.txn, failure, rollback)
+        return Outcome(t.txn, failure, rollback, t.started)

@@ -195,6 +195,28 @@ def test_metrics_follow_the_decisions_and_the_state(tmp_path, monkeypatch):
     assert all(n.startswith("freeway_") for n in names)
 
 
+def test_metrics_show_the_switches_share_and_the_collectors_pauses(tmp_path, monkeypatch):
+    import gc
+    import time
+
+    from ryu_apps.txn import Outcome, Txn
+
+    app = _app(tmp_path, monkeypatch, mode="freeway")
+    app.finish(Outcome(Txn("x", []), started=time.monotonic() - 0.03))  # confirmed 30 ms after it went out
+    gc.callbacks.append(app._gc_observer)
+    try:
+        gc.collect()
+        gc.collect(0)
+    finally:
+        gc.callbacks.remove(app._gc_observer)
+    m = _samples(app)
+    assert m[("freeway_install_confirm_seconds_count", ())] == 1
+    assert 0.03 <= m[("freeway_install_confirm_seconds_sum", ())] < 1
+    assert m[("freeway_gc_pause_seconds_count", (("generation", "2"),))] == 1
+    assert m[("freeway_gc_pause_seconds_count", (("generation", "0"),))] >= 1
+    assert 0 < m[("freeway_gc_pause_seconds_sum", (("generation", "2"),))] < 5
+
+
 # ----- the API's WSGI application --------------------------------------------------------------
 def _call(app_obj, method, path, body=None, token=None):
     req = Request.blank(path, method=method)

@@ -195,6 +195,21 @@ def test_metrics_follow_the_decisions_and_the_state(tmp_path, monkeypatch):
     assert all(n.startswith("freeway_") for n in names)
 
 
+def test_a_scrape_walks_the_elephants_once_per_epoch_as_the_api_does(tmp_path, monkeypatch):
+    app = _app(tmp_path, monkeypatch, mode="freeway")
+    calls = []
+    real = opstate.elephant_totals
+    monkeypatch.setattr(opstate, "elephant_totals", lambda *a: calls.append(1) or real(*a))
+    for _ in range(3):
+        app.metrics_exposition()
+    assert len(calls) == 1
+    app.periods += 1  # a period (or a link change, a reload, an API write): the totals are read again
+    app.metrics_exposition()
+    app.api_writes += 1
+    app.metrics_exposition()
+    assert len(calls) == 3
+
+
 def test_metrics_show_the_switches_share_and_the_collectors_pauses(tmp_path, monkeypatch):
     import gc
     import time

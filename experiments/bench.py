@@ -200,7 +200,7 @@ def _histograms(base: str) -> dict[str, dict]:
     text = urllib.request.urlopen(base + "/metrics", timeout=5).read().decode()
     out: dict[str, dict] = {}
     for line in text.splitlines():
-        m = re.match(r'^(freeway_\w+)_(bucket|sum|count)(\{[^}]*\})? (\S+)$', line)
+        m = re.match(r'^(freeway_\w+)_(bucket|sum|count)(\{.*\})? (\S+)$', line)  # (a label may hold braces)
         if not m:
             continue
         name, part, labels, value = m.groups()

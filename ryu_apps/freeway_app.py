@@ -889,7 +889,7 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                            "links": len(self.fabric.links), "hosts": len(self.fabric.hosts)},
                 "switches_connected": sum(st.state == "connected" for st in self.switch_states.values()),
                 "links_down": sum(1 for a, b in self.policy.dead if a < b),
-                "elephants": sum(int(row[0]) for row in opstate.elephant_totals(self.policy, self.shown_view()).values()),
+                "elephants": sum(int(row[0]) for row in self.elephant_totals().values()),
                 "decisions": self.decisions.seq,
                 "config_file": config.source_file(), "config_loaded": round(self.config_loaded, 3),
                 "writable": bool(self.cfg.api_token_file), "cluster": self.cluster_doc(),
@@ -955,12 +955,18 @@ class FreewayApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.api_writes += 1
         return 200, {"withdrawn": ident}
 
-    def metrics_state(self) -> dict:
-        epoch = self.epoch()  # the elephants' totals once per epoch, as the API's elephants document: a
-        if self._totals[0] != epoch:  # scrape does not walk every elephant (2,500 at 500 announces/s)
+    def elephant_totals(self) -> dict:
+        """The elephants' totals (``opstate.elephant_totals``) once per epoch, as the API's elephants
+        document, shared by the metrics and the status: a scrape does not walk every elephant (some
+        2,500 at 500 announces/s)."""
+        epoch = self.epoch()
+        if self._totals[0] != epoch:
             self._totals = (epoch, opstate.elephant_totals(self.policy, self.shown_view()))
+        return self._totals[1]
+
+    def metrics_state(self) -> dict:
         return {"mode": self.policy.mode, "isolation": self.cfg.isolation, "monitor": self.cfg.monitor,
-                "elephants": self._totals[1],
+                "elephants": self.elephant_totals(),
                 "monitor_stats": self.monitor.stats() if self.monitor is not None else {},
                 "transactions": len(self.tracker), "cluster": self.cluster_doc()}
 

@@ -41,8 +41,9 @@ class Metrics:
                                   "reply and barrier waits as long)", buckets=LAG_BUCKETS, registry=self.registry)
         self.install_confirm = Histogram(
             "freeway_install_confirm_seconds", "Time from a confirmed install's entries going out to the last "
-            "of its switches confirming them (barrier replies): the switches' share of a handshake's answer "
-            "time, and of every other install", buckets=LATENCY_BUCKETS, registry=self.registry)
+            "of its switches' confirmations (barrier replies) being handled: mostly the switches' share of a "
+            "handshake's answer time (every confirmed install counts, not only handshakes)",
+            buckets=LATENCY_BUCKETS, registry=self.registry)
         self.gc_pause = Histogram("freeway_gc_pause_seconds", "Pauses of Python's cyclic garbage collector in "
                                   "the controller's process (its single event loop does nothing meanwhile), by "
                                   "the oldest generation collected", ["generation"], buckets=LATENCY_BUCKETS,
@@ -73,14 +74,17 @@ class Metrics:
             self.counts[("reloads", rec.get("result", "applied"))] += 1
 
     def gc_callback(self):
-        """A callback for ``gc.callbacks`` that observes each collection's pause into ``gc_pause``."""
+        """A callback for ``gc.callbacks`` that observes each collection's pause into ``gc_pause``. The
+        three generations' series are made here, once: a collection can start inside a scrape that holds
+        the histogram's own lock (``labels`` takes it), and the callback must not ask for it again."""
         started = [0.0]
+        by_generation = [self.gc_pause.labels(str(g)) for g in range(3)]
 
         def observe(phase: str, info: dict) -> None:
             if phase == "start":
                 started[0] = time.perf_counter()
             else:
-                self.gc_pause.labels(str(info["generation"])).observe(time.perf_counter() - started[0])
+                by_generation[info["generation"]].observe(time.perf_counter() - started[0])
         return observe
 
     def openflow_error(self, type_name: str) -> None:

@@ -232,6 +232,27 @@ def test_metrics_show_the_switches_share_and_the_collectors_pauses(tmp_path, mon
     assert 0 < m[("freeway_gc_pause_seconds_sum", (("generation", "2"),))] < 5
 
 
+def test_the_app_observes_the_collector_from_start_to_stop(tmp_path, monkeypatch):
+    import gc
+
+    from os_ken.base import app_manager
+
+    from ryu_apps import freeway_app
+
+    app = _app(tmp_path, monkeypatch, mode="freeway")
+    base = type(app).__mro__[1]
+    assert base is app_manager.OSKenApp
+    monkeypatch.setattr(base, "start", lambda self: None)  # no event loop here: only the registration
+    monkeypatch.setattr(base, "stop", lambda self: None)
+    monkeypatch.setattr(freeway_app.hub, "spawn", lambda *a, **k: None)
+    try:
+        app.start()
+        assert gc.callbacks.count(app._gc_observer) == 1
+    finally:
+        app.stop()
+    assert app._gc_observer not in gc.callbacks
+
+
 # ----- the API's WSGI application --------------------------------------------------------------
 def _call(app_obj, method, path, body=None, token=None):
     req = Request.blank(path, method=method)

@@ -484,8 +484,8 @@ class FreewayCore:
             if before is None:
                 g = Group(gid, buckets)
                 ops.append(g)
-            elif _buckets_moved(before.buckets, buckets, step):
-                g = Group(gid, buckets)
+            elif len(before.buckets) != len(buckets) or _buckets_moved(before.buckets, buckets, step):
+                g = Group(gid, buckets)  # (a next hop more or fewer, the usual change: no call to compare)
                 ops.append(GroupModify(g))
             else:
                 g = before  # same next hops, weights within the step: leave the switch alone

@@ -570,8 +570,11 @@ class MiceRoutes:
         level, below, known, up, down, tors = self.level, self._below, self._known, self.up, self.down, self.tors
         for x, _ in links:
             self._up_ok.pop(x, None)
-        seeds: dict[int, set[str]] = {}
+        # per ToR, the lower ends of the changed links that may lead to it, each with how its links
+        # changed: 2 if one became usable, 1 if one stopped being usable (3: both)
+        seeds: dict[int, dict[str, int]] = {}
         reached: dict[str, list[int]] = {}  # per upper end of a link up, the ToRs it reaches (many links share it)
+        usable = self.usable
         for x, y in links:
             if x not in level or y not in level:
                 continue
@@ -582,12 +585,13 @@ class MiceRoutes:
                     reached[y] = [j for j in range(len(tors)) if self._reach(y, j)]
                 bx = below[x]
                 dsts = [j for j in reached[y] if not bx[j]]
+            how = 2 if usable((x, y)) else 1
             for j in dsts:
                 got = seeds.get(j)
                 if got is None:
-                    seeds[j] = {x}
+                    seeds[j] = {x: how}
                 else:
-                    got.add(x)
+                    got[x] = got.get(x, 0) | how
         # Each ToR's seeds are followed in dependency order: going down toward it, the lower switches
         # first; going up, the higher. A switch only ever queues switches later in that order, so one
         # list per (direction, level) stands in for a heap.
@@ -599,6 +603,7 @@ class MiceRoutes:
             for n in nodes:
                 queues[level[n] if below[n][j] else last - level[n]].append(n)
             done: set[str] = set()
+            followed: set[str] = set()  # queued because a switch it routes through changed its answer
             for q in queues:
                 for n in q:
                     if n in done:
@@ -615,6 +620,11 @@ class MiceRoutes:
                     old = row[j]
                     if not old:  # nothing was computed from it
                         continue
+                    if n not in followed and nodes.get(n) == old:
+                        # only its own links changed, all one way, the way that cannot change its answer:
+                        # a switch that reached the ToR still does with more usable links (2), one that
+                        # did not still does not with fewer (1). (A busy k=48 period: every seed.)
+                        continue
                     new = 2 if self._compute(n, j) else 1
                     if new == old:
                         continue
@@ -622,9 +632,11 @@ class MiceRoutes:
                     if going_down:  # the switches above go down through it
                         for m in up[n]:
                             queues[level[m] if below[m][j] else last - level[m]].append(m)
+                            followed.add(m)
                     for m in down[n]:  # the switches below that go up through it
                         if not below[m][j]:
                             queues[last - level[m]].append(m)
+                            followed.add(m)
         return out
 
 

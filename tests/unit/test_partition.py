@@ -300,8 +300,8 @@ def test_mice_routes_answer_as_reachability_does_through_changes(fabric):
         return {(sw, d): routes.next_hops(sw, d) for sw in fabric.switches for d in tors}
 
     before = answers()
-    for _ in range(25):
-        flipped = set(rng.sample(links, rng.randint(1, 4)))
+    for i in range(40):  # a few links, then (from the 25th) many at once: some become usable, some stop
+        flipped = set(rng.sample(links, rng.randint(1, 4) if i < 25 else rng.randint(5, 20)))
         usable ^= flipped
         dirty = routes.changed(flipped)
         fresh = Reachability(fabric, usable.__contains__, below)

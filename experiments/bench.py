@@ -213,24 +213,29 @@ def _histograms(base: str) -> dict[str, dict]:
     return out
 
 
+_NO_HISTOGRAM = {"sum": 0.0, "count": 0.0, "buckets": {}}
+
+
+def _delta(before: dict, after: dict, name: str, part: str) -> float:
+    """How much histogram ``name``'s ``sum`` or ``count`` grew between two readings of ``_histograms``."""
+    return after.get(name, _NO_HISTOGRAM)[part] - before.get(name, _NO_HISTOGRAM)[part]
+
+
 def _where(before: dict, after: dict) -> dict:
     """Where the controller's answer time went between two readings of its histograms: the mean answer
     (packet-in to answer), the switches' share of it (entries out to the last barrier reply), and the
     collector's pauses (how many, their total, how many over 10 ms)."""
-    def delta(name: str, part: str, le: float | None = None) -> float:
-        a, b = after.get(name), before.get(name, {"sum": 0.0, "count": 0.0, "buckets": {}})
-        if a is None:
-            return 0.0
-        return a["buckets"].get(le, 0.0) - b["buckets"].get(le, 0.0) if le is not None else a[part] - b[part]
-
     def mean_ms(name: str) -> float | None:
-        n = delta(name, "count")
-        return round(1000 * delta(name, "sum") / n, 3) if n else None
-    gc_n = delta("freeway_gc_pause_seconds", "count")
+        n = _delta(before, after, name, "count")
+        return round(1000 * _delta(before, after, name, "sum") / n, 3) if n else None
+    gc = "freeway_gc_pause_seconds"
+    gc_n = _delta(before, after, gc, "count")
+    within_10ms = (after.get(gc, _NO_HISTOGRAM)["buckets"].get(0.01, 0.0)
+                   - before.get(gc, _NO_HISTOGRAM)["buckets"].get(0.01, 0.0))
     return {"controller_mean_ms": mean_ms("freeway_handshake_latency_seconds"),
             "switches_confirm_mean_ms": mean_ms("freeway_install_confirm_seconds"),
-            "gc_pauses": int(gc_n), "gc_pause_total_ms": round(1000 * delta("freeway_gc_pause_seconds", "sum"), 2),
-            "gc_pauses_over_10ms": int(gc_n - delta("freeway_gc_pause_seconds", "", 0.01))}
+            "gc_pauses": int(gc_n), "gc_pause_total_ms": round(1000 * _delta(before, after, gc, "sum"), 2),
+            "gc_pauses_over_10ms": int(gc_n - within_10ms)}
 
 
 def _within(before: dict, after: dict, bound_s: float) -> float | None:
@@ -238,17 +243,6 @@ def _within(before: dict, after: dict, bound_s: float) -> float | None:
     ``bound_s`` of receiving them."""
     total = after.get(float("inf"), 0) - before.get(float("inf"), 0)
     return round((after.get(bound_s, 0) - before.get(bound_s, 0)) / total, 4) if total else None
-
-
-def _api_loop_ms(base: str, since: float = 0.0) -> float:
-    """Milliseconds the controller's loop has spent answering API requests (its own histogram), minus
-    ``since``."""
-    import re
-    import urllib.request
-
-    text = urllib.request.urlopen(base + "/metrics", timeout=5).read().decode()
-    total = sum(float(v) for v in re.findall(r"^freeway_api_request_duration_seconds_sum\{[^}]*\} (\S+)$", text, re.M))
-    return 1000 * total - since
 
 
 def handshake_latency(rates: list[int], seconds: float, out: Path, punt_pps: int, api_poll_s: float = 0.1,
@@ -284,7 +278,6 @@ def handshake_latency(rates: list[int], seconds: float, out: Path, punt_pps: int
                 what = f"API polled every {api_poll_s * 1000:.0f} ms" if polled else "no API client"
                 print(f"[bench handshake] {rate}/s for {seconds:g} s from {len(senders)} hosts, {what} ...", flush=True)
                 poller = ApiPoller(f"http://{api}", api_poll_s) if polled else contextlib.nullcontext()
-                before_poll = _api_loop_ms(f"http://{api}") if polled else 0.0
                 hists0 = _histograms(f"http://{api}")
                 with poller:
                     for j, (src, dst) in enumerate(senders):
@@ -297,12 +290,13 @@ def handshake_latency(rates: list[int], seconds: float, out: Path, punt_pps: int
                        "sent": sum(p["sent"] for p in parts), "acks": sum(p["acks"] for p in parts),
                        "nacks": sum(p["nacks"] for p in parts), "unanswered": sum(p["unanswered"] for p in parts),
                        "p50_ms": _percentile(lat, 50), "p99_ms": _percentile(lat, 99), "max_ms": lat[-1] if lat else None}
+                hists1 = _histograms(f"http://{api}")
                 if polled:
                     row |= {"api_polls": len(poller.times), "api_poll_errors": poller.errors,
                             "api_poll_p50_ms": _percentile([1000 * t for t in poller.times], 50),
-                            "api_loop_ms_per_poll": _api_loop_ms(f"http://{api}", before_poll) / max(1, len(poller.times))}
-                hists1 = _histograms(f"http://{api}")
-                b0, b1 = (h.get("freeway_handshake_latency_seconds", {"buckets": {}})["buckets"] for h in (hists0, hists1))
+                            "api_loop_ms_per_poll": 1000 * _delta(hists0, hists1, "freeway_api_request_duration_seconds",
+                                                                  "sum") / max(1, len(poller.times))}
+                b0, b1 = (h.get("freeway_handshake_latency_seconds", _NO_HISTOGRAM)["buckets"] for h in (hists0, hists1))
                 row["controller_within_10ms"] = _within(b0, b1, 0.01)  # packet-in to answer
                 row["controller_within_50ms"] = _within(b0, b1, 0.05)
                 row |= _where(hists0, hists1)

@@ -662,11 +662,16 @@ class FreewayCore:
     def reshare(self, skip: int | None = None) -> list[tuple[str, list]]:
         """Give every rate-less elephant's subflows their max-min fair share of what the elephants with
         explicit rates (and adopted ones) leave on the links they cross, and of their host's budget
-        (``host_share`` of its link); never below the floor. Returns the meter modifications of the
+        (``host_share`` of its link); never below the floor. With isolation each elephant's meter lets
+        through its share times ``meter_headroom``, so the shares are of the room divided by it: their
+        meters then fill a link they share exactly, where at the full room they would promise it 5% more
+        than it carries and the TCP flow that lost the contention got only what the others' meters left
+        (2.1 of a 2.5 Mbit/s share, four on one 10 Mbit/s uplink). Returns the meter modifications of the
         elephants whose allocation changed by more than 5% (none for ``skip``: not installed yet)."""
         rl = list(self.elephants.rateless())
         if not rl:
             return []
+        per_meter = self.iso.meter_headroom if self.iso is not None else 1.0
         held: Counter = Counter()  # per link, what rate-less elephants hold now
         for el in rl:
             for pl in el.placements:
@@ -680,13 +685,16 @@ class FreewayCore:
                 h = self._hosts[ln[1]]
                 explicit = sum(e.rate_bps for e in self.elephants.of_host(h.name)
                                if not e.rateless and not e.adopted)
-                room[ln] = self.cfg.host_share * self.capacity_bps((h.name, h.switch)) - explicit
+                room[ln] = (self.cfg.host_share * self.capacity_bps((h.name, h.switch)) - explicit) / per_meter
             else:
-                room[ln] = self.capacity_bps(ln) * self.cfg.headroom - (self.alloc.link.get(ln, 0.0) - held[ln])
+                room[ln] = (self.capacity_bps(ln) * self.cfg.headroom
+                            - (self.alloc.link.get(ln, 0.0) - held[ln])) / per_meter
         shares = max_min(flows, room)
         ops: list[tuple[str, list]] = []
         for el in rl:
-            new = [max(self._min_rate(el), shares[(el.eid, i)]) for i in range(len(el.placements))]
+            # whole kbit/s, as announced rates are: a restarted controller reads the same rate back
+            # from the meter (``_rate_of_meter``)
+            new = [max(self._min_rate(el), shares[(el.eid, i)] // 1000 * 1000) for i in range(len(el.placements))]
             if abs(sum(new) - el.rate_bps) <= 0.05 * el.rate_bps and el.eid != skip:
                 continue
             self.alloc.release(el.eid)

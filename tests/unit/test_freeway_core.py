@@ -273,11 +273,21 @@ def test_the_per_host_and_rate_less_index_follows_every_change_of_the_table():
 def test_rate_less_elephants_share_max_min_fairly_and_explicit_rates_take_from_them():
     """Issue 13 item 2: rate-less announces from one ToR all get an ACK and a fair share (on k=4 every
     high-throughput path from a ToR crosses one uplink); the earlier ones shrink, their meters follow;
-    an explicit rate takes from them down to their floor, and only beyond that is refused."""
+    an explicit rate takes from them down to their floor, and only beyond that is refused. Their meters
+    (share x ``meter_headroom``) fill the uplink they share and no more: above it, the TCP flow losing the
+    contention got only what the others' meters left."""
     from ryu_apps.intents import MeterModify
     from ryu_apps.isolation import IsolationConfig
 
-    core = FreewayCore(fattree(4, 10), iso=IsolationConfig())
+    iso = IsolationConfig()
+    core = FreewayCore(fattree(4, 10), iso=iso)
+
+    def share(room_bps):  # a share in whole kbit/s, of the room its meter may fill
+        return room_bps / iso.meter_headroom // 1000 * 1000
+
+    def metered_kbps():
+        return sum(core.meter_of(el).rate for el in core.elephants.values())
+
     hosts = [("10.0.0.2", 1), ("10.0.0.3", 2)]
     dst = "10.3.1.3"
 
@@ -287,21 +297,23 @@ def test_rate_less_elephants_share_max_min_fairly_and_explicit_rates_take_from_t
         return core.handshake(1.0, "e0_0", port, ip, ann)
 
     first = announce(0)
-    assert first.verdict == "ack" and first.elephant.rate_bps == pytest.approx(10e6)
+    assert first.verdict == "ack" and first.elephant.rate_bps == share(10e6)
+    assert 0.99 * 10_000 <= metered_kbps() <= 10_000
     second = announce(1)
-    assert second.verdict == "ack" and second.elephant.rate_bps == pytest.approx(5e6)
-    assert first.elephant.rate_bps == pytest.approx(5e6)
+    assert second.verdict == "ack" and second.elephant.rate_bps == share(5e6)
+    assert first.elephant.rate_bps == share(5e6)
     assert [type(i) for _, ops in second.replaced for i in ops] == [MeterModify]  # the first one's meter
     outs = [announce(i) for i in (2, 3)]
     assert all(o.verdict == "ack" for o in outs)
-    assert all(el.rate_bps == pytest.approx(2.5e6) for el in core.elephants.values())
+    assert all(el.rate_bps == share(2.5e6) for el in core.elephants.values())
+    assert 0.99 * 10_000 <= metered_kbps() <= 10_000
     explicit = announce(4, 6000)  # 6 Mbit/s: the four rate-less ones go down to 1 each
     assert explicit.verdict == "ack" and explicit.elephant.rate_bps == 6e6
     assert sorted(round(el.rate_bps) for el in core.elephants.values()) == [1_000_000] * 4 + [6_000_000]
     assert announce(5, 1000).verdict.startswith("nack")  # they are at their floor: full
     core.flow_removed("e0_0", explicit.elephant.cookie)  # it ends: the rate-less ones grow back
     ops = core.reshare()
-    assert all(el.rate_bps == pytest.approx(2.5e6) for el in core.elephants.values()) and len(ops) == 4
+    assert all(el.rate_bps == share(2.5e6) for el in core.elephants.values()) and len(ops) == 4
 
 
 class _Switches:

@@ -219,7 +219,7 @@ class SwitchesCpu:
 class PortRate:
     """Bytes one switch port transmits, read every ``every_s`` in a background thread (an elephant's
     goodput at the port toward its destination host). ``mbps(t0, t1)`` is the mean rate between two
-    monotonic instants; ``seconds(t0, t1)`` the rate in every whole second."""
+    monotonic instants; ``seconds(t0, t1)`` the rate in every whole second, ``windows`` in sliding ones."""
 
     def __init__(self, switch: str, port: int, every_s: float = 0.25):
         import threading
@@ -254,10 +254,14 @@ class PortRate:
         return (bb - ba) * 8 / (tb - ta) / 1e6
 
     def seconds(self, t0: float, t1: float) -> list[float]:
+        return self.windows(t0, t1, 1.0, 1.0)
+
+    def windows(self, t0: float, t1: float, width: float, step: float) -> list[float]:
+        """The mean rate in every ``width`` s window from ``t0`` to ``t1``, one starting each ``step`` s."""
         out, t = [], t0
-        while t + 1.0 <= t1:
-            out.append(round(self.mbps(t, t + 1.0), 2))
-            t += 1.0
+        while t + width <= t1 + 1e-9:
+            out.append(round(self.mbps(t, t + width), 2))
+            t += step
         return out
 
     def stop(self) -> None:

@@ -258,11 +258,8 @@ class PortRate:
 
     def windows(self, t0: float, t1: float, width: float, step: float) -> list[float]:
         """The mean rate in every ``width`` s window from ``t0`` to ``t1``, one starting each ``step`` s."""
-        out, t = [], t0
-        while t + width <= t1 + 1e-9:
-            out.append(round(self.mbps(t, t + width), 2))
-            t += step
-        return out
+        n = int((t1 - t0 - width) / step + 1e-9) + 1 if t1 - t0 >= width else 0
+        return [round(self.mbps(t0 + i * step, t0 + i * step + width), 2) for i in range(n)]
 
     def stop(self) -> None:
         self._stop.set()

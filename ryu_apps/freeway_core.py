@@ -8,6 +8,7 @@ Nothing here touches a datapath, a socket or the clock.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field, fields
 from itertools import repeat
@@ -275,6 +276,10 @@ class FreewayCore:
 
     def capacity_bps(self, link: Link) -> float:
         return self.fabric.capacity_bps(link)
+
+    def per_meter(self) -> float:
+        """What an elephant's meter lets through per bit/s of its allocation (1 without isolation)."""
+        return self.iso.meter_headroom if self.iso is not None else 1.0
 
     # ----- switch programs ----------------------------------------------------------
     def mice_groups(self, switch: str, dsts=None, next_hops=None) -> dict[str, Group]:
@@ -626,9 +631,15 @@ class FreewayCore:
                        f"{want / 1e6:.2f}", "host-cap")
             out.replaced = replaced
             return out
-        comp = self._compressible()  # rate-less elephants give up what they hold above their minimum
+        held, comp = self._rateless_held()  # rate-less elephants give up what they hold above their minimum
+        extra = self.per_meter() - 1.0  # ... and their meters let through this much more than they hold
+
+        def load_after(ln: Link) -> float:
+            measured = self.link_util.get(ln, 0.0) * self.capacity_bps(ln) - extra * held[ln]
+            return max(0.0, max(measured, self.alloc.link.get(ln, 0.0)) - comp[ln])
+
         try:
-            placements = self.place(pair, want, n, lambda ln: max(0.0, self.load_bps(ln) - comp[ln]))
+            placements = self.place(pair, want, n, load_after)
         except NoRoom as e:
             out = nack(str(e), "no-room")
             out.replaced = replaced
@@ -650,33 +661,33 @@ class FreewayCore:
         """A rate-less subflow's floor: the elephant threshold, 10% of its host's link."""
         return 0.1 * self.capacity_bps((el.src.name, el.src.switch))
 
-    def _compressible(self) -> Counter:
-        """Per link, what rate-less elephants hold above their floor (an announce may take it)."""
-        out: Counter = Counter()
+    def _rateless_held(self) -> tuple[Counter, Counter]:
+        """Per link, what rate-less elephants hold, and what of it is above their floor (an announce may
+        take that)."""
+        held: Counter = Counter()
+        above: Counter = Counter()
         for el in self.elephants.rateless():
             for pl in el.placements:
                 for ln in links(pl.path):
-                    out[ln] += max(0.0, pl.rate_bps - self._min_rate(el))
-        return out
+                    held[ln] += pl.rate_bps
+                    above[ln] += max(0.0, pl.rate_bps - self._min_rate(el))
+        return held, above
 
     def reshare(self, skip: int | None = None) -> list[tuple[str, list]]:
         """Give every rate-less elephant's subflows their max-min fair share of what the elephants with
         explicit rates (and adopted ones) leave on the links they cross, and of their host's budget
-        (``host_share`` of its link); never below the floor. With isolation each elephant's meter lets
-        through its share times ``meter_headroom``, so the shares are of the room divided by it: their
-        meters then fill a link they share exactly, where at the full room they would promise it 5% more
-        than it carries and the TCP flow that lost the contention got only what the others' meters left
-        (2.1 of a 2.5 Mbit/s share, four on one 10 Mbit/s uplink). Returns the meter modifications of the
-        elephants whose allocation changed by more than 5% (none for ``skip``: not installed yet)."""
+        (``host_share`` of its link); never below the floor, in whole kbit/s. With isolation every elephant's
+        meter lets through its allocation times ``meter_headroom``, so the shares are of the room left by
+        the other elephants' meters, divided by it: above their floors, the meters on a link then add up
+        to its capacity and no more. At the full room four shares of 2.5 Mbit/s on a 10 Mbit/s uplink were
+        metered at 10.5 in all, and the TCP flow that lost the contention got only what the other three
+        meters left (1.75-1.97 Mbit/s). Returns the meter modifications of the elephants whose allocation
+        changed by more than 5% (none for ``skip``: not installed yet)."""
         rl = list(self.elephants.rateless())
         if not rl:
             return []
-        per_meter = self.iso.meter_headroom if self.iso is not None else 1.0
-        held: Counter = Counter()  # per link, what rate-less elephants hold now
-        for el in rl:
-            for pl in el.placements:
-                for ln in links(pl.path):
-                    held[ln] += pl.rate_bps
+        k = self.per_meter()
+        held, _ = self._rateless_held()
         flows = {(el.eid, i): [*links(pl.path), ("host", el.src.name)]
                  for el in rl for i, pl in enumerate(el.placements)}
         room = {}
@@ -685,10 +696,9 @@ class FreewayCore:
                 h = self._hosts[ln[1]]
                 explicit = sum(e.rate_bps for e in self.elephants.of_host(h.name)
                                if not e.rateless and not e.adopted)
-                room[ln] = (self.cfg.host_share * self.capacity_bps((h.name, h.switch)) - explicit) / per_meter
+                room[ln] = self.cfg.host_share * self.capacity_bps((h.name, h.switch)) / k - explicit
             else:
-                room[ln] = (self.capacity_bps(ln) * self.cfg.headroom
-                            - (self.alloc.link.get(ln, 0.0) - held[ln])) / per_meter
+                room[ln] = self.capacity_bps(ln) * self.cfg.headroom / k - (self.alloc.link.get(ln, 0.0) - held[ln])
         shares = max_min(flows, room)
         ops: list[tuple[str, list]] = []
         for el in rl:
@@ -947,8 +957,10 @@ class FreewayCore:
         from .isolation import elephant_meter
 
         mid = (kbps + 0.5) * 1000 / self.iso.meter_headroom
-        whole = round(mid / 1000) * 1000
-        return float(whole) if elephant_meter(1, whole, self.iso).rate == kbps else mid
+        for whole in (math.floor(mid / 1000) * 1000, math.ceil(mid / 1000) * 1000):  # (headroom 1: mid is k+0.5)
+            if elephant_meter(1, whole, self.iso).rate == kbps:
+                return float(whole)
+        return mid
 
     def _rebuild(self, now: float, cookie: int, paths: dict) -> Elephant:
         subs = sorted((hs.Subflow(*ft) for ft in paths), key=str)

@@ -38,8 +38,8 @@ class IsolationConfig:
     meter_burst_ms: int = setting(300, "per-elephant meter burst, in time at the allocated rate: at least a "
                                   "round trip through full queues, or TCP loses each window's excess", "ms")
     meter_headroom: float = setting(1.05, "meter each elephant at its allocated rate times this (TCP overhead); "
-                                    "rate-less elephants share the room divided by it, so that their meters fill a "
-                                    "link and no more", min=1)
+                                    "rate-less elephants share the room divided by it, so that above their floors "
+                                    "the meters on a link add up to its capacity", min=1)
     mice_meter_mbps: float = setting(0.0, "optional cap on all mice from one host port (0: off)", "Mbit/s")
 
     def __post_init__(self) -> None:

@@ -209,7 +209,7 @@ def test_sigkill_the_leader_and_the_follower_takes_over_with_nothing_lost(cluste
     assert after == cookies  # the elephant's entries were not touched
     assert "meter=" in meters and ofctl("dump-meters", src.switch) == meters
     seconds = rate.seconds(t_kill - 2.0, t_end)
-    per_2s = rate.windows(t_kill - 2.0, t_end, 2.0, 0.5)  # as in test_faults: a gap of 0.4 s fails it
+    per_2s = rate.windows(t_kill - 2.0, t_end, 2.0, 0.5)  # as in test_faults: a gap over about 0.5 s fails it
     assert min(per_2s) >= 0.8 * 4.0, (per_2s, seconds)  # every 2 s window at least 80% of its allocation
     took = [d for d in b.decisions() if d["event"] == "leader"]
     assert took and took[-1]["generation"] == st["generation"]

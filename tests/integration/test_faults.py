@@ -178,8 +178,9 @@ def test_a_killed_controller_restarts_without_losing_a_packet_or_an_elephant(fab
             assert sent == received, (mode, sent, received)
         t_end = time.monotonic()
         # the elephant's goodput from before the kill until the restart is over, in every 2 s window
-        # (one starting each 0.5 s: a gap of 0.4 s fails it). Not single seconds: a TCP loss under the
-        # meter put one second at 3.17 Mbit/s, 2 s before the kill, and the next ones at 3.44 and 5.21
+        # (one starting each 0.5 s: a gap of more than about 0.5 s anywhere fails it at the 4.2 Mbit/s the
+        # meter lets through). Not single seconds: a TCP loss under the meter put one second at 3.17
+        # Mbit/s, 2 s before the kill, and the next ones at 3.44 and 5.21
         per_2s = meter.windows(t_kill - 2.0, t_end, 2.0, 0.5)
         floor = 0.8 * (4.0 if mode == "freeway" else meter.mbps(t_kill - 3.0, t_kill))
         assert per_2s and min(per_2s) >= floor, (mode, floor, per_2s, meter.seconds(t_kill - 2.0, t_end))

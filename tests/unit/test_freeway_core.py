@@ -276,6 +276,7 @@ def test_rate_less_elephants_share_max_min_fairly_and_explicit_rates_take_from_t
     an explicit rate takes from them down to their floor, and only beyond that is refused. Their meters
     (share x ``meter_headroom``) fill the uplink they share and no more: above it, the TCP flow losing the
     contention got only what the others' meters left."""
+    from ryu_apps.binpack import links
     from ryu_apps.intents import MeterModify
     from ryu_apps.isolation import IsolationConfig
 
@@ -307,6 +308,9 @@ def test_rate_less_elephants_share_max_min_fairly_and_explicit_rates_take_from_t
     assert all(o.verdict == "ack" for o in outs)
     assert all(el.rate_bps == share(2.5e6) for el in core.elephants.values())
     assert 0.99 * 10_000 <= metered_kbps() <= 10_000
+    uplink = next(iter(links(first.elephant.placements[0].path)))
+    # the uplink measured carrying all their meters let through: that does not stop them shrinking
+    core.link_util[uplink] = metered_kbps() / 10_000
     explicit = announce(4, 6000)  # 6 Mbit/s: the four rate-less ones go down to 1 each
     assert explicit.verdict == "ack" and explicit.elephant.rate_bps == 6e6
     assert sorted(round(el.rate_bps) for el in core.elephants.values()) == [1_000_000] * 4 + [6_000_000]
@@ -314,6 +318,47 @@ def test_rate_less_elephants_share_max_min_fairly_and_explicit_rates_take_from_t
     core.flow_removed("e0_0", explicit.elephant.cookie)  # it ends: the rate-less ones grow back
     ops = core.reshare()
     assert all(el.rate_bps == share(2.5e6) for el in core.elephants.values()) and len(ops) == 4
+    assert 0.99 * 10_000 <= metered_kbps() <= 10_000
+
+
+@pytest.mark.parametrize("host_share", [1.0, 0.5])
+def test_rate_less_meters_leave_the_explicit_ones_meters_room_on_the_link_and_the_host(host_share):
+    """Beside an explicit 2 Mbit/s elephant, three rate-less ones share what its meter (2.1 Mbit/s) leaves
+    of the uplink; with host_share 0.5, two from one host share what its budget's meters may carry."""
+    from ryu_apps.isolation import IsolationConfig
+
+    iso = IsolationConfig()
+    core = FreewayCore(fattree(4, 10), FreewayConfig(host_share=host_share), iso=iso)
+    hosts = [("10.0.0.2", 1), ("10.0.0.3", 2)]
+
+    def announce(i, rate_kbps=0):
+        ip, port = hosts[i % 2] if host_share == 1.0 else hosts[0]
+        ann = hs.encode(hs.Announce(i, 10_000_000, rate_kbps, (hs.Subflow(ip, "10.3.1.3", 6, 41000 + i, 5201),)))
+        return core.handshake(1.0, "e0_0", port, ip, ann)
+
+    def metered_kbps():
+        return sum(core.meter_of(el).rate for el in core.elephants.values())
+
+    if host_share == 1.0:
+        assert announce(0, 2000).verdict == "ack"
+        assert all(announce(i).verdict == "ack" for i in (1, 2, 3))
+        assert 0.99 * 10_000 <= metered_kbps() <= 10_000
+    else:
+        assert all(announce(i).verdict == "ack" for i in (0, 1))
+        assert 0.99 * 5_000 <= metered_kbps() <= 5_000
+
+
+@pytest.mark.parametrize("meter_headroom", [1.0, 1.05, 1.1])
+def test_an_elephant_rate_in_whole_kbit_s_is_read_back_from_its_meter(meter_headroom):
+    """A restarted controller reads an elephant's allocation back from its meter: every whole kbit/s rate
+    comes back exactly (with headroom 1 the middle of a meter's range is a half kbit/s, which rounding to
+    even took up for odd rates)."""
+    from ryu_apps.isolation import IsolationConfig, elephant_meter
+
+    iso = IsolationConfig(meter_headroom=meter_headroom)
+    core = FreewayCore(fattree(4, 10), iso=iso)
+    for kbit in range(1, 20_000, 7):
+        assert core._rate_of_meter(elephant_meter(1, kbit * 1000, iso).rate) == kbit * 1000, kbit
 
 
 class _Switches:

@@ -57,9 +57,10 @@ def test_ecmp_spreads_eight_flows_over_uplinks(k4):
     dst = fn.host("h2_0_0")
     # 8 parallel TCP streams from h0_0_0 (distinct source ports) to another pod. A fair hash puts all 8
     # on one of 2 uplinks with probability 2/2^8 (seen once in about ten runs of the suite). Twice in a
-    # row, 4 s apart, was seen once (2026-11-25; 25 sets in a row spread on a fresh fabric), so the third
-    # set waits until the switch's datapath flows of the first two have expired (idle 10 s), and a
-    # failure shows the datapath's entries for the streams and the group.
+    # row, 4 s apart, was seen once (2026-11-25; 25 sets in a row spread on a fresh fabric; cause not
+    # found: Open vSwitch's default select method hashes each 5-tuple), so a third set waits until the
+    # datapath flows of the first two have expired (idle 10 s), in case state there held the choice, and
+    # a failure shows the datapath's entries for the streams and the group.
     tried = []
     for attempt in range(3):
         if attempt == 2:

@@ -270,6 +270,26 @@ def test_the_per_host_and_rate_less_index_follows_every_change_of_the_table():
         core.elephants.update({})
 
 
+def _metered_kbps(core) -> int:
+    """What the meters of every placed elephant let through, in all (kbit/s)."""
+    return sum(core.meter_of(el).rate for el in core.elephants.values())
+
+
+def _rate_less_announcer(host_share: float):
+    """A k=4 core with isolation and ``host_share``, and a function announcing elephant ``i`` from
+    ``ip`` (a host under e0_0; ``rate_kbps`` 0: rate-less) to 10.3.1.3."""
+    from ryu_apps.isolation import IsolationConfig
+
+    core = FreewayCore(fattree(4, 10), FreewayConfig(host_share=host_share), iso=IsolationConfig())
+    ports = {"10.0.0.2": 1, "10.0.0.3": 2}
+
+    def announce(i, ip, rate_kbps=0):
+        ann = hs.encode(hs.Announce(i, 10_000_000, rate_kbps, (hs.Subflow(ip, "10.3.1.3", 6, 41000 + i, 5201),)))
+        return core.handshake(1.0, "e0_0", ports[ip], ip, ann)
+
+    return core, announce
+
+
 def test_rate_less_elephants_share_max_min_fairly_and_explicit_rates_take_from_them():
     """Issue 13 item 2: rate-less announces from one ToR all get an ACK and a fair share (on k=4 every
     high-throughput path from a ToR crosses one uplink); the earlier ones shrink, their meters follow;
@@ -278,28 +298,19 @@ def test_rate_less_elephants_share_max_min_fairly_and_explicit_rates_take_from_t
     contention got only what the others' meters left."""
     from ryu_apps.binpack import links
     from ryu_apps.intents import MeterModify
-    from ryu_apps.isolation import IsolationConfig
 
-    iso = IsolationConfig()
-    core = FreewayCore(fattree(4, 10), iso=iso)
+    core, announce_from = _rate_less_announcer(1.0)
+    iso = core.iso
 
     def share(room_bps):  # a share in whole kbit/s, of the room its meter may fill
         return room_bps / iso.meter_headroom // 1000 * 1000
 
-    def metered_kbps():
-        return sum(core.meter_of(el).rate for el in core.elephants.values())
-
-    hosts = [("10.0.0.2", 1), ("10.0.0.3", 2)]
-    dst = "10.3.1.3"
-
-    def announce(i, rate_kbps=0):
-        ip, port = hosts[i % 2]
-        ann = hs.encode(hs.Announce(i, 10_000_000, rate_kbps, (hs.Subflow(ip, dst, 6, 41000 + i, 5201),)))
-        return core.handshake(1.0, "e0_0", port, ip, ann)
+    def announce(i, rate_kbps=0):  # from the two hosts under e0_0 in turn
+        return announce_from(i, ("10.0.0.2", "10.0.0.3")[i % 2], rate_kbps)
 
     first = announce(0)
     assert first.verdict == "ack" and first.elephant.rate_bps == share(10e6)
-    assert 0.99 * 10_000 <= metered_kbps() <= 10_000
+    assert 0.99 * 10_000 <= _metered_kbps(core) <= 10_000
     second = announce(1)
     assert second.verdict == "ack" and second.elephant.rate_bps == share(5e6)
     assert first.elephant.rate_bps == share(5e6)
@@ -307,10 +318,10 @@ def test_rate_less_elephants_share_max_min_fairly_and_explicit_rates_take_from_t
     outs = [announce(i) for i in (2, 3)]
     assert all(o.verdict == "ack" for o in outs)
     assert all(el.rate_bps == share(2.5e6) for el in core.elephants.values())
-    assert 0.99 * 10_000 <= metered_kbps() <= 10_000
+    assert 0.99 * 10_000 <= _metered_kbps(core) <= 10_000
     uplink = next(iter(links(first.elephant.placements[0].path)))
     # the uplink measured carrying all their meters let through: that does not stop them shrinking
-    core.link_util[uplink] = metered_kbps() / 10_000
+    core.link_util[uplink] = _metered_kbps(core) / 10_000
     explicit = announce(4, 6000)  # 6 Mbit/s: the four rate-less ones go down to 1 each
     assert explicit.verdict == "ack" and explicit.elephant.rate_bps == 6e6
     assert sorted(round(el.rate_bps) for el in core.elephants.values()) == [1_000_000] * 4 + [6_000_000]
@@ -318,34 +329,23 @@ def test_rate_less_elephants_share_max_min_fairly_and_explicit_rates_take_from_t
     core.flow_removed("e0_0", explicit.elephant.cookie)  # it ends: the rate-less ones grow back
     ops = core.reshare()
     assert all(el.rate_bps == share(2.5e6) for el in core.elephants.values()) and len(ops) == 4
-    assert 0.99 * 10_000 <= metered_kbps() <= 10_000
+    assert 0.99 * 10_000 <= _metered_kbps(core) <= 10_000
 
 
-@pytest.mark.parametrize("host_share", [1.0, 0.5])
-def test_rate_less_meters_leave_the_explicit_ones_meters_room_on_the_link_and_the_host(host_share):
+def test_rate_less_meters_leave_an_explicit_ones_meter_room_on_the_link():
     """Beside an explicit 2 Mbit/s elephant, three rate-less ones share what its meter (2.1 Mbit/s) leaves
-    of the uplink; with host_share 0.5, two from one host share what its budget's meters may carry."""
-    from ryu_apps.isolation import IsolationConfig
+    of the uplink."""
+    core, announce = _rate_less_announcer(1.0)
+    assert announce(0, "10.0.0.2", 2000).verdict == "ack"
+    assert all(announce(i, ("10.0.0.2", "10.0.0.3")[i % 2]).verdict == "ack" for i in (1, 2, 3))
+    assert 0.99 * 10_000 <= _metered_kbps(core) <= 10_000
 
-    iso = IsolationConfig()
-    core = FreewayCore(fattree(4, 10), FreewayConfig(host_share=host_share), iso=iso)
-    hosts = [("10.0.0.2", 1), ("10.0.0.3", 2)]
 
-    def announce(i, rate_kbps=0):
-        ip, port = hosts[i % 2] if host_share == 1.0 else hosts[0]
-        ann = hs.encode(hs.Announce(i, 10_000_000, rate_kbps, (hs.Subflow(ip, "10.3.1.3", 6, 41000 + i, 5201),)))
-        return core.handshake(1.0, "e0_0", port, ip, ann)
-
-    def metered_kbps():
-        return sum(core.meter_of(el).rate for el in core.elephants.values())
-
-    if host_share == 1.0:
-        assert announce(0, 2000).verdict == "ack"
-        assert all(announce(i).verdict == "ack" for i in (1, 2, 3))
-        assert 0.99 * 10_000 <= metered_kbps() <= 10_000
-    else:
-        assert all(announce(i).verdict == "ack" for i in (0, 1))
-        assert 0.99 * 5_000 <= metered_kbps() <= 5_000
+def test_rate_less_meters_fill_their_hosts_budget_and_no_more():
+    """With host_share 0.5, two rate-less elephants from one host share what its budget's meters may carry."""
+    core, announce = _rate_less_announcer(0.5)
+    assert all(announce(i, "10.0.0.2").verdict == "ack" for i in (0, 1))
+    assert 0.99 * 5_000 <= _metered_kbps(core) <= 5_000
 
 
 @pytest.mark.parametrize("meter_headroom", [1.0, 1.05, 1.1])

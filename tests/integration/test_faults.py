@@ -258,12 +258,13 @@ def test_a_lone_unannounced_elephant_fills_its_path_in_every_mode(fabric):
 def test_rate_less_elephants_from_one_tor_all_get_a_fair_share(fabric):
     """Issue 13 item 2: on k=4 every high-throughput path from a ToR crosses one uplink; two and then four
     rate-less `freeway send` from under one ToR are all ACKed and, while they all run, each gets at least
-    80% of its fair share (measured at the port toward each destination host, 1.5 to 6 s after the start)."""
+    80% of its fair share (measured at the port toward each destination host, from 1.5 s after the start
+    until 6 s, and 10 s for four: TCP's contention for one queue evens out over seconds)."""
     fn, ctl, mode = fabric
     if mode != "freeway":
         pytest.skip("announcing elephants is Freeway's")
     dsts = [next(h for h in fn.fabric.hosts if h.name == n) for n in ("h3_0_0", "h3_0_1", "h3_1_0", "h3_1_1")]
-    for n, size in ((2, 5_000_000), (4, 3_000_000)):
+    for n, size, until in ((2, 5_000_000, 6.0), (4, 4_500_000, 10.0)):
         for i in range(n):
             fn.host(dsts[i].name).cmd(f"{PY} -m experiments.rr sink --port {5600 + 10 * n + i} >/dev/null 2>&1 &")
         time.sleep(0.5)
@@ -277,7 +278,7 @@ def test_rate_less_elephants_from_one_tor_all_get_a_fair_share(fabric):
         for r in rates:
             r.stop()
         share = 10.0 / n
-        while_all = [round(r.mbps(t0 + 1.5, t0 + 6.0), 2) for r in rates]
+        while_all = [round(r.mbps(t0 + 1.5, t0 + until), 2) for r in rates]
         print(f"{n} rate-less elephants from e0_0: {while_all} Mbit/s while all ran (fair share {share}); "
               f"over their whole transfer {[r[-1]['goodput_mbps'] for r in reports]}")
         assert all(r[0]["answer"] == "ack" for r in reports), [r[0] for r in reports]

@@ -388,7 +388,7 @@ def scale(k: int, pairs: int, placements: int, seed: int, out: Path, exact_k: in
                         "mice_ops": sum(len(o) for _, o in ops)})
         print(f"[bench scale] period {i + 1}/{PERIODS}: {periods[-1] * 1e3:.1f} ms, {changes[-1]}", flush=True)
     t = time.perf_counter()
-    core.mice_groups(tors[0])
+    core.fresh_mice(tors[0])
     mice_switch_s = time.perf_counter() - t
     # quiet periods: loads between the partition's bounds, jittering a little each period (a new reading
     # each time, as monitoring gives it): no pair changes, no weight moves by a step; what a period costs

@@ -27,7 +27,6 @@ from .intents import (
     DeleteFlows,
     Flow,
     Group,
-    GroupModify,
     Meter,
     MeterModify,
     Output,
@@ -36,6 +35,7 @@ from .intents import (
     match,
 )
 from .maxmin import max_min
+from .mice_table import Key, MiceTable, buckets_moved
 from .partition import Partition, PartitionConfig, StepResult
 
 PRIO_MICE = pipeline.prio("mice")  # above ECMP, below downward prefixes
@@ -163,23 +163,6 @@ class Elephants(dict):
 
 
 
-def _reweighted(held: Group, want: Group, step: int) -> bool:
-    """Whether a mice group must be modified: its next hops changed, or a bucket's weight moved by at
-    least ``step``. Weights follow the measured link load, which jitters every second; rewriting every
-    group on every jitter made switches re-validate their whole flow tables all the time (on k=8, about
-    100 links changed weight every second, each used by some 30 groups)."""
-    return _buckets_moved(held.buckets, want.buckets, step)
-
-
-def _buckets_moved(held: tuple[Bucket, ...], want: tuple[Bucket, ...], step: int) -> bool:
-    """``_reweighted`` on the buckets alone (a group is built only when it is sent)."""
-    if held is want:
-        return False
-    if len(held) != len(want) or [b.actions for b in held] != [b.actions for b in want]:
-        return True
-    return any(abs(a.weight - b.weight) >= step for a, b in zip(held, want, strict=True))
-
-
 GROW_AT = 0.8  # an adopted elephant measured at this fraction of its allocation or more grows
 SHRINK_AT = 0.5  # ... below this fraction it shrinks
 MOVE_WAIT_S = 10.0  # the longest the mice groups wait for elephant moves to report back
@@ -252,11 +235,12 @@ class FreewayCore:
         self.moving = 0  # of those, how many are not confirmed or rolled back yet
         self._moving_since = 0.0
         self._held_meters: dict[tuple[str, int], Meter] = {}
-        self.installed_groups: dict[tuple[str, int], Group] = {}  # what each switch holds
-        self.mice_flows: dict[tuple[str, str], int] = {}  # (switch, destination ToR) -> its mice entries' cookie
+        self.mice: dict[str, MiceTable] = {}  # what each switch holds of the mice groups and entries
+        self._up_port_peer: dict[str, dict[int, str]] = {}  # per switch, its up ports' neighbours
         self.counters: Counter[str] = Counter()
         self._next_eid = 1
-        self._tor_index = {t: i for i, t in enumerate(fabric.tors())}
+        self._tors = fabric.tors()
+        self._tor_index = {t: i for i, t in enumerate(self._tors)}
         self._hosts = {h.name: h for h in fabric.hosts}
         self._tor_match = tor_prefixes(fabric)
         self._routes = None  # the mice next hops, kept up to date by ``mice_updates`` (None: compute afresh)
@@ -282,22 +266,58 @@ class FreewayCore:
         return self.iso.meter_headroom if self.iso is not None else 1.0
 
     # ----- switch programs ----------------------------------------------------------
-    def mice_groups(self, switch: str, dsts=None, next_hops=None) -> dict[str, Group]:
-        """Per destination ToR (all, or ``dsts``): a select group over this switch's LOL next hops,
-        weighted toward the less loaded links (weights 1..10, so small load changes change nothing)."""
-        out = {}
-        hops_of = next_hops or self.partition.mice_next_hops
-        by_hops: dict[tuple, tuple] = {}  # many destinations share their next hops: their buckets once
+    def fresh_mice(self, switch: str, dsts=None) -> dict[str, tuple[Bucket, ...]]:
+        """Per destination ToR (all, or ``dsts``), computed afresh: the buckets of the select group its
+        mice follow, over this switch's LOL next hops in port order, weighted toward the less loaded
+        links (weights 1..10, so small load changes change nothing)."""
+        buckets_of = self._buckets_of(switch)
+        return {dst: buckets_of(key) for dst, key in self._fresh_keys(switch, dsts).items()}
+
+    def _fresh_keys(self, switch: str, dsts=None) -> dict[str, Key]:
+        """Per destination ToR with a LOL next hop from ``switch``: its group's key (the ports, sorted)."""
+        out, keys = {}, {}
         for dst in self.fabric.tors() if dsts is None else dsts:
-            hops = tuple(hops_of(switch, dst))
-            if not hops:
-                continue
-            buckets = by_hops.get(hops)
-            if buckets is None:
-                buckets = by_hops[hops] = tuple(Bucket((Output(self.fabric.port_to(switch, n)),),
-                                                       self._weight((switch, n))) for n in hops)
-            out[dst] = Group(pipeline.MICE_GROUPS.id(self._tor_index[dst]), buckets)
+            hops = tuple(self.partition.mice_next_hops(switch, dst))
+            if hops:
+                key = keys.get(hops)
+                if key is None:
+                    key = keys[hops] = tuple(sorted(self.fabric.port_to(switch, n) for n in hops))
+                out[dst] = key
         return out
+
+    def _buckets_of(self, switch: str):
+        """key -> a group's buckets now, at ``switch`` (each key's once per call of this)."""
+        peers = self._up_port_peer.get(switch)
+        if peers is None:
+            peers = self._up_port_peer[switch] = {self.fabric.port_to(switch, n): n
+                                                  for n in self.fabric.up_neighbors(switch)}
+        weight, memo = self._weight, {}
+
+        def buckets_of(key: Key) -> tuple[Bucket, ...]:
+            got = memo.get(key)
+            if got is None:  # (a port that is no up link, read back from a switch: its group is not wanted)
+                got = memo[key] = tuple(Bucket((Output(p),), weight((switch, peers[p])) if p in peers else 1)
+                                        for p in key)
+            return got
+        return buckets_of
+
+    def _table(self, switch: str) -> MiceTable:
+        t = self.mice.get(switch)
+        if t is None:
+            t = self.mice[switch] = MiceTable(pipeline.MICE_GROUPS.first, pipeline.MICE_GROUPS.last)
+        return t
+
+    def _mice_entries(self, switch: str):
+        """(destination index, gid, cookie) -> the entries sending mice for that ToR to the group, in the
+        mice band's table."""
+        table = pipeline.table_for(PRIO_MICE, self.fabric.switches[switch].is_tor)
+        tors, matches = self._tors, self._tor_match
+        return lambda j, gid, cookie: [Flow(PRIO_MICE, m, (ToGroup(gid),), table_id=table, cookie=cookie)
+                                       for m in matches[tors[j]]]
+
+    @staticmethod
+    def _mice_delete(j: int) -> DeleteFlows:
+        return DeleteFlows(mice_cookie(j), MICE_COOKIE_MASK)
 
     def _weight(self, link: Link) -> int:
         """A mice bucket's weight on an up link: 10 idle, down to 1 at 90% busy or more."""
@@ -332,25 +352,38 @@ class FreewayCore:
         meters and entries. The switch is (re)programmed with these: they are what it holds now."""
         out: list = []
         self._recheck.add(switch)  # its groups are written here: the next update looks at all of them
-        held = {k: v for k, v in self.installed_groups.items() if k[0] == switch}
-        self.installed_groups = {k: v for k, v in self.installed_groups.items() if k[0] != switch}
-        self.mice_flows = {k: c for k, c in self.mice_flows.items() if k[0] != switch}
-        for dst, g in self.mice_groups(switch).items():
-            before = held.get((switch, g.group_id))
-            if before is not None and (self._recovery_open or not _reweighted(before, g, self.cfg.mice_weight_step)):
-                g = before  # what the switch holds is close enough (or the partition is still being read back)
-            out.append(g)
-            self.installed_groups[(switch, g.group_id)] = g
-            out += self._mice_flows(switch, dst, g.group_id)
-        if self._recovery_open:  # groups the partition read back so far does not want yet: kept as held
-            wanted = {g.group_id for g in out if isinstance(g, Group)}
-            for (_, gid), g in sorted(held.items()):
-                entries = [f for f in self._held_mice.get(switch, ()) if f.actions == (ToGroup(gid),)]
-                if gid in wanted or not entries:
+        held = self.mice.pop(switch, None)  # what it holds: a group is kept where one has the same next hops
+        t = self.mice[switch] = MiceTable(pipeline.MICE_GROUPS.first, pipeline.MICE_GROUPS.last,
+                                          avoid=held.groups if held is not None else ())
+        buckets_of, entries = self._buckets_of(switch), self._mice_entries(switch)
+        for dst, key in self._fresh_keys(switch).items():
+            gid = t.by_key.get(key)
+            if gid is None:
+                hid = held.by_key.get(key) if held is not None else None
+                g = held.groups[hid] if hid is not None else None
+                if g is None:
+                    g = Group(t.alloc(), buckets_of(key))
+                elif not self._recovery_open and buckets_moved(g.buckets, buckets_of(key), self.cfg.mice_weight_step):
+                    g = Group(hid, buckets_of(key))  # (what it holds is kept if close enough, or while the
+                t.hold(g)  # partition is still being read back)
+                out.append(g)
+                gid = g.group_id
+            j = self._tor_index[dst]
+            cookie = self._mice_cookie(switch, dst)
+            t.point(j, gid, cookie)
+            out += entries(j, gid, cookie)
+        if self._recovery_open and held is not None:  # what the partition read back so far does not want
+            kept: dict[int, list[Flow]] = {}  # yet: kept as held
+            for f in self._held_mice.get(switch, ()):
+                kept.setdefault(mice_fields(f.cookie)[0], []).append(f)
+            for j, gid in sorted(held.gid_of.items()):
+                if j in t.gid_of or not kept.get(j) or gid not in held.groups:
                     continue
-                out += [g, *entries]
-                self.installed_groups[(switch, gid)] = g
-                self.mice_flows[(switch, self.fabric.tors()[gid - pipeline.MICE_GROUPS.first])] = entries[0].cookie
+                if gid not in t.groups:
+                    t.hold(held.groups[gid])
+                    out.append(held.groups[gid])
+                t.point(j, gid, kept[j][0].cookie)
+                out += kept[j]
         for el in self.elephants.values():
             meter = self.meter_of(el)
             if meter is not None and el.src.switch == switch:
@@ -361,14 +394,6 @@ class FreewayCore:
                         out.append(intent)
         return out
 
-    def _mice_flows(self, switch: str, dst: str, group_id: int) -> list[Flow]:
-        """The entries sending mice for ``dst`` to its group, in the mice band's table (and records
-        their cookie as held)."""
-        table = pipeline.table_for(PRIO_MICE, self.fabric.switches[switch].is_tor)
-        cookie = self._mice_cookie(switch, dst)
-        self.mice_flows[(switch, dst)] = cookie
-        return [Flow(PRIO_MICE, m, (ToGroup(group_id),), table_id=table, cookie=cookie) for m in self._tor_match[dst]]
-
     def _mice_cookie(self, switch: str, dst: str) -> int:
         pair = (switch, dst)
         n = self.partition.n_lol(pair) if self.fabric.switches[switch].is_tor and self.partition.is_partitioned(
@@ -376,10 +401,10 @@ class FreewayCore:
         return mice_cookie(self._tor_index[dst], n)
 
     def mice_updates(self) -> dict[str, list]:
-        """What the switches need for their mice groups to match the partition: a group (and the
-        entries using it) where a switch gains its first low-latency next hop toward a ToR, a group
-        modification where the next hops or weights changed, and the entries' removal where it lost
-        the last one (the unused group stays, and is modified if it comes back).
+        """What the switches need for their mice groups to match the partition (``MiceTable.update``:
+        one group per distinct set of low-latency next hops at each switch, modified in place when all
+        its destinations move together, and each destination ToR's entries pointing at the group of its
+        set; the entries go where a switch lost its last next hop toward a ToR).
 
         Only what may have changed is looked at: the (switch, ToR) whose next hops may differ since the
         last call (``MiceRoutes.changed``), the pairs whose path count changed, and the groups using an
@@ -387,6 +412,7 @@ class FreewayCore:
         and every group of a switch programmed or read back outside these updates (once no read-back
         is open). The first call, and the first after the step changed, look at everything."""
         touched, pairs = self.partition.take_changes()
+        recheck: dict[str, set[int]] = {}
         if self._routes is None or self._step_seen != self.cfg.mice_weight_step:
             self._routes = self.partition.mice_routes()
             self._step_seen = self.cfg.mice_weight_step
@@ -397,8 +423,9 @@ class FreewayCore:
             dirty = self._routes.changed(touched)
             for s, d in pairs:
                 dirty.setdefault(s, set()).add(d)
-            for sw, dsts in self._weight_moves().items():
-                dirty.setdefault(sw, set()).update(dsts)
+            recheck = self._weight_moves()
+            for sw in recheck:
+                dirty.setdefault(sw, set())
             if not self._recovery_open:  # (while switches are read back, they are kept as held)
                 for sw in self._recheck & set(self.fabric.switches):
                     dirty[sw] = None
@@ -408,7 +435,7 @@ class FreewayCore:
         out: dict[str, list] = {}
         for sw in self.fabric.switches:  # in the fabric's order, each switch's ToRs in theirs
             if sw in dirty:
-                ops = self._mice_ops(sw, dirty[sw])
+                ops = self._mice_ops(sw, dirty[sw], recheck.get(sw, ()))
                 if ops:
                     out[sw] = ops
         return out
@@ -442,65 +469,53 @@ class FreewayCore:
         w = np.maximum(np.rint(10 * (1 - np.where(u < 0.9, u, 0.9))), 1)
         return [up[i] for i in np.flatnonzero(np.abs(w - self._wref_arr) >= step).tolist()]
 
-    def _weight_moves(self) -> dict[str, set[str]]:
-        """Switch -> destination ToRs whose group uses an up link whose weight moved by the step."""
+    def _weight_moves(self) -> dict[str, set[int]]:
+        """Switch -> its mice groups that use an up link whose weight moved by the step."""
         moved: dict[str, set[int]] = {}
         if self.link_util is not self._weights_seen:  # (the same measurements as last time: nothing moved)
             for ln in self._weights_moved(self.cfg.mice_weight_step):
                 self._follow_weight(ln)
                 moved.setdefault(ln[0], set()).add(self.fabric.port_to(*ln))
             self._weights_seen = self.link_util
-        out: dict[str, set[str]] = {}
+        out: dict[str, set[int]] = {}
         for sw, ports in moved.items():
-            for dst, idx in self._tor_index.items():
-                g = self.installed_groups.get((sw, pipeline.MICE_GROUPS.id(idx)))
-                if g is not None and any(b.actions[0].port in ports for b in g.buckets):
-                    out.setdefault(sw, set()).add(dst)
+            t = self.mice.get(sw)
+            gids = {gid for gid, key in t.keys.items() if not ports.isdisjoint(key)} if t is not None else ()
+            if gids:
+                out[sw] = gids
         return out
 
-    def _mice_ops(self, sw: str, dsts) -> list:
-        """The mice ops of one switch toward ``dsts`` (None: every ToR). ``mice_groups``,
-        ``_mice_flows`` and ``mice_cookie`` inlined: this runs once per (switch, ToR) that may have
-        changed, about 30,000 times in a busy k=48 period."""
-        ops: list = []
+    def _mice_ops(self, sw: str, dsts, recheck=()) -> list:
+        """The mice ops of one switch toward ``dsts`` (None: every ToR, and every group's weights), and
+        for the groups in ``recheck``. Runs once per (switch, ToR) that may have changed, about 30,000
+        times in a busy k=48 period: the keys and cookies are built inline."""
         index = self._tor_index  # (the positions in ``fabric.tors()``, as the routes number them)
-        tors = self.fabric.tors() if dsts is None else sorted(dsts, key=index.__getitem__)
+        tors = self._tors if dsts is None else sorted(dsts, key=index.__getitem__)
         js = [index[d] for d in tors]
-        port_to, weight = self.fabric.port_to, self._weight
-        step, installed, flows = self.cfg.mice_weight_step, self.installed_groups, self.mice_flows
-        is_tor = self.fabric.switches[sw].is_tor
-        table = pipeline.table_for(PRIO_MICE, is_tor)
-        first_gid, base = pipeline.MICE_GROUPS.first, mice_cookie(0)
-        n_lol, is_partitioned = self.partition.n_lol, self.partition.is_partitioned
-        by_hops: dict[tuple, tuple] = {}  # many destinations share their next hops: their buckets once
-        for dst, j, hops in zip(tors, js, self._routes.next_hops_many(sw, js), strict=True):
-            pair = (sw, dst)
-            if not hops:
-                if pair in flows:  # lost its last next hop: the entries go, the group stays
-                    ops.append(DeleteFlows(base | j, MICE_COOKIE_MASK))
-                    del flows[pair]
-                continue
-            buckets = by_hops.get(hops)
-            if buckets is None:
-                buckets = by_hops[hops] = tuple(Bucket((Output(port_to(sw, n)),), weight((sw, n))) for n in hops)
-            gid = first_gid + j
-            key = (sw, gid)
-            before = installed.get(key)
-            if before is None:
-                g = Group(gid, buckets)
-                ops.append(g)
-            elif len(before.buckets) != len(buckets) or _buckets_moved(before.buckets, buckets, step):
-                g = Group(gid, buckets)  # (a next hop more or fewer, the usual change: no call to compare)
-                ops.append(GroupModify(g))
-            else:
-                g = before  # same next hops, weights within the step: leave the switch alone
-            installed[key] = g
-            cookie = base | j | ((n_lol(pair) & 0xFFFF) << 32 if is_tor and is_partitioned(pair) else 0)
-            if flows.get(pair) != cookie:  # new, or the pair's path count changed
-                flows[pair] = cookie
-                ops += [Flow(PRIO_MICE, m, (ToGroup(gid),), table_id=table, cookie=cookie)
-                        for m in self._tor_match[dst]]
-        return ops
+        port_to = self.fabric.port_to
+        base = mice_cookie(0)
+        keys: dict[tuple, Key] = {}  # next hops -> key (many destinations share their next hops)
+        wants = []
+        if self.fabric.switches[sw].is_tor:  # the cookie carries the pair's path count
+            n_lol, is_partitioned = self.partition.n_lol, self.partition.is_partitioned
+            for dst, j, hops in zip(tors, js, self._routes.next_hops_many(sw, js), strict=True):
+                key = None
+                if hops:
+                    key = keys.get(hops)
+                    if key is None:
+                        key = keys[hops] = tuple(sorted(port_to(sw, n) for n in hops))
+                pair = (sw, dst)
+                wants.append((j, key, base | j | ((n_lol(pair) & 0xFFFF) << 32 if is_partitioned(pair) else 0)))
+        else:
+            for j, hops in zip(js, self._routes.next_hops_many(sw, js), strict=True):
+                key = None
+                if hops:
+                    key = keys.get(hops)
+                    if key is None:
+                        key = keys[hops] = tuple(sorted(port_to(sw, n) for n in hops))
+                wants.append((j, key, base | j))
+        return self._table(sw).update(wants, self._buckets_of(sw), self._mice_entries(sw), self._mice_delete,
+                                      self.cfg.mice_weight_step, None if dsts is None else recheck)
 
     # ----- elephants ------------------------------------------------------------------
     def meter_of(self, el: Elephant):
@@ -905,14 +920,18 @@ class FreewayCore:
         if self._recover_until is None:
             self._recover_until, self._recovery_open = now + RECOVER_S, True
         self._recheck.add(switch)  # what it holds was read back: the next update looks at all of its groups
+        t = self.mice[switch] = MiceTable(pipeline.MICE_GROUPS.first, pipeline.MICE_GROUPS.last)
         for g in groups:
             if pipeline.MICE_GROUPS.first <= g.group_id <= pipeline.MICE_GROUPS.last:
-                self.installed_groups[(switch, g.group_id)] = g
+                t.hold(g)
         for m in meters:
             if m.meter_id >= pipeline.ELEPHANT_METERS.first:
                 self._held_meters[(switch, m.meter_id)] = m
         self._held_mice[switch] = [f for f in flows if f.priority == PRIO_MICE
                                    and pipeline.owner_of(f.cookie) is pipeline.FREEWAY_MICE]
+        for f in self._held_mice[switch]:  # which group each destination's entries point at
+            if f.actions and isinstance(f.actions[0], ToGroup) and f.actions[0].group_id in t.groups:
+                t.point(mice_fields(f.cookie)[0], f.actions[0].group_id, f.cookie)
         for f in flows:  # a new elephant never takes the id of one whose path is not read back yet
             if eid_of(f.cookie) is not None:
                 self._next_eid = max(self._next_eid, eid_of(f.cookie) + 1)

@@ -133,7 +133,7 @@ class IdRange:
 
 
 UPLINK_GROUP = IdRange("uplink group", 1, 1)  # ECMP over the uplinks
-MICE_GROUPS = IdRange("mice groups", 1000, 1000 + 0xFFFF)  # + index of the destination ToR
+MICE_GROUPS = IdRange("mice groups", 1000, 1000 + 0xFFFF)  # one per distinct set of next hops at a switch
 AVOID_GROUPS = IdRange("failure groups", 70000, 70000 + 0xFFFF)  # + index of the destination ToR
 LLDP_METER = IdRange("lldp meter", 1, 1)  # the LLDP probes a switch punts
 HOST_PUNT_METERS = IdRange("host punt meters", 2, 99)  # + the host's place on its ToR (1..): what one host may

@@ -89,6 +89,9 @@ class SimSwitch:
         for i in intents:
             self.received.append(i)
             if isinstance(i, it.Flow):
+                for a in i.actions:  # (Open vSwitch refuses an entry whose group does not exist)
+                    if isinstance(a, it.ToGroup) and a.group_id not in self.groups:
+                        raise SimError(f"{self.name}: an entry points at group {a.group_id}, which does not exist")
                 t = self.tables.setdefault(i.table_id, [])
                 t[:] = [f for f in t if not (f.priority == i.priority and f.match == i.match)]
                 t.append(i)
@@ -111,8 +114,10 @@ class SimSwitch:
                 if i.group.group_id not in self.groups:
                     raise SimError(f"{self.name}: modify of unknown group {i.group.group_id}")
                 self.groups[i.group.group_id] = i.group
-            elif isinstance(i, it.DeleteGroup):
+            elif isinstance(i, it.DeleteGroup):  # (OpenFlow: the entries that use the group go with it)
                 self.groups.pop(i.group_id, None)
+                for t in self.tables.values():
+                    t[:] = [f for f in t if it.ToGroup(i.group_id) not in f.actions]
             elif isinstance(i, it.Meter):
                 self.meters[i.meter_id] = i
             elif isinstance(i, it.DeleteMeter):

@@ -224,6 +224,65 @@ def test_a_restarted_controller_sends_nothing_and_recovers_announced_elephants(m
         assert fresh.core.elephant_of(flow) is None and fresh.core._next_eid > el.eid
 
 
+def _renumber(sim, sw, new_id):
+    """Give ``sw``'s mice groups other ids (``new_id(group id, destination index)``), the entries
+    pointing at them following: what another controller's allocation may have left on it."""
+    from dataclasses import replace
+
+    from ryu_apps.freeway_core import mice_fields
+    from ryu_apps.intents import ToGroup
+
+    s = sim.switches[sw]
+    mice = pipeline.MICE_GROUPS
+    moved: dict = {}
+    for t in s.tables.values():
+        for n, f in enumerate(t):
+            if f.actions and isinstance(f.actions[0], ToGroup) and mice.first <= f.actions[0].group_id <= mice.last:
+                gid = new_id(f.actions[0].group_id, mice_fields(f.cookie)[0])
+                moved[gid] = s.groups[f.actions[0].group_id]
+                t[n] = replace(f, actions=(ToGroup(gid),))
+    s.groups = {g: v for g, v in s.groups.items() if not mice.first <= g <= mice.last}
+    s.groups |= {gid: replace(g, group_id=gid) for gid, g in moved.items()}
+
+
+def test_a_restarted_controller_keeps_the_mice_group_ids_the_switches_hold():
+    """Shared mice groups get their ids in the order they are needed, so the ids a switch holds are
+    not what a fresh controller would choose: it adopts them and sends nothing."""
+    fabric = fattree(6)
+    pol, sim, _ = _placed_state("freeway", fabric, None)
+    for sw in fabric.switches:
+        _renumber(sim, sw, lambda gid, j: 5000 - gid)
+    fresh = policy("freeway", fabric, None)
+    for i, sw in enumerate(sorted(fabric.switches)):
+        assert _read_back(sim, fresh, sw, 5.0 + 0.01 * i) == [], sw
+    assert not fresh.core.recovering(6.0) and fresh.core.mice_updates() == {}
+    assert not unreachable(sim, mice_flows(fabric))
+
+
+def test_a_switch_holding_one_mice_group_per_destination_is_brought_to_shared_groups_without_a_gap():
+    """What an older Freeway left on a switch (a group per destination ToR, many with the same next
+    hops): read back after a restart, each set of next hops keeps one of its groups, the entries of the
+    others are pointed at it before their groups go, and every host still reaches every host."""
+    fabric = fattree(6)
+    pol, sim, _ = _placed_state("freeway", fabric, None)
+    mice = pipeline.MICE_GROUPS
+    for sw in fabric.switches:
+        _renumber(sim, sw, lambda gid, j: mice.first + j)
+    held = {sw: sum(mice.first <= g <= mice.last for g in s.groups) for sw, s in sim.switches.items()}
+    assert held["e0_0"] == len(fabric.tors()) - 1
+    fresh = policy("freeway", fabric, None)
+    for i, sw in enumerate(sorted(fabric.switches)):
+        ops = _read_back(sim, fresh, sw, 5.0 + 0.01 * i)
+        sim.switches[sw].apply(ops)  # in order: an entry pointing at a missing group fails here
+        assert not unreachable(sim, mice_flows(fabric, limit=200)), sw
+    for sw, s in sim.switches.items():
+        sets = [tuple(b.actions for b in g.buckets) for gid, g in s.groups.items() if mice.first <= gid <= mice.last]
+        assert len(sets) == len(set(sets)) and len(sets) <= held[sw], sw
+    distinct = {tuple(b.actions for b in bs) for bs in fresh.core.fresh_mice("e0_0").values()}
+    assert len([g for g in sim.switches["e0_0"].groups if mice.first <= g <= mice.last]) == len(distinct) == 2
+    assert not fresh.core.recovering(6.0) and fresh.core.mice_updates() == {}
+
+
 def test_a_switch_that_lost_its_tables_gets_them_back_and_a_wrong_entry_is_replaced():
     fabric = fattree(4)
     pol = policy("ecmp", fabric, None)

@@ -34,8 +34,13 @@ def test_edge_program_has_mice_groups_punt_meter_and_service_drop():
     core = _core(4)
     groups, flows, extra = core.switch_program("e0_0")
     mice = [g for g in groups if g.group_id >= MICE_GROUPS.first]
-    assert len(mice) == 7  # one per other ToR
-    assert all([b.actions[0].port for b in g.buckets] == [3] for g in mice)  # only the LOL uplink to a0_0
+    # one group per distinct set of next hops: every other ToR is reached through the LOL uplink to a0_0
+    assert len(mice) == 1 and [b.actions[0].port for b in mice[0].buckets] == [3]
+    from ryu_apps.freeway_core import mice_fields
+    from ryu_apps.intents import ToGroup
+
+    to_group = {mice_fields(f.cookie)[0] for f in flows if f.actions == (ToGroup(mice[0].group_id),)}
+    assert to_group == {core._tor_index[t] for t in core.fabric.tors() if t != "e0_0"}  # the 7 other ToRs
     assert extra == [Meter(3, 200, 50, pktps=True), Meter(4, 200, 50, pktps=True)]  # one per host port
     punt = [f for f in flows if f.priority == PRIO_HANDSHAKE]
     assert [(dict(f.match)["in_port"], f.meter_id) for f in punt] == [(1, 3), (2, 4)]
@@ -135,50 +140,58 @@ def test_new_lol_links_push_elephants_to_other_hol_paths_make_before_break():
     assert core.period(3.0, active_pairs(core.fabric, [(SRC, DST)])) == (StepResult(), [])  # still moving
     # confirmed: now the mice groups of e0_0 include the new LOL uplink toward e5_2
     ops = core.move_finished()
-    mods = [i for sw, intents in ops if sw == "e0_0" for i in intents if isinstance(i, GroupModify)]
-    assert any(len(m.group.buckets) == 2 for m in mods)
+    from ryu_apps.freeway_core import mice_fields
+    from ryu_apps.intents import Group, ToGroup
+
+    e00 = [i for sw, intents in ops if sw == "e0_0" for i in intents]
+    two = [g for g in (i.group if isinstance(i, GroupModify) else i for i in e00)
+           if isinstance(g, Group) and len(g.buckets) == 2]
+    j = core._tor_index["e5_2"]
+    assert len(two) == 1 and [f for f in e00 if isinstance(f, Flow) and f.actions == (ToGroup(two[0].group_id),)
+                              and mice_fields(f.cookie)[0] == j]
 
 
 def test_a_switch_gaining_or_losing_its_only_low_latency_hop_gets_a_group_or_loses_the_entries():
     """k=6: the fixed low-latency paths all cross a*_0, so a0_1 holds no mice group at first. When a
-    dynamic path through a0_1 opens, it must get the group (added, not modified: the switch does not
-    have it) and the entries pointing to it; when the path closes, the entries go."""
+    dynamic path through a0_1 opens, it must get a group (added, not modified: the switch does not
+    have it) and the entries pointing to it; when the path closes, the entries go, then the group
+    (deleting a group first would delete the entries with it)."""
     from ryu_apps.freeway_core import MICE_COOKIE_MASK, mice_cookie, mice_fields
-    from ryu_apps.intents import Group, ToGroup
+    from ryu_apps.intents import DeleteGroup, Group, ToGroup
 
     core = _core()
     for sw in core.fabric.switches:
         core.switch_program(sw)
     dst_index = core.fabric.tors().index("e5_2")
-    gid = MICE_GROUPS.id(dst_index)
-    assert (("a0_1", gid)) not in core.installed_groups
+    assert not core.mice["a0_1"].groups and dst_index not in core.mice["a0_1"].gid_of
     hot = {ln: 0.5 for p in core.partition.lol_paths(("e0_0", "e5_2")) for ln in zip(p, p[1:], strict=False)}
     core.link_util = hot
     pairs = active_pairs(core.fabric, [(SRC, DST)])
     _, ops = core.period(2.0, pairs)
     a01 = [i for sw, intents in ops if sw == "a0_1" for i in intents]
-    adds = [i for i in a01 if isinstance(i, Group) and i.group_id == gid]
+    (add,) = [i for i in a01 if isinstance(i, Group)]
+    gid = add.group_id
     entries = [i for i in a01 if isinstance(i, Flow) and i.actions == (ToGroup(gid),)]
-    assert len(adds) == 1 and not any(isinstance(i, GroupModify) and i.group.group_id == gid for i in a01)
+    assert not any(isinstance(i, GroupModify) for i in a01)
     assert entries and all(f.cookie == mice_cookie(dst_index) and f.table_id == 0 for f in entries)
-    assert a01.index(adds[0]) < a01.index(entries[0])  # the group exists before anything points to it
+    assert a01.index(add) < a01.index(entries[0])  # the group exists before anything points to it
     # the source ToR's entries toward e5_2 are sent again with the pair's new count in their cookie
     e00 = [i for sw, intents in ops if sw == "e0_0" for i in intents if isinstance(i, Flow)
-           and i.actions == (ToGroup(gid),)]
+           and i.actions and isinstance(i.actions[0], ToGroup) and mice_fields(i.cookie)[0] == dst_index]
     n = core.partition.n_lol(("e0_0", "e5_2"))
     assert n == core.partition.n_min + 1 and e00 and all(mice_fields(f.cookie) == (dst_index, n) for f in e00)
     # nothing changed: nothing sent
     _, again = core.period(3.0, pairs)
     assert not [i for sw, intents in again if sw == "a0_1" for i in intents if isinstance(i, (Group, Flow))]
-    # the mice load goes away: the dynamic path closes, a0_1's entries toward e5_2 go, the group stays
+    # the mice load goes away: the dynamic path closes, a0_1's entries toward e5_2 go, then its group
     core.link_util = {}
     t, gone = 4.0, []
     while not gone and t < 200:
         _, ops = core.period(t, pairs)
-        gone = [i for sw, intents in ops if sw == "a0_1" for i in intents if isinstance(i, DeleteFlows)]
+        gone = [i for sw, intents in ops if sw == "a0_1" for i in intents if isinstance(i, (DeleteFlows, DeleteGroup))]
         t += 1.0
-    assert gone == [DeleteFlows(mice_cookie(dst_index), MICE_COOKIE_MASK)]
-    assert ("a0_1", "e5_2") not in core.mice_flows and ("a0_1", gid) in core.installed_groups
+    assert gone == [DeleteFlows(mice_cookie(dst_index), MICE_COOKIE_MASK), DeleteGroup(gid)]
+    assert dst_index not in core.mice["a0_1"].gid_of and gid not in core.mice["a0_1"].groups
 
 
 def test_config_errors_name_the_key():
@@ -362,44 +375,62 @@ def test_an_elephant_rate_in_whole_kbit_s_is_read_back_from_its_meter(meter_head
 
 
 class _Switches:
-    """What the switches hold of the mice groups and entries, built only from the ops they were sent."""
+    """What the switches hold of the mice groups and entries, built only from the ops they were sent, in
+    their order, with OpenFlow's rules: a group is added once, modified only if it exists, an entry
+    may point only at a group that exists, and deleting a group deletes the entries pointing at it."""
 
     def __init__(self):
         self.groups: dict = {}  # (switch, group id) -> buckets
-        self.entries: dict = {}  # (switch, group id) -> cookie of the entries sending to it
+        self.entries: dict = {}  # (switch, destination index) -> (group id, cookie) of its entries
 
     def apply(self, updates) -> None:
-        from ryu_apps.intents import DeleteFlows, Flow, Group, GroupModify, ToGroup
+        from ryu_apps.freeway_core import mice_fields
+        from ryu_apps.intents import DeleteFlows, DeleteGroup, Flow, Group, GroupModify, ToGroup
 
         for sw, ops in (updates.items() if isinstance(updates, dict) else updates):
             for op in ops:
-                if isinstance(op, (Group, GroupModify)):
-                    g = op if isinstance(op, Group) else op.group
-                    self.groups[(sw, g.group_id)] = g.buckets
+                if isinstance(op, Group):
+                    assert (sw, op.group_id) not in self.groups, f"{sw}: group {op.group_id} added twice"
+                    self.groups[(sw, op.group_id)] = op.buckets
+                elif isinstance(op, GroupModify):
+                    assert (sw, op.group.group_id) in self.groups, f"{sw}: modify of unknown group {op.group.group_id}"
+                    self.groups[(sw, op.group.group_id)] = op.group.buckets
+                elif isinstance(op, DeleteGroup):
+                    self.groups.pop((sw, op.group_id), None)
+                    self.entries = {k: v for k, v in self.entries.items() if not (k[0] == sw and v[0] == op.group_id)}
                 elif isinstance(op, Flow) and op.actions and isinstance(op.actions[0], ToGroup):
-                    self.entries[(sw, op.actions[0].group_id)] = op.cookie
+                    gid = op.actions[0].group_id
+                    assert (sw, gid) in self.groups, f"{sw}: an entry points at group {gid}, which it does not hold"
+                    self.entries[(sw, mice_fields(op.cookie)[0])] = (gid, op.cookie)
                 elif isinstance(op, DeleteFlows):
-                    self.entries = {k: c for k, c in self.entries.items()
-                                    if not (k[0] == sw and c & op.cookie_mask == op.cookie & op.cookie_mask)}
+                    self.entries = {k: v for k, v in self.entries.items()
+                                    if not (k[0] == sw and v[1] & op.cookie_mask == op.cookie & op.cookie_mask)}
 
 
 def _check_switches(core, held: _Switches, where) -> None:
-    """Every switch holds, from the ops it was sent, what computing every group afresh gives."""
+    """Every switch holds, from the ops it was sent, what computing every group afresh gives; one group
+    per distinct set of next hops, none that no entry points at."""
     step = core.cfg.mice_weight_step
     for sw in core.fabric.switches:
-        fresh = core.mice_groups(sw)  # computed from scratch (Reachability), every ToR
+        fresh = core.fresh_mice(sw)  # computed from scratch (Reachability), every ToR
         for dst in core.fabric.tors():
-            gid = MICE_GROUPS.id(core._tor_index[dst])
+            j = core._tor_index[dst]
             want = fresh.get(dst)
             if want is None:
-                assert (sw, gid) not in held.entries, (where, sw, dst)
+                assert (sw, j) not in held.entries, (where, sw, dst)
                 continue
+            assert (sw, j) in held.entries, (where, sw, dst)
+            gid, cookie = held.entries[(sw, j)]
             got = held.groups.get((sw, gid))
-            assert got is not None and [b.actions for b in got] == [b.actions for b in want.buckets], (where, sw, dst)
+            assert got is not None and [b.actions for b in got] == [b.actions for b in want], (where, sw, dst)
             # weights: within the step of where the switch last followed the link, itself within the step of now
-            assert all(abs(a.weight - b.weight) <= 2 * (step - 1) for a, b in zip(got, want.buckets, strict=True)), \
+            assert all(abs(a.weight - b.weight) <= 2 * (step - 1) for a, b in zip(got, want, strict=True)), \
                 (where, sw, dst)
-            assert held.entries.get((sw, gid)) == core._mice_cookie(sw, dst), (where, sw, dst)
+            assert cookie == core._mice_cookie(sw, dst), (where, sw, dst)
+        gids = {g for s, g in held.groups if s == sw}
+        assert gids == {g for (s, _), (g, _) in held.entries.items() if s == sw}, (where, sw, "a group nothing uses")
+        sets = [tuple(b.actions for b in bs) for (s, _), bs in held.groups.items() if s == sw]
+        assert len(sets) == len(set(sets)), (where, sw, "two groups with the same next hops")
 
 
 @pytest.mark.parametrize("k,seed", [(4, 1), (6, 2), (6, 3), (8, 4), (0, 5)])
@@ -449,6 +480,8 @@ def test_a_switch_reprogrammed_under_load_has_its_groups_followed_when_the_load_
     held = _Switches()
     held.apply(core.mice_updates())
     core.link_util = {("e0_0", "a0_0"): 0.6}
+    held.groups = {k: v for k, v in held.groups.items() if k[0] != "e0_0"}  # it reconnects empty
+    held.entries = {k: v for k, v in held.entries.items() if k[0] != "e0_0"}
     held.apply([("e0_0", core.dynamic_program("e0_0"))])
     assert {b.weight for g, bs in held.groups.items() if g[0] == "e0_0" for b in bs} == {4}
     core.link_util = {}

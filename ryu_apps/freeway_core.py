@@ -357,8 +357,17 @@ class FreewayCore:
                                           avoid=held.groups if held is not None else ())
         buckets_of, entries = self._buckets_of(switch), self._mice_entries(switch)
         for dst, key in self._fresh_keys(switch).items():
+            j = self._tor_index[dst]
             gid = t.by_key.get(key)
-            if gid is None:
+            hid = held.gid_of.get(j) if self._recovery_open and held is not None else None
+            if hid is not None and hid in held.groups:
+                # the partition read back so far lacks the ToRs not read back yet: the destination keeps
+                # the group it points at, whatever its next hops (the first full look moves it)
+                gid = hid
+                if gid not in t.groups:
+                    t.hold(held.groups[gid])
+                    out.append(held.groups[gid])
+            elif gid is None:
                 hid = held.by_key.get(key) if held is not None else None
                 g = held.groups[hid] if hid is not None else None
                 if g is None:
@@ -368,7 +377,6 @@ class FreewayCore:
                 t.hold(g)  # partition is still being read back)
                 out.append(g)
                 gid = g.group_id
-            j = self._tor_index[dst]
             cookie = self._mice_cookie(switch, dst)
             t.point(j, gid, cookie)
             out += entries(j, gid, cookie)

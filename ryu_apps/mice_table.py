@@ -125,9 +125,11 @@ class MiceTable:
         heads: list = []  # groups added or modified
         flows: list = []
         moving: dict[int | None, dict[Key | None, list[tuple[int, int]]]] = {}
+        full = recheck is None  # (a full look also gathers destinations from groups that share a key)
         for dst, key, cookie in wants:
             gid = gid_of.get(dst)
-            if gid is not None and keys[gid] == key:  # same next hops: its entries change only with the cookie
+            if gid is not None and keys[gid] == key and (not full or by_key[key] == gid):
+                # same next hops: its entries change only with the cookie
                 if cookies[dst] != cookie:
                     cookies[dst] = cookie
                     flows += entries(dst, gid, cookie)

@@ -259,10 +259,27 @@ def test_a_restarted_controller_keeps_the_mice_group_ids_the_switches_hold():
     assert not unreachable(sim, mice_flows(fabric))
 
 
+def test_a_switch_read_back_before_the_tors_keeps_its_mice_groups_until_the_partition_is_whole():
+    """e0_0's next hop a0_1 toward e4_0 exists only because of e0_1's pair (through a0_1), which is
+    read back after e0_0: until every ToR is read back, e0_0 keeps what it holds, and once they are,
+    the partition wants what it holds."""
+    fabric = fattree(6)
+    pol = policy("freeway", fabric, None)
+    sim = SimFabric(fabric, pol)
+    for pair in [("e0_0", "e3_1"), ("e0_0", "e3_1"), ("e0_1", "e4_0")]:
+        assert pol.core.partition.add_path(pair)
+    sim.apply(list(pol.core.mice_updates().items()))
+    fresh = policy("freeway", fabric, None)
+    for i, sw in enumerate(sorted(fabric.switches)):
+        assert _read_back(sim, fresh, sw, 5.0 + 0.01 * i) == [], sw
+    assert not fresh.core.recovering(6.0) and fresh.core.mice_updates() == {}
+
+
 def test_a_switch_holding_one_mice_group_per_destination_is_brought_to_shared_groups_without_a_gap():
     """What an older Freeway left on a switch (a group per destination ToR, many with the same next
-    hops): read back after a restart, each set of next hops keeps one of its groups, the entries of the
-    others are pointed at it before their groups go, and every host still reaches every host."""
+    hops): kept through the read-back after a restart (the partition is not whole yet), then at the
+    first update each set of next hops keeps one of its groups, the entries of the others are pointed
+    at it before their groups go, and every host still reaches every host."""
     fabric = fattree(6)
     pol, sim, _ = _placed_state("freeway", fabric, None)
     mice = pipeline.MICE_GROUPS
@@ -275,12 +292,15 @@ def test_a_switch_holding_one_mice_group_per_destination_is_brought_to_shared_gr
         ops = _read_back(sim, fresh, sw, 5.0 + 0.01 * i)
         sim.switches[sw].apply(ops)  # in order: an entry pointing at a missing group fails here
         assert not unreachable(sim, mice_flows(fabric, limit=200)), sw
+    assert not fresh.core.recovering(6.0)
+    sim.apply(list(fresh.core.mice_updates().items()))  # in order, as above
+    assert not unreachable(sim, mice_flows(fabric))
     for sw, s in sim.switches.items():
         sets = [tuple(b.actions for b in g.buckets) for gid, g in s.groups.items() if mice.first <= gid <= mice.last]
         assert len(sets) == len(set(sets)) and len(sets) <= held[sw], sw
     distinct = {tuple(b.actions for b in bs) for bs in fresh.core.fresh_mice("e0_0").values()}
     assert len([g for g in sim.switches["e0_0"].groups if mice.first <= g <= mice.last]) == len(distinct) == 2
-    assert not fresh.core.recovering(6.0) and fresh.core.mice_updates() == {}
+    assert fresh.core.mice_updates() == {}
 
 
 def test_a_switch_that_lost_its_tables_gets_them_back_and_a_wrong_entry_is_replaced():

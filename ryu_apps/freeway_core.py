@@ -276,7 +276,7 @@ class FreewayCore:
     def _fresh_keys(self, switch: str, dsts=None) -> dict[str, Key]:
         """Per destination ToR with a LOL next hop from ``switch``: its group's key (the ports, sorted)."""
         out, keys = {}, {}
-        for dst in self.fabric.tors() if dsts is None else dsts:
+        for dst in self._tors if dsts is None else dsts:
             hops = tuple(self.partition.mice_next_hops(switch, dst))
             if hops:
                 key = keys.get(hops)
@@ -368,12 +368,12 @@ class FreewayCore:
                     t.hold(held.groups[gid])
                     out.append(held.groups[gid])
             elif gid is None:
-                hid = held.by_key.get(key) if held is not None else None
-                g = held.groups[hid] if hid is not None else None
+                same = held.by_key.get(key) if held is not None else None  # a held group with these next hops
+                g = held.groups[same] if same is not None else None
                 if g is None:
                     g = Group(t.alloc(), buckets_of(key))
                 elif not self._recovery_open and buckets_moved(g.buckets, buckets_of(key), self.cfg.mice_weight_step):
-                    g = Group(hid, buckets_of(key))  # (what it holds is kept if close enough, or while the
+                    g = Group(same, buckets_of(key))  # (what it holds is kept if close enough, or while the
                 t.hold(g)  # partition is still being read back)
                 out.append(g)
                 gid = g.group_id
@@ -502,26 +502,16 @@ class FreewayCore:
         js = [index[d] for d in tors]
         port_to = self.fabric.port_to
         base = mice_cookie(0)
-        keys: dict[tuple, Key] = {}  # next hops -> key (many destinations share their next hops)
-        wants = []
+        memo: dict[tuple, Key] = {}  # next hops -> key (many destinations share their next hops)
+        keys = [(memo[h] if h in memo else memo.setdefault(h, tuple(sorted(port_to(sw, n) for n in h))))
+                if h else None for h in self._routes.next_hops_many(sw, js)]
         if self.fabric.switches[sw].is_tor:  # the cookie carries the pair's path count
             n_lol, is_partitioned = self.partition.n_lol, self.partition.is_partitioned
-            for dst, j, hops in zip(tors, js, self._routes.next_hops_many(sw, js), strict=True):
-                key = None
-                if hops:
-                    key = keys.get(hops)
-                    if key is None:
-                        key = keys[hops] = tuple(sorted(port_to(sw, n) for n in hops))
-                pair = (sw, dst)
-                wants.append((j, key, base | j | ((n_lol(pair) & 0xFFFF) << 32 if is_partitioned(pair) else 0)))
+            cookies = [base | j | ((n_lol((sw, d)) & 0xFFFF) << 32 if is_partitioned((sw, d)) else 0)
+                       for d, j in zip(tors, js, strict=True)]
         else:
-            for j, hops in zip(js, self._routes.next_hops_many(sw, js), strict=True):
-                key = None
-                if hops:
-                    key = keys.get(hops)
-                    if key is None:
-                        key = keys[hops] = tuple(sorted(port_to(sw, n) for n in hops))
-                wants.append((j, key, base | j))
+            cookies = [base | j for j in js]
+        wants = zip(js, keys, cookies, strict=True)
         return self._table(sw).update(wants, self._buckets_of(sw), self._mice_entries(sw), self._mice_delete,
                                       self.cfg.mice_weight_step, None if dsts is None else recheck)
 

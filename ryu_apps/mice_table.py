@@ -79,10 +79,6 @@ class MiceTable:
         self.cookie[dst] = cookie
         self.members.setdefault(gid, set()).add(dst)
 
-    def unused(self) -> list[int]:
-        """Held groups no destination points at."""
-        return sorted(g for g in self.groups if not self.members.get(g))
-
     def _unkey(self, gid: int) -> None:
         k = self.keys[gid]
         if self.by_key.get(k) == gid:

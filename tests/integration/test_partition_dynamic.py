@@ -1,10 +1,13 @@
 """Induced mice load adds a low-latency path and its end removes it (leaf-spine, 4 spines: 2 dynamic paths)."""
 
+import re
 import sys
 import time
 
 import pytest
 
+from ryu_apps import pipeline
+from ryu_apps.freeway_core import mice_fields
 from tests.integration.conftest import start_fabric
 from topology.builder import ofctl
 from topology.fabric import leafspine
@@ -30,11 +33,6 @@ def _lol(ctl, key):
 def _buckets(switch, dst_index):
     """The buckets of the mice group that ``switch``'s entries toward the ToR ``dst_index`` point at
     (groups are shared by destinations with the same next hops: the entries say which)."""
-    import re
-
-    from ryu_apps import pipeline
-    from ryu_apps.freeway_core import mice_fields
-
     gids = set()
     for ln in ofctl("dump-flows", switch).splitlines():
         m, g = re.search(r"cookie=(0x[0-9a-f]+)", ln), re.search(r"group:(\d+)", ln)

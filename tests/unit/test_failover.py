@@ -715,3 +715,36 @@ def test_a_split_elephant_read_back_keeps_its_subflow_rates_when_a_record_has_th
         assert got == pytest.approx(want)
     else:
         assert all(v == pytest.approx(4e6) for v in got.values())
+
+
+def test_a_read_back_with_garbage_mice_groups_is_replaced_without_a_gap():
+    """A switch read back with a mice group on a port that is no up link, one destination's entries
+    pointing at it, and a stray group nothing uses: the restarted controller does not fail on them; the
+    stray group goes at the read-back, and at the first update after it the destination gets a group of
+    its next hops before its entries are re-pointed, then the garbage group goes; every host reaches
+    every host."""
+    from dataclasses import replace
+
+    from ryu_apps.freeway_core import mice_fields
+    from ryu_apps.intents import Bucket, Output, ToGroup
+
+    fabric = fattree(4)
+    pol = policy("freeway", fabric, None)
+    sim = SimFabric(fabric, pol)
+    s = sim.switches["e0_0"]
+    s.groups[5000] = Group(5000, (Bucket((Output(99),), 10),))  # port 99: no such up link
+    s.groups[5001] = Group(5001, (Bucket((Output(3),), 10),))  # nothing points at it
+    j = fabric.tors().index("e3_1")
+    for t in s.tables.values():
+        t[:] = [replace(f, actions=(ToGroup(5000),)) if f.actions and isinstance(f.actions[0], ToGroup)
+                and pipeline.owner_of(f.cookie) is pipeline.FREEWAY_MICE and mice_fields(f.cookie)[0] == j else f
+                for f in t]
+    assert unreachable(sim, mice_flows(fabric))  # the garbage group sends e0_0's mice for e3_1 nowhere
+    fresh = policy("freeway", fabric, None)
+    for i, sw in enumerate(sorted(fabric.switches)):
+        sim.switches[sw].apply(_read_back(sim, fresh, sw, 5.0 + 0.01 * i))  # in order: no entry left dangling
+    assert not fresh.core.recovering(6.0)
+    sim.apply(list(fresh.core.mice_updates().items()))
+    assert not unreachable(sim, mice_flows(fabric))
+    assert 5000 not in s.groups and 5001 not in s.groups
+    assert fresh.core.mice_updates() == {}

@@ -1,12 +1,12 @@
-from setuptools import setup
+from setuptools import find_packages, setup
 
 setup(
     name="freeway",
     version="0.1.0",
     description="Freeway: isolating mice and elephant flows on Clos fabrics (os-ken apps, Mininet fabrics)",
     python_requires=">=3.11",
-    packages=["ryu_apps", "ryu_apps.web", "topology", "monitoring", "experiments"],
-    package_data={"ryu_apps.web": ["*.html", "*.js", "*.css"]},
+    packages=find_packages(include=["ryu_apps*", "topology*", "monitoring*", "experiments*"]),
+    package_data={"ryu_apps.operators.web": ["*.html", "*.js", "*.css"]},
     install_requires=open("requirements.txt").read().split(),
     extras_require={
         # experiments, benchmarks and their plots; the offline LP optimum; the networkx model

@@ -8,10 +8,9 @@ import platform
 import time
 from pathlib import Path
 
+from experiments.procs import ControllerProcess, PortRate, busiest_link, ping_bg, start_elephant
 from topology.builder import FabricNet, ofctl
 from topology.fabric import fattree
-
-from .procs import ControllerProcess, PortRate, busiest_link, ping_bg, start_elephant
 
 
 def machine() -> dict:
@@ -332,9 +331,9 @@ def scale(k: int, pairs: int, placements: int, seed: int, out: Path, exact_k: in
     from collections import Counter
 
     from experiments.optimum import Flow, solve
-    from ryu_apps.binpack import links, split
-    from ryu_apps.freeway_core import FreewayCore
+    from ryu_apps.algorithms.binpack import links, split
     from ryu_apps.launcher import tune_gc
+    from ryu_apps.modes.freeway_state import FreewayState
 
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
@@ -342,7 +341,7 @@ def scale(k: int, pairs: int, placements: int, seed: int, out: Path, exact_k: in
     fabric = fattree(k, 10_000)
     build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    core = FreewayCore(fabric)
+    core = FreewayState(fabric)
     init_s = time.perf_counter() - t0
     tune_gc()  # as the controller does once its apps are built
     print(f"[bench scale] k={k}: {len(fabric.switches)} switches, {len(fabric.hosts)} hosts; model {build_s:.1f} s, "
@@ -405,7 +404,7 @@ def scale(k: int, pairs: int, placements: int, seed: int, out: Path, exact_k: in
               f"{len(res.removed)} removed, {sum(len(o) for _, o in ops)} mice ops", flush=True)
     # Bin-Pack against the exact solver of Eq. 1 on smaller instances
     small = fattree(exact_k, 10)
-    sc = FreewayCore(small)
+    sc = FreewayState(small)
     cap = {(a, b): 10e6 for ln in small.links for a, b in ((ln.a, ln.b), (ln.b, ln.a))}
     cmp_rows = []
     for trial in range(5):
@@ -493,9 +492,8 @@ def reroute(trials: int, size: int, modes: list[str], out: Path) -> dict:
     """EFM reroute delay, and the EFM paper's four collision tests under each mode (Table I style)."""
     import threading
 
+    from experiments import collisions
     from topology.sflow_agent import SFlowAgentConfig
-
-    from . import collisions
 
     out.mkdir(parents=True, exist_ok=True)
     fabric = fattree(4, 10)
@@ -585,7 +583,7 @@ def isolation_bench(seconds: float, mice_rate: float, elephants: int, out: Path)
     import statistics
     import sys
 
-    from ryu_apps.isolation import IsolationConfig
+    from ryu_apps.programs.isolation import IsolationConfig
     from topology.fabric import leafspine
     from topology.sflow_agent import SFlowAgentConfig
 
@@ -797,9 +795,8 @@ def state(flows: int, rate: float, waves: int, out: Path) -> dict:
     import subprocess
     import sys
 
+    from experiments import flowgen
     from topology.sflow_agent import SFlowAgentConfig
-
-    from . import flowgen
 
     out.mkdir(parents=True, exist_ok=True)
     fabric = fattree(4, 100)
@@ -1062,10 +1059,9 @@ def linkcheck(trials: int, idle_s: float, out: Path, seed: int = 1) -> dict:
     import random
     import urllib.request
 
+    from experiments.procs import free_port
     from topology.builder import black_hole
     from topology.fabric import scramble
-
-    from .procs import free_port
 
     out.mkdir(parents=True, exist_ok=True)
     fabric = scramble(fattree(4, 10), seed)

@@ -68,7 +68,7 @@ def cmd_bench(args) -> int:
             print(f"{mode}: {json.dumps(row)}")
         print(f"results in {Path(args.out) / 'failover.json'}")
     elif args.bench == "reroute":
-        from ryu_apps.agent import parse_size
+        from ryu_apps.host.agent import parse_size
 
         r = bench.reroute(args.trials, parse_size(args.size), args.modes.split(","), Path(args.out))
         print(f"reroute delay median {r['reroute_delay_s']['median']} s over {args.trials} trials")
@@ -104,7 +104,7 @@ def cmd_bench(args) -> int:
             for w in r["waves"]))
         print(f"results in {Path(args.out) / 'state.json'}")
     elif args.bench == "emulator":
-        from .emulator import emulator
+        from experiments.emulator import emulator
 
         try:
             ports = [int(x) for x in args.ports.split(",")]

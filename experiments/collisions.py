@@ -17,7 +17,7 @@ import json
 import time
 from dataclasses import dataclass
 
-from ryu_apps import pipeline
+from ryu_apps.openflow import pipeline
 from topology.builder import ofctl
 from topology.fabric import Fabric
 from topology.paths import path_ports

@@ -11,10 +11,9 @@ import json
 import time
 from pathlib import Path
 
+from experiments.procs import ControllerProcess
 from topology.builder import FabricNet, port_tx_bytes
 from topology.fabric import fattree
-
-from .procs import ControllerProcess
 
 
 def uplink_tx_bytes(fabric, switch: str) -> dict[int, int]:

@@ -14,10 +14,9 @@ import subprocess
 import time
 from pathlib import Path
 
+from experiments.procs import SwitchCpu
 from topology.builder import db_args, vsctl
 from topology.ovsproc import SwitchProcesses
-
-from .procs import SwitchCpu
 
 NS = ("fwe-a", "fwe-b")
 IPS = ("10.250.0.1", "10.250.0.2")
@@ -98,7 +97,7 @@ def _measure(pid: int, pps: int, seconds: float) -> dict:
 def emulator(ports: list[int], pps: int, seconds: float, out: Path) -> dict:
     """For each count of idle ports: all in the ping's own process, then (the largest count) the same
     ports split off into a second process."""
-    from .bench import machine
+    from experiments.bench import machine
 
     runs = []
     with SwitchProcesses(2) as sp:
@@ -126,7 +125,7 @@ def emulator(ports: list[int], pps: int, seconds: float, out: Path) -> dict:
             _cleanup(sp.dbs)
     result = {"bench": "emulator", "machine": machine(), "pps": pps, "seconds": seconds, "runs": runs}
     out.mkdir(parents=True, exist_ok=True)
-    from . import stats
+    from experiments import stats
 
     stats.write_json(out / "emulator.json", result)
     return result

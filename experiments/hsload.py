@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 
-from ryu_apps import handshake as hs
+from ryu_apps.host import handshake as hs
 
 
 def main(argv=None) -> int:

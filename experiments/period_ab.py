@@ -25,13 +25,13 @@ def run_periods(core, active, first_time: float) -> list[tuple[float, int, int]]
 
 
 def main(k: int, pairs: int, out: str) -> dict:
-    from ryu_apps.binpack import place_subflows
-    from ryu_apps.freeway_core import FreewayCore
+    from ryu_apps.algorithms.binpack import place_subflows
+    from ryu_apps.modes.freeway_state import FreewayState
     from topology.fabric import fattree
 
     rng = random.Random(7)
     fabric = fattree(k, 10_000)
-    core = FreewayCore(fabric)
+    core = FreewayState(fabric)
     tors = fabric.tors()
     core.link_util = {(a, b): rng.uniform(0, 0.6) for ln in fabric.links for a, b in ((ln.a, ln.b), (ln.b, ln.a))}
     placement = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import stats
+from experiments import stats
 
 
 def plot_all(out: Path, results: dict, runs: list[dict]) -> list[str]:

@@ -20,14 +20,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from experiments import stats
+from experiments.procs import ControllerProcess, SwitchCpu
+from experiments.workload import SizeCDF, poisson_schedule
 from topology.builder import FabricNet
 from topology.fabric import Fabric, fattree, leafspine
 from topology.ovsproc import ProcessError, SwitchProcesses, check_count
 from topology.sflow_agent import SFlowAgentConfig
-
-from . import stats
-from .procs import ControllerProcess, SwitchCpu
-from .workload import SizeCDF, poisson_schedule
 
 MODES = ("ecmp", "hedera", "efm-biggest", "efm-smallest", "freeway", "ecmp+isolation", "freeway+isolation")
 SCENARIOS = ("mixed",)
@@ -118,7 +117,7 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
     reads ``controller_config`` (a config file) when given; the run's own flags override it. With
     ``static_arp`` the hosts get every neighbour's MAC once they all reach each other (no ARP during the
     run)."""
-    from ryu_apps.isolation import IsolationConfig
+    from ryu_apps.programs.isolation import IsolationConfig
 
     base, iso = _mode_parts(mode)
     d = out / label
@@ -403,7 +402,7 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
     if repeats > 1:
         add_spread(table, [comparison(e, modes, references) for e in each])
     public = {k: {kk: vv for kk, vv in v.items() if not kk.startswith("_")} for k, v in results.items()}
-    from .plots import plot_all
+    from experiments.plots import plot_all
 
     pooled = [{"label": label.split(" ")[0], "mice": [m for run in rl for m in run["mice"]]} for label, rl in runs.items()]
     plots = plot_all(out, results, pooled)

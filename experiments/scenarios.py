@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import stats
-from .plots import save
+from experiments import stats
+from experiments.plots import save
 
 COLLISION_MODES = ("ecmp", "hedera", "efm-biggest", "efm-smallest", "freeway")
 MANY_TO_ONE_MODES = ("ecmp", "ecmp+isolation")
@@ -48,7 +48,7 @@ def check_modes(scenario: str, modes: list[str]) -> list[str]:
 
 def collision_table(tests: dict) -> list[dict]:
     """One row per (test, mode): mean FCT of the colliding flows, their aggregate, gains against ECMP."""
-    from .collisions import aggregate_mbps
+    from experiments.collisions import aggregate_mbps
 
     rows = []
     for test_no, t in sorted(tests.items()):
@@ -73,7 +73,7 @@ def collision_table(tests: dict) -> list[dict]:
 
 
 def run_efm_collisions(modes: list[str], size: int, out: Path) -> dict:
-    from . import bench
+    from experiments import bench
 
     modes = check_modes("efm-collisions", modes)
     print(f"[experiment] efm-collisions: the EFM paper's 4 tests on k=4 at 10 Mbit/s, {size} bytes per flow, "
@@ -90,7 +90,7 @@ def run_efm_collisions(modes: list[str], size: int, out: Path) -> dict:
 
 def run_many_to_one(modes: list[str], duration: float, out: Path, mice_rate: float = 6.0,
                     elephants: int = 3) -> dict:
-    from . import bench
+    from experiments import bench
 
     modes = check_modes("many-to-one", modes)
     print(f"[experiment] many-to-one: {elephants} elephants and {mice_rate:g} mice/s of 10 KB into one host of a "

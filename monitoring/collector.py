@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 
-from .estimator import Estimator
-from .events import LinkLoad
-from .sflow import SFlowDecodeError, decode_datagram
+from monitoring.estimator import Estimator
+from monitoring.events import LinkLoad
+from monitoring.sflow import SFlowDecodeError, decode_datagram
 
 LOG = logging.getLogger("freeway.monitor")
 

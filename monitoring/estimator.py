@@ -42,13 +42,12 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from monitoring.events import ElephantEnd, ElephantStart, LinkLoad, PortState
+from monitoring.sflow import CounterSample, FiveTuple, FlowSample
+from monitoring.view import FlowReading, LinkReading, View
+from monitoring.view import make as make_view
 from topology.fabric import Fabric
 from topology.settings import SettingError, setting, validate
-
-from .events import ElephantEnd, ElephantStart, LinkLoad, PortState
-from .sflow import CounterSample, FiveTuple, FlowSample
-from .view import FlowReading, LinkReading, View
-from .view import make as make_view
 
 UNKNOWN_IF = 0x3FFFFFFF
 IF_OPER_UP = 2  # ifStatus: bit 0 admin up, bit 1 operationally up (RFC 2233 ifOperStatus)

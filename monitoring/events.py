@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .sflow import FiveTuple
+from monitoring.sflow import FiveTuple
 
 
 @dataclass(frozen=True)

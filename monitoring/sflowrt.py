@@ -33,9 +33,9 @@ import logging
 import urllib.error
 import urllib.request
 
-from .estimator import Estimator
-from .events import LinkLoad
-from .sflow import FiveTuple
+from monitoring.estimator import Estimator
+from monitoring.events import LinkLoad
+from monitoring.sflow import FiveTuple
 
 LOG = logging.getLogger("freeway.sflowrt")
 FLOW_NAME = "freeway"

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from .sflow import FiveTuple
+from monitoring.sflow import FiveTuple
 
 Link = tuple[str, str]
 Pair = tuple[str, str]

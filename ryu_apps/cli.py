@@ -9,9 +9,7 @@ import importlib
 import sys
 from dataclasses import fields
 
-from topology.settings import spec
-
-from .config import (
+from ryu_apps.config import (
     SECTIONS,
     Config,
     ConfigError,
@@ -21,6 +19,7 @@ from .config import (
     settings_epilog,
     settings_help,
 )
+from topology.settings import spec
 
 
 def controller_config(args) -> Config:
@@ -44,7 +43,7 @@ def controller_config(args) -> Config:
 
 
 def cmd_controller(args) -> int:
-    from .launcher import run
+    from ryu_apps.launcher import run
 
     cfg = controller_config(args)
     return run(cfg, cfg.listen, args.verbose, reread=lambda: controller_config(args), config_file=args.config)
@@ -108,9 +107,8 @@ def add_controller(sub) -> None:
 
 
 def cmd_discover(args) -> int:
+    from ryu_apps.launcher import run_discover
     from topology.fabric import Fabric, FabricError
-
-    from .launcher import run_discover
 
     if args.duration <= 0 or args.interval <= 0 or args.interval * 2 > args.duration:
         raise SystemExit("freeway discover: --duration must be at least twice --interval, both positive")
@@ -143,7 +141,7 @@ def add_discover(sub) -> None:
 
 
 # Each package adds its own commands; loaded by name, so no package imports one above it.
-COMMAND_MODULES = ("topology.cli", "ryu_apps.agent", "ryu_apps.hookrun", "ryu_apps.status", "experiments.cli")
+COMMAND_MODULES = ("topology.cli", "ryu_apps.host.agent", "ryu_apps.host.hookrun", "ryu_apps.operators.status", "experiments.cli")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -164,10 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         argv, command = argv[:i], argv[i + 1:]
     args = build_parser().parse_args(argv)
     args.trailing = command
+    from ryu_apps.launcher import LaunchError
     from topology.builder import BuildError
     from topology.fabric import FabricError
-
-    from .launcher import LaunchError
 
     try:
         return args.func(args)

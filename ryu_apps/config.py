@@ -18,6 +18,8 @@ import os
 from dataclasses import dataclass, fields
 
 from monitoring.estimator import MonitorConfig
+from ryu_apps.algorithms.efm_rounds import EFMConfig
+from ryu_apps.modes.freeway_state import FreewayConfig
 from topology.queues import IsolationConfig
 from topology.settings import (
     SettingError,
@@ -33,9 +35,6 @@ from topology.settings import (
     types_of,
     validate,
 )
-
-from .efm import EFMConfig
-from .freeway_core import FreewayConfig
 
 MODES = ("ecmp", "hedera", "efm-biggest", "efm-smallest", "freeway")
 MONITORS = ("sflow", "sflow-rt", "none")
@@ -109,7 +108,7 @@ class Config:
         if self.api_token_file and not self.api:
             raise ConfigError("api_token_file: the token protects the API's write calls: give --api too")
         if self.cluster:
-            from .cluster import parse_endpoints
+            from ryu_apps.control.cluster import parse_endpoints
 
             parse_endpoints(self.cluster)  # raises ConfigError naming the key
             if not self.cluster_name or "/" in self.cluster_name:

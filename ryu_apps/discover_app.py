@@ -26,11 +26,10 @@ from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_D
 from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3 as ofproto
 
-from topology import lldp
+from ryu_apps.control import linkwatch as lldp
+from ryu_apps.openflow import ofmsg, pipeline
+from ryu_apps.openflow.intents import DeleteFlows, DeleteMeter, Flow, Meter, ToController, match
 from topology.discover import DiscoverError, Observed, differences, infer
-
-from . import ofmsg, pipeline
-from .intents import DeleteFlows, DeleteMeter, Flow, Meter, ToController, match
 
 LOG = logging.getLogger("freeway.discover")
 SETTINGS: dict = {}  # out, duration_s, interval_s, rate_mbps, expect: set by ``cmd_discover`` before the start

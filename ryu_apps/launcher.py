@@ -9,12 +9,11 @@ import signal
 import socket
 import warnings
 
+from ryu_apps import config, logfmt
 from topology.fabric import Fabric
 from topology.settings import SettingError, hostport
 
-from . import config, logfmt
-
-APPS = ["ryu_apps.freeway_app", "ryu_apps.monitor_app"]
+APPS = ["ryu_apps.controller_app", "ryu_apps.monitor_app"]
 
 
 class LaunchError(RuntimeError):
@@ -118,7 +117,7 @@ def run_discover(listen: str, settings: dict, verbose: bool = False) -> int:
     """``freeway discover``: the discovery app alone (it exits when it is done)."""
     host, port = parse_listen(listen)
     check_listen(host, port)
-    from . import discover_app
+    from ryu_apps import discover_app
 
     discover_app.SETTINGS.update(settings)
     mgr, services = start_osken(host, port, ["ryu_apps.discover_app"], verbose=verbose)
@@ -135,7 +134,7 @@ def run(cfg: config.Config, listen: str = "127.0.0.1:6653", verbose: bool = Fals
     host, port = parse_listen(listen)
     check_listen(host, port)
     if cfg.api:
-        from .api import read_token
+        from ryu_apps.operators.api import read_token
 
         api_host, api_port = hostport("api", cfg.api)
         if (api_host, api_port) == (host, port):

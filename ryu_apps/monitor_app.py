@@ -19,10 +19,9 @@ from monitoring.estimator import Estimator
 from monitoring.events import ElephantEnd, ElephantStart, LinkLoad, PortState, to_json
 from monitoring.sflowrt import SFlowRT
 from monitoring.view import View
+from ryu_apps import config
+from ryu_apps.openflow.framework import app_manager, base_event, green_socket, hub, run_blocking
 from topology.fabric import Fabric
-
-from . import config
-from .framework import app_manager, base_event, green_socket, hub, run_blocking
 
 LOG = logging.getLogger("freeway.monitor")
 TICK_S = 0.1
@@ -67,7 +66,7 @@ def bind_udp(host: str, port: int):
     return sock
 
 
-class FreewayMonitor(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else app_manager.RyuApp):
+class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else app_manager.RyuApp):
     _EVENTS = [EventLinkLoad, EventElephantStart, EventElephantEnd, EventPortState]
 
     def __init__(self, *args, **kwargs):

@@ -16,8 +16,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from .fabric import Fabric
-from .sflow_agent import SFlowAgentConfig
+from topology.fabric import Fabric
+from topology.sflow_agent import SFlowAgentConfig
 
 QOS_TAG = "external-ids:freeway=1"
 # Packets each switch port can queue without isolation: the same as isolation's mice and elephant queues
@@ -111,7 +111,7 @@ def shape_ports(fabric: Fabric, isolation=None, mtu: int = 1500, db_of: dict[str
     """Put a linux-htb QoS record with max-rate on every switch port; returns the port count.
 
     Each port's FIFO holds ``PORT_QUEUE_PKTS`` standard frames (``queues.fifo``: in bytes with jumbo frames).
-    With isolation the controller creates each port's QoS and queues itself (``topology.qos``): the
+    With isolation the controller creates each port's QoS and queues itself (``ryu_apps.control.queue_keeper``): the
     builder leaves the ports to it and adds only the tc steps once the queues are there."""
     if isolation is not None:
         return 0
@@ -127,7 +127,7 @@ def shape_ports(fabric: Fabric, isolation=None, mtu: int = 1500, db_of: dict[str
         n += 1
     for db, cmd in cmds.items():
         vsctl(*db_args(db), *cmd[1:], timeout=300)
-    from .queues import fifo
+    from topology.queues import fifo
 
     for sw, port, _ in switch_ports(fabric):  # the same buffer as isolation's two queues together
         c = ["tc", "qdisc", "replace", "dev", f"{sw}-eth{port}", "parent", "1:1", "handle", "10:",
@@ -142,7 +142,7 @@ def isolation_tc(fabric: Fabric, iso, mtu: int = 1500) -> int:
     """The emulator-only half of isolation: tc filters mapping the DSCP marks to the HTB classes of the
     queues the controller created (the userspace datapath's ``set_queue`` does not steer), and each
     class's FIFO length. Returns the port count."""
-    from .queues import tc_commands
+    from topology.queues import tc_commands
 
     ports = switch_ports(fabric)
     for sw, port, _ in ports:
@@ -155,7 +155,7 @@ def isolation_tc(fabric: Fabric, iso, mtu: int = 1500) -> int:
 
 def queues_set(fabric: Fabric, dbs: list[str | None] = (None,)) -> tuple[int, int]:
     """(ports whose QoS has the mice and elephant queues, switch ports): how far the controller is."""
-    from .qos import held, read
+    from topology.queues import held, read
 
     have = {key: h for db in dbs for key, h in held(fabric, read(db)).items()}
     want = {(sw, port) for sw, port, _ in switch_ports(fabric)}
@@ -260,7 +260,7 @@ def fabric_switch_class():
     from mininet.node import OVSSwitch
     from mininet.util import errRun
 
-    from .ovsproc import rename_datapath_tap
+    from topology.ovsproc import rename_datapath_tap
 
     def in_db(run, db, wait=True):
         """``run`` with ovs-vsctl pointed at process ``db``'s database. Never waiting forever for that
@@ -315,8 +315,8 @@ class FabricNet:
                  isolation=None, mtu: int = 1500, processes=None):
         """``processes``: a started ``ovsproc.SwitchProcesses`` to spread the switches over (default: all
         in the system's Open vSwitch)."""
-        from .ovsproc import assign
-        from .queues import SettingError, check_mtu
+        from topology.ovsproc import assign
+        from topology.queues import SettingError, check_mtu
 
         try:
             self.mtu = check_mtu(mtu)
@@ -345,7 +345,7 @@ class FabricNet:
         from mininet.net import Mininet
         from mininet.node import OVSSwitch, RemoteController
 
-        from .topos import FabricTopo, FreewayHost
+        from topology.topos import FabricTopo, FreewayHost
 
         class _Remote(RemoteController):
             def checkListening(self):

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import signal
 
-from .queues import IsolationConfig, check_mtu
-from .settings import SettingError, build, hostport, parse_pairs
-from .sflow_agent import SFlowAgentConfig
+from topology.queues import IsolationConfig, check_mtu
+from topology.settings import SettingError, build, hostport, parse_pairs
+from topology.sflow_agent import SFlowAgentConfig
 
 
 def _fabric_from_args(args):
-    from .fabric import build as build_fabric
-    from .fabric import scramble
+    from topology.fabric import build as build_fabric
+    from topology.fabric import scramble
 
     if args.topo == "fattree":
         fabric = build_fabric("fattree", args.rate, k=args.k)
@@ -33,7 +33,7 @@ def _add_fabric_shape(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_fabric(args) -> int:
-    from .builder import BuildError, FabricNet
+    from topology.builder import BuildError, FabricNet
 
     fabric = _fabric_from_args(args)
     if args.describe:
@@ -60,7 +60,7 @@ def cmd_fabric(args) -> int:
             iso = build(IsolationConfig, parse_pairs(args.isolation_set), "isolation")
         except SettingError as e:
             raise BuildError(str(e)) from None
-    from .ovsproc import ProcessError, SwitchProcesses
+    from topology.ovsproc import ProcessError, SwitchProcesses
 
     try:
         sp = SwitchProcesses(args.switch_processes)

@@ -27,7 +27,7 @@ import ipaddress
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from .fabric import ROLE_LEVEL, Fabric, FabricError, Host, Link, Switch
+from topology.fabric import ROLE_LEVEL, Fabric, FabricError, Host, Link, Switch
 
 PortRef = tuple[int, int]  # (datapath id, port)
 

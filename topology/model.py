@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from .fabric import Fabric
+from topology.fabric import Fabric
 
 
 def to_networkx(fabric: Fabric) -> nx.Graph:

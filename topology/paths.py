@@ -9,7 +9,7 @@ spine on a leaf-spine. That order is what the Freeway partition relies on.
 
 from __future__ import annotations
 
-from .fabric import Fabric
+from topology.fabric import Fabric
 
 Path = tuple[str, ...]
 

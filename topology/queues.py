@@ -10,15 +10,17 @@ elephant queue can never take the mice's buffer. With the userspace datapath
 OpenFlow's ``set_queue`` does not steer packets, so tc u32 filters map the
 DSCP marks to the two classes (an emulator-only step of the fabric builder);
 with the kernel datapath ``set_queue`` works. The controller creates and
-keeps the queues themselves through each switch's OVSDB (``topology.qos``);
-its OpenFlow side is ``ryu_apps.isolation``.
+keeps the queues themselves through each switch's OVSDB (``ryu_apps.control.queue_keeper``);
+its OpenFlow side is ``ryu_apps.programs.isolation``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .settings import SettingError, setting, validate
+from topology import ovsdb
+from topology.fabric import Fabric
+from topology.settings import SettingError, setting, validate
 
 MICE_Q, ELEPHANT_Q = 0, 1
 
@@ -87,3 +89,112 @@ def tc_commands(dev: str, cfg: IsolationConfig, mtu: int = STANDARD_MTU) -> list
         out.append(["tc", "qdisc", "replace", "dev", dev, "parent", f"1:{q + 1}", "handle", f"{q + 10}:",
                     *fifo(limit, mtu)])
     return out
+
+
+# ----- the QoS records every port must hold, and what it holds (OVSDB) -----------------------------
+TAG = "external-ids:freeway=1"
+TABLES = (("bridge", "datapath_id,ports"), ("port", "_uuid,name,interfaces,qos"),
+          ("interface", "_uuid,ofport"), ("qos", "_uuid,type,other_config,queues,external_ids"),
+          ("queue", "_uuid,other_config"))
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    min_rate: int
+    max_rate: int
+    priority: int
+
+
+@dataclass(frozen=True)
+class PortQos:
+    max_rate: int
+    queues: tuple[tuple[int, QueueSpec], ...]
+
+
+def queue_specs(rate_bps: int, cfg: IsolationConfig) -> dict[int, QueueSpec]:
+    """Mice first (priority 0, assured all the link but the elephants' share), elephants second."""
+    emin = int(rate_bps * cfg.elephant_min_share)
+    return {MICE_Q: QueueSpec(max(12_000, rate_bps - emin), rate_bps, 0),  # HTB needs a non-zero assured rate
+            ELEPHANT_Q: QueueSpec(max(12_000, emin), rate_bps, 1)}
+
+
+def desired(fabric: Fabric, cfg: IsolationConfig) -> dict[tuple[str, int], PortQos]:
+    """(switch, port) -> what its QoS must be, for every switch port of the description."""
+    out = {}
+    ports = [(ln.a, ln.a_port, ln.capacity_mbps) for ln in fabric.links]
+    ports += [(ln.b, ln.b_port, ln.capacity_mbps) for ln in fabric.links]
+    ports += [(h.switch, h.port, fabric.capacity_bps((h.name, h.switch)) / 1e6) for h in fabric.hosts]
+    for sw, port, mbps in ports:
+        bps = int(mbps * 1_000_000)
+        out[(sw, port)] = PortQos(bps, tuple(sorted(queue_specs(bps, cfg).items())))
+    return out
+
+
+# ----- what the database holds ---------------------------------------------------------------
+_rows, _uuids = ovsdb.rows, ovsdb.uuids
+
+
+def _map(v) -> dict:
+    return {k: val for k, val in v[1]} if isinstance(v, list) and v and v[0] == "map" else {}
+
+
+def _int(s) -> int | None:
+    try:
+        return int(s)
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Held:
+    port_uuid: str
+    port_name: str
+    qos_uuid: str | None
+    qos: PortQos | None  # None: no QoS record, or not a linux-htb one
+    owned: tuple[str, ...]  # the QoS and Queue records of ours it points at (destroyed when replaced)
+
+
+def held(fabric: Fabric, tables: dict[str, dict]) -> dict[tuple[str, int], Held]:
+    """(switch, port) -> what the port holds, for the fabric's switches found in these tables."""
+    ifaces = {r["_uuid"][1]: r for r in _rows(tables["interface"])}
+    qos = {r["_uuid"][1]: r for r in _rows(tables["qos"])}
+    queues = {r["_uuid"][1]: r for r in _rows(tables["queue"])}
+    ports = {r["_uuid"][1]: r for r in _rows(tables["port"])}
+    users: dict[str, int] = {}  # QoS record -> ports pointing at it (one shared record is not ours to destroy)
+    for r in ports.values():
+        for u in _uuids(r["qos"]):
+            users[u] = users.get(u, 0) + 1
+    out = {}
+    for br in _rows(tables["bridge"]):
+        if not isinstance(br["datapath_id"], str):
+            continue
+        sw = fabric.switch_by_dpid(int(br["datapath_id"], 16))
+        if sw is None:
+            continue
+        for pu in _uuids(br["ports"]):
+            p = ports.get(pu)
+            if p is None:
+                continue
+            ofport = next((_int(ifaces[i]["ofport"]) for i in _uuids(p["interfaces"]) if i in ifaces), None)
+            if not ofport or ofport < 1:
+                continue
+            qu = _uuids(p["qos"])
+            q = qos.get(qu[0]) if qu else None
+            spec, owned = None, ()
+            if q is not None:
+                qmap = {int(k): v[1] for k, v in _map(q["queues"]).items()}
+                if "freeway" in _map(q["external_ids"]) and users.get(qu[0]) == 1:
+                    owned = (qu[0], *qmap.values())
+                if q["type"] == "linux-htb":
+                    specs = []
+                    for n, u in sorted(qmap.items()):
+                        oc = _map(queues[u]["other_config"]) if u in queues else {}
+                        specs.append((n, QueueSpec(_int(oc.get("min-rate")) or 0, _int(oc.get("max-rate")) or 0,
+                                                   _int(oc.get("priority")) or 0)))
+                    spec = PortQos(_int(_map(q["other_config"]).get("max-rate")) or 0, tuple(specs))
+            out[(sw.name, ofport)] = Held(pu, p["name"], qu[0] if qu else None, spec, owned)
+    return out
+
+
+def read(db: str | None, timeout: float = 10) -> dict[str, dict]:
+    return ovsdb.read(db, TABLES, timeout)

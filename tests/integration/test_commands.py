@@ -66,7 +66,7 @@ def test_app_loads_under_osken_manager_and_programs_a_switch(tmp_path):
     port = free_port()
     manager = Path(sys.executable).with_name("osken-manager")
     log = open(tmp_path / "om.log", "wb")
-    proc = subprocess.Popen([str(manager), "--ofp-tcp-listen-port", str(port), "ryu_apps.freeway_app"],
+    proc = subprocess.Popen([str(manager), "--ofp-tcp-listen-port", str(port), "ryu_apps.controller_app"],
                             env={**os.environ, "FREEWAY_FABRIC": str(desc)}, stdout=log, stderr=subprocess.STDOUT)
     try:
         # a bridge that claims to be core c1 of the description

@@ -5,8 +5,8 @@ import re
 import sys
 import time
 
-from ryu_apps import handshake as hs
-from ryu_apps.partition import Partition
+from ryu_apps.algorithms.partition import Partition
+from ryu_apps.host import handshake as hs
 from topology.builder import ofctl, port_tx_bytes
 
 PY = sys.executable

@@ -9,7 +9,7 @@ import sys
 import time
 
 from experiments.procs import ControllerProcess
-from ryu_apps.isolation import IsolationConfig
+from ryu_apps.programs.isolation import IsolationConfig
 from tests.integration.conftest import operator_fattree
 from topology.builder import FabricNet
 from topology.sflow_agent import SFlowAgentConfig
@@ -107,10 +107,11 @@ def test_jumbo_frames_keep_the_shaping_the_buffers_and_the_isolation(tmp_path):
 def _queues_are_kept(fn, ctl):
     """Issue 15: the controller made every port's queues (the builder made none) and keeps them: a port
     whose elephant queue was changed and one whose QoS was taken away are repaired, and said so."""
-    from topology import qos
+    from ryu_apps.control import queue_keeper as qos
+    from topology import queues
 
-    want = qos.desired(fn.fabric, IsolationConfig())
-    assert qos.plan(want, qos.held(fn.fabric, qos.read(None))) == []
+    want = queues.desired(fn.fabric, IsolationConfig())
+    assert qos.plan(want, queues.held(fn.fabric, queues.read(None))) == []
     up, host = fn.fabric.port_to("e0_0", "a0_1"), fn.fabric.host_by_ip("10.1.0.2")
     queue = subprocess.run(["ovs-vsctl", "get", "qos", subprocess.run(
         ["ovs-vsctl", "get", "port", f"e0_0-eth{up}", "qos"], capture_output=True, text=True, check=True).stdout.strip(),
@@ -118,8 +119,8 @@ def _queues_are_kept(fn, ctl):
     subprocess.run(["ovs-vsctl", "set", "queue", queue, "other-config:max-rate=1000000", "--", "clear", "port",
                     f"{host.switch}-eth{host.port}", "qos"], check=True)
     deadline = time.monotonic() + 15  # checked every 10 s
-    while qos.plan(want, qos.held(fn.fabric, qos.read(None))):
-        assert time.monotonic() < deadline, qos.plan(want, qos.held(fn.fabric, qos.read(None)))
+    while qos.plan(want, queues.held(fn.fabric, queues.read(None))):
+        assert time.monotonic() < deadline, qos.plan(want, queues.held(fn.fabric, queues.read(None)))
         time.sleep(0.5)
     log = ctl.log_text()
     assert f"queues: repaired e0_0 port {up} (e0_0-eth{up}): queue 1 is" in log, log[-2000:]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from experiments.procs import ControllerProcess, free_port
-from ryu_apps import pipeline
+from ryu_apps.openflow import pipeline
 from topology.builder import FabricNet, ofctl
 from topology.fabric import fattree
 from topology.queues import IsolationConfig

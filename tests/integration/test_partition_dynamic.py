@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from ryu_apps import pipeline
-from ryu_apps.freeway_core import mice_fields
+from ryu_apps.modes.freeway_state import mice_fields
+from ryu_apps.openflow import pipeline
 from tests.integration.conftest import start_fabric
 from topology.builder import ofctl
 from topology.fabric import leafspine

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from experiments.procs import ControllerProcess
-from ryu_apps.isolation import IsolationConfig
+from ryu_apps.programs.isolation import IsolationConfig
 from tests.integration.conftest import operator_fattree
 from topology.builder import FabricNet, queues_set
 from topology.ovsproc import DP_TAP, Proc, SwitchProcesses

@@ -2,9 +2,9 @@
 their allocation and meter follow the measured rate, and one on a hot link is moved."""
 
 from monitoring.sflow import FiveTuple
-from ryu_apps.freeway_core import FreewayCore
-from ryu_apps.intents import DeleteFlows, MeterModify
-from ryu_apps.isolation import IsolationConfig, elephant_meter
+from ryu_apps.modes.freeway_state import FreewayState
+from ryu_apps.openflow.intents import DeleteFlows, MeterModify
+from ryu_apps.programs.isolation import IsolationConfig, elephant_meter
 from topology.fabric import fattree
 from topology.paths import path_links
 
@@ -15,7 +15,7 @@ FLOW = FiveTuple(SRC.ip, DST.ip, 6, 40001, 5201)
 
 
 def _adopted(rate=1.5e6):
-    core = FreewayCore(F, iso=ISO)
+    core = FreewayState(F, iso=ISO)
     assert core.adopt(0.0, FLOW, rate)
     return core, core.elephant_of(FLOW)
 
@@ -65,7 +65,7 @@ def test_an_adopted_elephant_on_a_hot_link_moves_to_a_high_throughput_path_with_
 
 
 def test_an_adopted_elephant_is_recovered_as_adopted_after_a_restart():
-    from ryu_apps.simtable import SimFabric
+    from ryu_apps.simswitch.fabric import SimFabric
     from tests.unit.test_simtable import policy
 
     pol = policy("freeway", F, ISO)
@@ -73,11 +73,11 @@ def test_an_adopted_elephant_is_recovered_as_adopted_after_a_restart():
     from monitoring.events import ElephantStart
 
     sim.react(pol.on_elephant_start(1.0, ElephantStart(1.0, FLOW, 2e6, SRC.switch, SRC.port)))
-    el = pol.core.elephant_of(FLOW)
+    el = pol.state.elephant_of(FLOW)
     assert el is not None and el.adopted
     fresh = policy("freeway", F, ISO)
     for sw in F.switches:
         s = sim.switches[sw]
         fresh.recover(5.0, sw, s.flows(), list(s.meters.values()), list(s.groups.values()))
-    back = fresh.core.elephant_of(FLOW)
+    back = fresh.state.elephant_of(FLOW)
     assert back.adopted and back.cookie == el.cookie and back.rate_bps == el.rate_bps

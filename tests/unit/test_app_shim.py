@@ -5,15 +5,15 @@ import time
 from types import SimpleNamespace
 
 from ryu_apps import config
-from ryu_apps.framework import ofproto
-from ryu_apps.freeway_app import FreewayApp
+from ryu_apps.controller_app import ControllerApp
+from ryu_apps.openflow.framework import ofproto
 from topology.fabric import fattree
 
 
 def _app(tmp_path, monkeypatch, mode="freeway"):
     fattree(4, 10).save(tmp_path / "f.json")
     monkeypatch.setattr(config, "_active", config.Config(fabric=str(tmp_path / "f.json"), mode=mode))
-    return FreewayApp()
+    return ControllerApp()
 
 
 def _ev(dpid, **msg):
@@ -68,8 +68,8 @@ def _heard(app, t, skip=()):
     for ln in f.links:
         for (dst, dport), (src, sport) in (((ln.b, ln.b_port), (ln.a, ln.a_port)), ((ln.a, ln.a_port), (ln.b, ln.b_port))):
             if (src, dst) not in skip:
-                app.linkcheck.heard(t, dst, dport, (f.switches[src].dpid, sport))
-    app.linkcheck.sent(t)
+                app.linkwatch.check.heard(t, dst, dport, (f.switches[src].dpid, sport))
+    app.linkwatch.check.sent(t)
 
 
 def test_lldp_applies_one_silent_link_refuses_a_mass_silence_and_forgets_on_a_change_of_leader(tmp_path, monkeypatch):
@@ -77,35 +77,35 @@ def test_lldp_applies_one_silent_link_refuses_a_mass_silence_and_forgets_on_a_ch
     controller's side (not applied); a member that starts or stops leading judges afresh."""
     app = _app(tmp_path, monkeypatch, mode="ecmp")
     now = time.monotonic()
-    app._lldp_next = now + 1e6  # no probes to send (no datapaths anyway)
+    app.linkwatch._next = now + 1e6  # no probes to send (no datapaths anyway)
     for sw in app.fabric.switches:
-        app.linkcheck.watch(now - 10, sw)
+        app.linkwatch.check.watch(now - 10, sw)
     for t in range(10, 0, -1):
         _heard(app, now - t, skip={("c1", "a0_0")})
     app.lldp_tick(now)
     assert app.liveness.lldp_down == {("a0_0", "c1"), ("c1", "a0_0")}
     assert not app.liveness.is_up(("a0_0", "c1"))
-    assert app.lldp_doc()["links"]["a0_0-c1"] == "missing"
+    assert app.surface.lldp_doc()["links"]["a0_0-c1"] == "missing"
     app.reset_linkcheck(now)  # e.g. this member stopped leading
-    assert app.liveness.lldp_down == set() and app._lldp_states == {}
-    assert set(app.lldp_doc()["links"].values()) == {"waiting"}
+    assert app.liveness.lldp_down == set() and app.linkwatch._states == {}
+    assert set(app.surface.lldp_doc()["links"].values()) == {"waiting"}
     later = now + 20
     for sw in app.fabric.switches:
-        app.linkcheck.watch(later - 10, sw)
+        app.linkwatch.check.watch(later - 10, sw)
     _heard(app, later - 9)
     for t in range(8, 0, -1):
-        app.linkcheck.sent(later - t)  # then nothing is heard from anyone: the controller's own fault
-    app._lldp_judge = 0.0
+        app.linkwatch.check.sent(later - t)  # then nothing is heard from anyone: the controller's own fault
+    app.linkwatch._judge = 0.0
     app.lldp_tick(later)
-    assert app.liveness.lldp_down == set() and app.counters["lldp-breaker"] == 1
+    assert app.liveness.lldp_down == set() and app.snapshot()["controller"]["lldp-breaker"] == 1
 
 
 def test_without_probes_lldp_says_nothing(tmp_path, monkeypatch):
     fattree(4, 10).save(tmp_path / "f.json")
     monkeypatch.setattr(config, "_active", config.Config(fabric=str(tmp_path / "f.json"), lldp_interval_s=0))
-    app = FreewayApp()
-    assert app.lldp_doc()["links"] is None
-    assert all(ln["lldp"] is None for ln in app.api_fabric()["links"])
+    app = ControllerApp()
+    assert app.surface.lldp_doc()["links"] is None
+    assert all(ln["lldp"] is None for ln in app.surface.api_fabric()["links"])
 
 
 def test_a_held_event_loop_is_measured_and_a_long_stall_logged(tmp_path, monkeypatch, caplog):

@@ -4,9 +4,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from ryu_apps import arp, ofmsg
-from ryu_apps.forwarding import base_program
-from ryu_apps.framework import ofproto, parser
+from ryu_apps.openflow import ofmsg
+from ryu_apps.openflow.framework import ofproto, parser
+from ryu_apps.programs import arp
+from ryu_apps.programs.forwarding import base_program
 from topology.fabric import fattree
 
 F = fattree(4)

@@ -3,8 +3,17 @@
 import pytest
 
 from experiments.optimum import Flow, solve
-from ryu_apps.binpack import _SP, Allocations, NoRoom, NotSeriesParallel, bin_pack, links, place_subflows, split
-from ryu_apps.partition import Partition
+from ryu_apps.algorithms.binpack import (
+    _SP,
+    Allocations,
+    NoRoom,
+    NotSeriesParallel,
+    bin_pack,
+    links,
+    place_subflows,
+    split,
+)
+from ryu_apps.algorithms.partition import Partition
 from topology.fabric import fattree
 
 CAP = 10e6
@@ -163,7 +172,7 @@ def test_split_falls_back_to_bin_pack_on_paths_that_are_not_series_parallel():
 
 
 def test_byte_shares_follow_the_rates():
-    from ryu_apps.agent import byte_shares
+    from ryu_apps.host.agent import byte_shares
 
     assert byte_shares(1000, [1e6, 3e6]) == [250, 750]
     assert sum(byte_shares(1001, [1e6, 1e6, 1e6])) == 1001
@@ -185,7 +194,7 @@ def test_crossing_is_the_scan_it_replaces_through_adds_re_adds_and_releases():
     what scanning every placement gives, in the same order, after any mix of them."""
     import random
 
-    from ryu_apps.binpack import Allocations, Placement, links
+    from ryu_apps.algorithms.binpack import Allocations, Placement, links
     from topology.fabric import fattree
     from topology.paths import tor_paths
 

@@ -4,10 +4,11 @@ import json
 import random
 
 from monitoring.sflow import FiveTuple
-from ryu_apps import config, pipeline
-from ryu_apps.efm import Move
-from ryu_apps.monitor_app import FreewayMonitor
-from ryu_apps.simtable import frame, packet
+from ryu_apps import config
+from ryu_apps.algorithms.efm_rounds import Move
+from ryu_apps.monitor_app import MonitorApp
+from ryu_apps.openflow import pipeline
+from ryu_apps.simswitch.fabric import frame, packet
 from tests.unit.test_simtable import policy
 from topology.fabric import fattree
 from topology.paths import tor_paths
@@ -69,7 +70,7 @@ def _monitor(tmp_path, monkeypatch, max_mb):
     events = tmp_path / "ev.jsonl"
     monkeypatch.setattr(config, "_active", config.Config(fabric=str(tmp_path / "f.json"), events_file=str(events),
                                                          events_max_mb=max_mb))
-    return FreewayMonitor(), events
+    return MonitorApp(), events
 
 
 def test_the_events_file_is_rotated_by_size(tmp_path, monkeypatch):

@@ -4,7 +4,7 @@ grows), and the endpoints' syntax. The real etcd is in tests/integration/test_cl
 
 import pytest
 
-from ryu_apps.cluster import Elector, StoreError, parse_endpoints
+from ryu_apps.control.cluster import Elector, StoreError, parse_endpoints
 from topology.settings import SettingError
 
 

@@ -6,9 +6,9 @@ from dataclasses import fields
 import pytest
 
 from ryu_apps import cli
+from ryu_apps.algorithms.efm_rounds import EFMConfig
 from ryu_apps.config import SECTIONS, Config, ConfigError, defaults_file, load_file
-from ryu_apps.efm import EFMConfig
-from ryu_apps.freeway_core import FreewayConfig
+from ryu_apps.modes.freeway_state import FreewayConfig
 
 
 def _file(tmp_path, text):

@@ -3,7 +3,7 @@
 import pytest
 
 from monitoring.sflow import FiveTuple
-from ryu_apps.efm import EFM, EFMConfig, EFMConfigError
+from ryu_apps.algorithms.efm_rounds import EFM, EFMConfig, EFMConfigError
 from topology.fabric import fattree
 
 F = fattree(4, 10)

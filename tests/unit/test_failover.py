@@ -4,12 +4,13 @@ around the dead links, nothing placed on them, and everything back once they ret
 import pytest
 
 from monitoring.view import View
-from ryu_apps import forwarding, pipeline, reconcile
-from ryu_apps.intents import DeleteFlow, DeleteFlows, Flow, Group, GroupModify, Meter, MeterModify, match
-from ryu_apps.partition import StepResult
-from ryu_apps.simtable import SimFabric
+from ryu_apps.algorithms.partition import StepResult
+from ryu_apps.control.liveness import Liveness
+from ryu_apps.openflow import pipeline, reconcile
+from ryu_apps.openflow.intents import DeleteFlow, DeleteFlows, Flow, Group, GroupModify, Meter, MeterModify, match
+from ryu_apps.programs import forwarding
+from ryu_apps.simswitch.fabric import SimFabric
 from topology.fabric import fattree, leafspine
-from topology.liveness import Liveness
 from topology.paths import path_links
 
 from .test_simtable import ISO, MODES, _announce, mice_flows, policy, unreachable
@@ -83,7 +84,7 @@ def test_freeway_partition_replaces_a_dead_low_latency_path_by_the_next_and_elep
     sim = SimFabric(fabric, pol)
     src, dst = fabric.hosts_on("e0_0")[0], fabric.hosts_on("e3_1")[0]
     pair = ("e0_0", "e3_1")
-    part = pol.core.partition
+    part = pol.state.partition
     lol_before = [p[3] for p in part.lol_paths(pair)]
     flow, el = _announce(sim, pol, src, dst, 40001)
     path = el.placements[0].path
@@ -112,7 +113,7 @@ def test_an_elephant_with_no_live_path_left_is_released_and_travels_as_a_mouse()
     flow, el = _announce(sim, pol, src, dst, 40001)
     spine = el.placements[0].path[1]
     sim.fail(("l0", spine))
-    assert pol.core.elephant_of(flow) is None and pol.core.counters["elephant-unroutable"] == 1
+    assert pol.state.elephant_of(flow) is None and pol.state.counters["elephant-unroutable"] == 1
     t = sim.send(src.name, flow)
     assert t.delivered_to == dst.name and spine not in t.path
 
@@ -124,7 +125,7 @@ def test_a_stale_link_is_not_chosen_by_bin_pack():
     pol = policy("freeway", fabric, None)
     sim = SimFabric(fabric, pol)
     src, dst = fabric.hosts_on("e0_0")[0], fabric.hosts_on("e3_1")[0]
-    hol = pol.core.hol_paths(("e0_0", "e3_1"))
+    hol = pol.state.hol_paths(("e0_0", "e3_1"))
     first = hol[0]
     links = {ln: LinkReading(0.0, 0.0, 100.0) for ln in zip(first[1:3], first[2:4], strict=False)}  # its core: silent since 100
     pol.on_period(110.0, make(110.0, links, {}, {}))
@@ -215,13 +216,13 @@ def test_a_restarted_controller_sends_nothing_and_recovers_announced_elephants(m
         ops = _read_back(sim, fresh, sw)
         assert ops == [], (sw, ops[:3])
     if el is not None:
-        back = fresh.core.elephant_of(flow)
+        back = fresh.state.elephant_of(flow)
         assert back is not None and back.cookie == el.cookie and back.placements[0].path == el.placements[0].path
         if iso is not None:
-            assert back.rate_bps == el.rate_bps and fresh.core.meter_of(back) == pol.core.meter_of(el)
+            assert back.rate_bps == el.rate_bps and fresh.state.meter_of(back) == pol.state.meter_of(el)
         # it is released at idle expiry as before, and a new announce does not reuse its id
-        assert fresh.core.flow_removed(src.switch, el.cookie)
-        assert fresh.core.elephant_of(flow) is None and fresh.core._next_eid > el.eid
+        assert fresh.state.flow_removed(src.switch, el.cookie)
+        assert fresh.state.elephant_of(flow) is None and fresh.state._next_eid > el.eid
 
 
 def _renumber(sim, sw, new_id):
@@ -229,8 +230,8 @@ def _renumber(sim, sw, new_id):
     pointing at them following: what another controller's allocation may have left on it."""
     from dataclasses import replace
 
-    from ryu_apps.freeway_core import mice_fields
-    from ryu_apps.intents import ToGroup
+    from ryu_apps.modes.freeway_state import mice_fields
+    from ryu_apps.openflow.intents import ToGroup
 
     s = sim.switches[sw]
     mice = pipeline.MICE_GROUPS
@@ -255,7 +256,7 @@ def test_a_restarted_controller_keeps_the_mice_group_ids_the_switches_hold():
     fresh = policy("freeway", fabric, None)
     for i, sw in enumerate(sorted(fabric.switches)):
         assert _read_back(sim, fresh, sw, 5.0 + 0.01 * i) == [], sw
-    assert not fresh.core.recovering(6.0) and fresh.core.mice_updates() == {}
+    assert not fresh.state.recovering(6.0) and fresh.state.mice_updates() == {}
     assert not unreachable(sim, mice_flows(fabric))
 
 
@@ -267,12 +268,12 @@ def test_a_switch_read_back_before_the_tors_keeps_its_mice_groups_until_the_part
     pol = policy("freeway", fabric, None)
     sim = SimFabric(fabric, pol)
     for pair in [("e0_0", "e3_1"), ("e0_0", "e3_1"), ("e0_1", "e4_0")]:
-        assert pol.core.partition.add_path(pair)
-    sim.apply(list(pol.core.mice_updates().items()))
+        assert pol.state.partition.add_path(pair)
+    sim.apply(list(pol.state.mice_updates().items()))
     fresh = policy("freeway", fabric, None)
     for i, sw in enumerate(sorted(fabric.switches)):
         assert _read_back(sim, fresh, sw, 5.0 + 0.01 * i) == [], sw
-    assert not fresh.core.recovering(6.0) and fresh.core.mice_updates() == {}
+    assert not fresh.state.recovering(6.0) and fresh.state.mice_updates() == {}
 
 
 def test_a_switch_holding_one_mice_group_per_destination_is_brought_to_shared_groups_without_a_gap():
@@ -292,15 +293,15 @@ def test_a_switch_holding_one_mice_group_per_destination_is_brought_to_shared_gr
         ops = _read_back(sim, fresh, sw, 5.0 + 0.01 * i)
         sim.switches[sw].apply(ops)  # in order: an entry pointing at a missing group fails here
         assert not unreachable(sim, mice_flows(fabric, limit=200)), sw
-    assert not fresh.core.recovering(6.0)
-    sim.apply(list(fresh.core.mice_updates().items()))  # in order, as above
+    assert not fresh.state.recovering(6.0)
+    sim.apply(list(fresh.state.mice_updates().items()))  # in order, as above
     assert not unreachable(sim, mice_flows(fabric))
     for sw, s in sim.switches.items():
         sets = [tuple(b.actions for b in g.buckets) for gid, g in s.groups.items() if mice.first <= gid <= mice.last]
         assert len(sets) == len(set(sets)) and len(sets) <= held[sw], sw
-    distinct = {tuple(b.actions for b in bs) for bs in fresh.core.fresh_mice("e0_0").values()}
+    distinct = {tuple(b.actions for b in bs) for bs in fresh.state.fresh_mice("e0_0").values()}
     assert len([g for g in sim.switches["e0_0"].groups if mice.first <= g <= mice.last]) == len(distinct) == 2
-    assert fresh.core.mice_updates() == {}
+    assert fresh.state.mice_updates() == {}
 
 
 def test_a_switch_that_lost_its_tables_gets_them_back_and_a_wrong_entry_is_replaced():
@@ -317,9 +318,9 @@ def test_a_switch_that_lost_its_tables_gets_them_back_and_a_wrong_entry_is_repla
 
 def test_what_a_switch_reports_parses_back_to_the_intents_that_installed_it():
     """The read-back is only hitless if every entry Freeway sends parses back equal (else it is re-sent)."""
-    from ryu_apps import ofmsg
-    from ryu_apps.framework import ofproto as ofp
-    from ryu_apps.framework import parser
+    from ryu_apps.openflow import ofmsg
+    from ryu_apps.openflow.framework import ofproto as ofp
+    from ryu_apps.openflow.framework import parser
 
     fabric = fattree(4)
     pol = policy("freeway", fabric, ISO)
@@ -353,7 +354,7 @@ def _placed_state(mode, fabric, iso):
     Hedera edge entry and placement, isolation's mark on a detected elephant, a grown partition."""
     from monitoring.events import ElephantStart
     from monitoring.sflow import FiveTuple
-    from ryu_apps.efm import Move
+    from ryu_apps.algorithms.efm_rounds import Move
     from topology.paths import tor_paths
 
     pol = policy(mode, fabric, iso)
@@ -372,8 +373,8 @@ def _placed_state(mode, fabric, iso):
         marked = FiveTuple(src.ip, dst.ip, 6, 40200, 5001)
         sim.react(pol.on_elephant_start(1.0, ElephantStart(1.0, marked, 2e6, src.switch, src.port)))
     if mode == "freeway":
-        pol.core.partition.add_path(("e0_0", "e3_1"))
-        sim.apply(list(pol.core.mice_updates().items()))
+        pol.state.partition.add_path(("e0_0", "e3_1"))
+        sim.apply(list(pol.state.mice_updates().items()))
     return pol, sim, pinned
 
 
@@ -398,10 +399,10 @@ def test_a_restarted_controller_recovers_pins_marks_and_the_partition(mode, iso)
         assert fresh.scheduler.schedule(15.0, {pinned: 2000}) == ({}, [pinned])
     if mode == "freeway":
         pair = ("e0_0", "e3_1")
-        assert fresh.core.partition.n == pol.core.partition.n == {pair: pol.core.partition.n_min + 1}
-        assert fresh.core.partition.counter == pol.core.partition.counter
-        assert not fresh.core.recovering(6.0)  # every ToR read back: the partition steps again
-        assert fresh.core.mice_updates() == {}  # and the switches already hold what it wants
+        assert fresh.state.partition.n == pol.state.partition.n == {pair: pol.state.partition.n_min + 1}
+        assert fresh.state.partition.counter == pol.state.partition.counter
+        assert not fresh.state.recovering(6.0)  # every ToR read back: the partition steps again
+        assert fresh.state.mice_updates() == {}  # and the switches already hold what it wants
 
 
 def test_a_recovered_mark_goes_when_monitoring_does_not_report_its_elephant():
@@ -420,10 +421,10 @@ def test_a_recovered_mark_goes_when_monitoring_does_not_report_its_elephant():
 
 
 def test_an_allocation_read_back_from_its_meter_gives_the_same_meter_and_whole_announced_rates():
-    from ryu_apps.freeway_core import FreewayCore
-    from ryu_apps.isolation import elephant_meter
+    from ryu_apps.modes.freeway_state import FreewayState
+    from ryu_apps.programs.isolation import elephant_meter
 
-    core = FreewayCore(fattree(4), iso=ISO)
+    core = FreewayState(fattree(4), iso=ISO)
     for rate in [1e6, 2.5e6, 4e6, 9.999e6, 1234567.0, 333.3e3, 7777777.0]:
         kbps = elephant_meter(1, rate, ISO).rate
         back = core._rate_of_meter(kbps)
@@ -437,9 +438,9 @@ def test_meters_and_entries_do_not_leak_over_re_announces_and_rollbacks():
     elephant is replaced) and an announce whose install a switch refuses (rolled back): the switches
     end up holding the meters and elephant entries of the live elephants only."""
     from monitoring.sflow import FiveTuple
-    from ryu_apps import handshake as hs
-    from ryu_apps.simtable import frame, packet
-    from ryu_apps.txn import Failure, rollback_of
+    from ryu_apps.host import handshake as hs
+    from ryu_apps.openflow.txn import Failure, rollback_of
+    from ryu_apps.simswitch.fabric import frame, packet
 
     fabric = fattree(4)
     pol = policy("freeway", fabric, ISO)
@@ -465,10 +466,10 @@ def test_meters_and_entries_do_not_leak_over_re_announces_and_rollbacks():
         announce([base], 1000)
         announce([base, base + 1], 2000)  # overlaps: replaces the first
         announce([base + 2], 1000, refuse=True)
-    live_meters = {pol.core.meter_of(el).meter_id for el in pol.core.elephants.values()}
+    live_meters = {pol.state.meter_of(el).meter_id for el in pol.state.elephants.values()}
     held_meters = {m for s in sim.switches.values() for m in s.meters if m >= pipeline.ELEPHANT_METERS.first}
     assert held_meters == live_meters, (len(held_meters), len(live_meters))
-    live = {el.cookie for el in pol.core.elephants.values()}
+    live = {el.cookie for el in pol.state.elephants.values()}
     held = {f.cookie for s in sim.switches.values() for f in s.flows() if f.priority == pipeline.prio("elephant")}
     assert held == live, (len(held), len(live))
 
@@ -481,16 +482,16 @@ def test_a_draining_link_carries_no_mouse_at_once_it_only_stays_closed_to_elepha
     fabric = fattree(6)
     pol = policy("freeway", fabric, None)
     sim = SimFabric(fabric, pol)
-    part, pair = pol.core.partition, ("e0_0", "e3_1")
+    part, pair = pol.state.partition, ("e0_0", "e3_1")
     part.add_path(pair)
-    sim.apply(list(pol.core.mice_updates().items()))
+    sim.apply(list(pol.state.mice_updates().items()))
     src, dst = fabric.hosts_on("e0_0")[0], fabric.hosts_on("e3_1")[0]
     mice = [FiveTuple(src.ip, dst.ip, 6, 30000 + i, 80) for i in range(200)]
     new_links = set(path_links(part.live_paths(pair)[part.n_min]))
     assert any(set(sim.send(src.name, m).links()) & new_links for m in mice)  # the added path carries mice
     res = StepResult()
     part.remove_path(pair, 10.0, res)
-    sim.apply(list(pol.core.mice_updates().items()))
+    sim.apply(list(pol.state.mice_updates().items()))
     draining = {ln for ln in res.began_draining if ln in part.draining}
     assert draining and all(part.is_lol(ln) and not part.is_hol(ln) for ln in draining)
     assert not any(set(sim.send(src.name, m).links()) & draining for m in mice)
@@ -508,9 +509,9 @@ def test_review_fixes_ids_after_a_partial_read_back_and_a_rolled_back_move():
     fresh = policy("freeway", fabric, ISO)
     flows, groups, meters = _held(sim, "e0_0")
     fresh.recover(5.0, "e0_0", flows, meters, groups)  # only the ingress ToR so far
-    assert fresh.core.elephant_of(next(iter(el.subflows))) is None and fresh.core._next_eid > el.eid
+    assert fresh.state.elephant_of(next(iter(el.subflows))) is None and fresh.state._next_eid > el.eid
     # a rolled-back move: released, and the ops remove both generations' entries and the meter
-    core = pol.core
+    core = pol.state
     install, after = core.reroute_plan(el, set())
     ops = core.abandon(el, after)
     assert core.elephant_of(next(iter(el.subflows))) is None
@@ -519,10 +520,10 @@ def test_review_fixes_ids_after_a_partial_read_back_and_a_rolled_back_move():
 
 
 def test_review_fixes_a_move_that_never_reports_back_does_not_freeze_the_partition():
-    from ryu_apps.freeway_core import MOVE_WAIT_S
+    from ryu_apps.modes.freeway_state import MOVE_WAIT_S
 
     pol = policy("freeway", fattree(6), None)
-    core = pol.core
+    core = pol.state
     core.moving, core._moving_since = 1, 0.0
     _, ops = core.period(1.0, set())
     assert ops == [] and core.moving == 1  # waiting for the move
@@ -559,7 +560,7 @@ def test_rate_less_elephants_are_recovered_rate_less_and_keep_sharing_after_a_re
     for sw in fabric.switches:
         flows, groups, meters = _held(sim, sw)
         fresh.recover(5.0, sw, flows, meters, groups)
-    back = [fresh.core.elephant_of(f) for f, _ in placed]
+    back = [fresh.state.elephant_of(f) for f, _ in placed]
     assert all(b is not None and b.rateless for b in back)
     if iso is not None:  # read back from their meters
         assert [b.rate_bps for b in back] == [el.rate_bps for _, el in placed]
@@ -567,7 +568,7 @@ def test_rate_less_elephants_are_recovered_rate_less_and_keep_sharing_after_a_re
     assert [b.rate_bps for b in back] == pytest.approx([el.rate_bps for _, el in placed], rel=0.01)
     sim.policy = fresh
     flow3, el3 = _announce(sim, fresh, src[0], dsts[2], 41002, rate_kbps=0)
-    shares = [fresh.core.elephant_of(f).rate_bps for f, _ in placed] + [el3.rate_bps]
+    shares = [fresh.state.elephant_of(f).rate_bps for f, _ in placed] + [el3.rate_bps]
     assert el3.rateless and max(shares) - min(shares) <= 0.01 * max(shares), shares
     assert sum(shares) <= 10e6 * 1.001, shares
 
@@ -605,7 +606,7 @@ def test_a_link_that_fails_while_a_restarted_controller_reads_the_switches_back(
     read_back(rest, 5.5)
     sim.react(fresh.on_period(6.0, View(6.0)))  # switches were read back a moment ago: nothing moves yet
     if mode == "freeway":
-        assert fresh.core.elephant_of(flow).placements[0].path == el.placements[0].path
+        assert fresh.state.elephant_of(flow).placements[0].path == el.placements[0].path
     sim.react(fresh.on_period(16.0, View(16.0)))  # the read-back is over
     bad = unreachable(sim, mice_flows(fabric))
     assert not bad, bad[:3]
@@ -613,7 +614,7 @@ def test_a_link_that_fails_while_a_restarted_controller_reads_the_switches_back(
     used = {ln for s, d, ft in mice_flows(fabric) for ln in sim.send(s.name, ft).links()}
     assert not used & dead
     if el is not None:  # k=4 with one aggregation-core link cut still has a live HOL path
-        back = fresh.core.elephant_of(flow)
+        back = fresh.state.elephant_of(flow)
         assert back is not None and not set(path_links(back.placements[0].path)) & dead
         t = sim.send(src.name, flow)
         assert t.delivered_to == dst.name and not set(t.links()) & dead
@@ -623,8 +624,8 @@ def test_an_efm_move_that_is_rolled_back_unpins_the_flow_instead_of_leaving_its_
     """The old pin may cross the link the move was leaving (a dead one): unpinned, the flow is back on
     base forwarding, which avoids dead links; before, its old entries stayed and EFM forgot them."""
     from monitoring.sflow import FiveTuple
-    from ryu_apps.efm import Move
-    from ryu_apps.txn import Failure
+    from ryu_apps.algorithms.efm_rounds import Move
+    from ryu_apps.openflow.txn import Failure
     from topology.paths import tor_paths
 
     fabric = fattree(4, 10)
@@ -674,7 +675,7 @@ def test_a_controller_upgraded_from_the_two_table_layout_moves_live_elephants_in
         else:
             assert ops == [], (sw, ops[:3])
     assert moved == 2  # the source and destination ToRs
-    back = fresh.core.elephant_of(flow)
+    back = fresh.state.elephant_of(flow)
     assert back is not None and back.cookie == el.cookie and back.placements[0].path == el.placements[0].path
     sim.policy = fresh
     t = sim.send(src.name, flow)
@@ -690,25 +691,25 @@ def test_a_split_elephant_read_back_keeps_its_subflow_rates_when_a_record_has_th
     """An elephant split unevenly over two subflows: a controller taking over with the cluster's record
     gives each subflow its rate again; from the switches alone (only the total) they get equal shares."""
     from monitoring.sflow import FiveTuple
-    from ryu_apps import handshake as hs
+    from ryu_apps.host import handshake as hs
 
     fabric = fattree(6)
     pol = policy("freeway", fabric, ISO)
     sim = SimFabric(fabric, pol)
-    pol.core.link_util = {("e0_0", "a0_1"): 0.6}  # one uplink busier: the LP gives it less
+    pol.state.link_util = {("e0_0", "a0_1"): 0.6}  # one uplink busier: the LP gives it less
     src, dst = fabric.hosts_on("e0_0")[0], fabric.hosts_on("e5_2")[0]
     subs = tuple(FiveTuple(src.ip, dst.ip, 6, sp, 5001) for sp in (40001, 40002))
     sim.send(src.name, FiveTuple(src.ip, hs.SERVICE_IP, 17, 40001, hs.SERVICE_PORT),
              payload=hs.encode(hs.Announce(7, 10_000_000, 8000, subs)))
-    el = pol.core.elephant_of(subs[0])
+    el = pol.state.elephant_of(subs[0])
     want = {sub: pl.rate_bps for sub, pl in zip(el.subflows, el.placements, strict=True)}
     assert sorted(want.values()) == pytest.approx([1e6, 7e6])
     fresh = policy("freeway", fabric, ISO)
     if with_record:
-        fresh.core.records = {el.eid: pol.core.record(el)}
+        fresh.state.records = {el.eid: pol.state.record(el)}
     for sw in sorted(fabric.switches, reverse=True):
         _read_back(sim, fresh, sw)
-    back = fresh.core.elephant_of(subs[0])
+    back = fresh.state.elephant_of(subs[0])
     got = {sub: pl.rate_bps for sub, pl in zip(back.subflows, back.placements, strict=True)}
     assert sum(got.values()) == pytest.approx(8e6)
     if with_record:
@@ -725,8 +726,8 @@ def test_a_read_back_with_garbage_mice_groups_is_replaced_without_a_gap():
     every host."""
     from dataclasses import replace
 
-    from ryu_apps.freeway_core import mice_fields
-    from ryu_apps.intents import Bucket, Output, ToGroup
+    from ryu_apps.modes.freeway_state import mice_fields
+    from ryu_apps.openflow.intents import Bucket, Output, ToGroup
 
     fabric = fattree(4)
     pol = policy("freeway", fabric, None)
@@ -743,8 +744,8 @@ def test_a_read_back_with_garbage_mice_groups_is_replaced_without_a_gap():
     fresh = policy("freeway", fabric, None)
     for i, sw in enumerate(sorted(fabric.switches)):
         sim.switches[sw].apply(_read_back(sim, fresh, sw, 5.0 + 0.01 * i))  # in order: no entry left dangling
-    assert not fresh.core.recovering(6.0)
-    sim.apply(list(fresh.core.mice_updates().items()))
+    assert not fresh.state.recovering(6.0)
+    sim.apply(list(fresh.state.mice_updates().items()))
     assert not unreachable(sim, mice_flows(fabric))
     assert 5000 not in s.groups and 5001 not in s.groups
-    assert fresh.core.mice_updates() == {}
+    assert fresh.state.mice_updates() == {}

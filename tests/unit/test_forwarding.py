@@ -4,8 +4,8 @@ import ipaddress
 
 import pytest
 
-from ryu_apps.forwarding import PRIO_ARP, UPLINK_GROUP, base_program, covering_prefixes
-from ryu_apps.intents import Output, ToController, ToGroup
+from ryu_apps.openflow.intents import Output, ToController, ToGroup
+from ryu_apps.programs.forwarding import PRIO_ARP, UPLINK_GROUP, base_program, covering_prefixes
 from topology.fabric import fattree, leafspine
 from topology.paths import tor_paths
 
@@ -67,7 +67,7 @@ def test_edge_program_shape():
     arp = [x for x in flows if x.priority == PRIO_ARP]  # per host port, through its punt meter
     assert [(dict(x.match)["in_port"], x.meter_id) for x in arp] == [(1, 3), (2, 4)]
     assert all(x.actions == (ToController(),) for x in arp)
-    from ryu_apps.forwarding import punt_meters
+    from ryu_apps.programs.forwarding import punt_meters
     assert [(m.meter_id, m.pktps) for m in punt_meters(f, "e0_0")] == [(3, True), (4, True)]
     assert punt_meters(f, "a0_0") == []
     assert _lookup(flows, "10.0.0.3").actions == (Output(2),)
@@ -91,7 +91,7 @@ def test_covering_prefixes():
 def test_the_prefix_routes_below_a_switch_are_kept_per_fabric_and_never_shared_or_changed_by_a_caller():
     """Issue 16 (k=8): a link change recomputes every switch's program; the down routes do not depend
     on what is dead, so they are computed once per switch of a fabric."""
-    from ryu_apps.forwarding import PRIO_DOWN, base_program
+    from ryu_apps.programs.forwarding import PRIO_DOWN, base_program
     from topology.fabric import fattree, leafspine
 
     f = fattree(4, 10)

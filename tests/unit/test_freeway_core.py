@@ -2,20 +2,20 @@
 
 import pytest
 
-from ryu_apps import handshake as hs
-from ryu_apps.freeway_core import (
+from ryu_apps.algorithms.partition import StepResult
+from ryu_apps.host import handshake as hs
+from ryu_apps.modes.freeway_state import (
     PRIO_ELEPHANT,
     PRIO_HANDSHAKE,
     FreewayConfig,
     FreewayConfigError,
-    FreewayCore,
+    FreewayState,
     active_pairs,
     cookie_of,
     eid_of,
 )
-from ryu_apps.intents import SEND_FLOW_REM, DeleteFlows, Flow, GroupModify, Meter, Output
-from ryu_apps.partition import StepResult
-from ryu_apps.pipeline import MICE_GROUPS
+from ryu_apps.openflow.intents import SEND_FLOW_REM, DeleteFlows, Flow, GroupModify, Meter, Output
+from ryu_apps.openflow.pipeline import MICE_GROUPS
 from topology.fabric import fattree
 
 SRC, DST = "10.0.0.2", "10.5.2.3"  # h0_0_0 on e0_0, h5_2_1 on e5_2 (k=6)
@@ -27,7 +27,7 @@ def _ann(rate_kbps=3000, sports=(40001,), nonce=9, size=10_000_000, src=SRC):
 
 
 def _core(k=6):
-    return FreewayCore(fattree(k, 10))
+    return FreewayState(fattree(k, 10))
 
 
 def test_edge_program_has_mice_groups_punt_meter_and_service_drop():
@@ -36,8 +36,8 @@ def test_edge_program_has_mice_groups_punt_meter_and_service_drop():
     mice = [g for g in groups if g.group_id >= MICE_GROUPS.first]
     # one group per distinct set of next hops: every other ToR is reached through the LOL uplink to a0_0
     assert len(mice) == 1 and [b.actions[0].port for b in mice[0].buckets] == [3]
-    from ryu_apps.freeway_core import mice_fields
-    from ryu_apps.intents import ToGroup
+    from ryu_apps.modes.freeway_state import mice_fields
+    from ryu_apps.openflow.intents import ToGroup
 
     to_group = {mice_fields(f.cookie)[0] for f in flows if f.actions == (ToGroup(mice[0].group_id),)}
     assert to_group == {core._tor_index[t] for t in core.fabric.tors() if t != "e0_0"}  # the 7 other ToRs
@@ -140,8 +140,8 @@ def test_new_lol_links_push_elephants_to_other_hol_paths_make_before_break():
     assert core.period(3.0, active_pairs(core.fabric, [(SRC, DST)])) == (StepResult(), [])  # still moving
     # confirmed: now the mice groups of e0_0 include the new LOL uplink toward e5_2
     ops = core.move_finished()
-    from ryu_apps.freeway_core import mice_fields
-    from ryu_apps.intents import Group, ToGroup
+    from ryu_apps.modes.freeway_state import mice_fields
+    from ryu_apps.openflow.intents import Group, ToGroup
 
     e00 = [i for sw, intents in ops if sw == "e0_0" for i in intents]
     two = [g for g in (i.group if isinstance(i, GroupModify) else i for i in e00)
@@ -156,8 +156,8 @@ def test_a_switch_gaining_or_losing_its_only_low_latency_hop_gets_a_group_or_los
     dynamic path through a0_1 opens, it must get a group (added, not modified: the switch does not
     have it) and the entries pointing to it; when the path closes, the entries go, then the group
     (deleting a group first would delete the entries with it)."""
-    from ryu_apps.freeway_core import MICE_COOKIE_MASK, mice_cookie, mice_fields
-    from ryu_apps.intents import DeleteGroup, Group, ToGroup
+    from ryu_apps.modes.freeway_state import MICE_COOKIE_MASK, mice_cookie, mice_fields
+    from ryu_apps.openflow.intents import DeleteGroup, Group, ToGroup
 
     core = _core()
     for sw in core.fabric.switches:
@@ -227,7 +227,7 @@ def test_mice_groups_follow_big_load_changes_not_jitter():
 def test_one_host_cannot_hold_more_than_its_caps():
     """Issue 13 item 12: a host's concurrent announced elephants and their total allocation are capped;
     the NACK names the cap."""
-    core = FreewayCore(fattree(6, 10), FreewayConfig(host_elephants=3))
+    core = FreewayState(fattree(6, 10), FreewayConfig(host_elephants=3))
     for i in range(3):
         assert core.handshake(1.0, "e0_0", 1, SRC, _ann(1000, (40001 + i,), nonce=i)).verdict == "ack"
     out = core.handshake(1.0, "e0_0", 1, SRC, _ann(1000, (40010,), nonce=10))
@@ -246,7 +246,7 @@ def test_one_host_cannot_hold_more_than_its_caps():
 def test_the_per_host_and_rate_less_index_follows_every_change_of_the_table():
     """An announce looks only at its own host's elephants and the rate-less ones (issue 16, the
     handshake at 500/s): the index must agree with a scan of the whole table after every change."""
-    from ryu_apps.freeway_core import Elephants
+    from ryu_apps.modes.freeway_state import Elephants
 
     core = _core()
     other = "10.0.0.3"
@@ -291,9 +291,9 @@ def _metered_kbps(core) -> int:
 def _rate_less_announcer(host_share: float):
     """A k=4 core with isolation and ``host_share``, and a function announcing elephant ``i`` from
     ``ip`` (a host under e0_0; ``rate_kbps`` 0: rate-less) to 10.3.1.3."""
-    from ryu_apps.isolation import IsolationConfig
+    from ryu_apps.programs.isolation import IsolationConfig
 
-    core = FreewayCore(fattree(4, 10), FreewayConfig(host_share=host_share), iso=IsolationConfig())
+    core = FreewayState(fattree(4, 10), FreewayConfig(host_share=host_share), iso=IsolationConfig())
     ports = {"10.0.0.2": 1, "10.0.0.3": 2}
 
     def announce(i, ip, rate_kbps=0):
@@ -309,8 +309,8 @@ def test_rate_less_elephants_share_max_min_fairly_and_explicit_rates_take_from_t
     an explicit rate takes from them down to their floor, and only beyond that is refused. Their meters
     (share x ``meter_headroom``) fill the uplink they share and no more: above it, the TCP flow losing the
     contention got only what the others' meters left."""
-    from ryu_apps.binpack import links
-    from ryu_apps.intents import MeterModify
+    from ryu_apps.algorithms.binpack import links
+    from ryu_apps.openflow.intents import MeterModify
 
     core, announce_from = _rate_less_announcer(1.0)
     iso = core.iso
@@ -366,10 +366,10 @@ def test_an_elephant_rate_in_whole_kbit_s_is_read_back_from_its_meter(meter_head
     """A restarted controller reads an elephant's allocation back from its meter: every whole kbit/s rate
     comes back exactly (with headroom 1 the middle of a meter's range is a half kbit/s, which rounding to
     even took up for odd rates)."""
-    from ryu_apps.isolation import IsolationConfig, elephant_meter
+    from ryu_apps.programs.isolation import IsolationConfig, elephant_meter
 
     iso = IsolationConfig(meter_headroom=meter_headroom)
-    core = FreewayCore(fattree(4, 10), iso=iso)
+    core = FreewayState(fattree(4, 10), iso=iso)
     for kbit in range(1, 20_000, 7):
         assert core._rate_of_meter(elephant_meter(1, kbit * 1000, iso).rate) == kbit * 1000, kbit
 
@@ -384,8 +384,8 @@ class _Switches:
         self.entries: dict = {}  # (switch, destination index) -> (group id, cookie) of its entries
 
     def apply(self, updates) -> None:
-        from ryu_apps.freeway_core import mice_fields
-        from ryu_apps.intents import DeleteFlows, DeleteGroup, Flow, Group, GroupModify, ToGroup
+        from ryu_apps.modes.freeway_state import mice_fields
+        from ryu_apps.openflow.intents import DeleteFlows, DeleteGroup, Flow, Group, GroupModify, ToGroup
 
         for sw, ops in (updates.items() if isinstance(updates, dict) else updates):
             for op in ops:
@@ -443,7 +443,7 @@ def test_mice_updates_looked_at_incrementally_leave_every_switch_as_a_fresh_comp
     from topology.fabric import leafspine
 
     rng = random.Random(seed)
-    core = FreewayCore(fattree(k, 10) if k else leafspine(4, 6, 2))
+    core = FreewayState(fattree(k, 10) if k else leafspine(4, 6, 2))
     fab = core.fabric
     held = _Switches()
     held.apply(core.mice_updates())
@@ -508,7 +508,7 @@ def test_the_period_s_inline_weight_is_the_mice_bucket_weight():
     import random
 
     rng = random.Random(3)
-    core = FreewayCore(fattree(4, 10))
+    core = FreewayState(fattree(4, 10))
     edges = [x / 20 for x in range(-2, 24)] + [0.9, 0.85, 0.95, 1.5, -0.3]
     for _ in range(40):
         core.link_util = {ln: rng.choice(edges + [rng.uniform(-0.1, 1.2)]) for ln in core._up_links}

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from monitoring.sflow import FiveTuple
-from ryu_apps import handshake as hs
-from ryu_apps import pipeline
-from ryu_apps.intents import Flow
-from ryu_apps.simtable import SimFabric, frame, packet
+from ryu_apps.host import handshake as hs
+from ryu_apps.openflow import pipeline
+from ryu_apps.openflow.intents import Flow
+from ryu_apps.simswitch.fabric import SimFabric, frame, packet
 from topology.fabric import fattree
 from topology.queues import IsolationConfig
 
@@ -56,7 +56,7 @@ def test_a_spoofed_copy_of_an_announced_elephant_never_reaches_its_entries(iso):
     sim.send(A.name, FiveTuple(A.ip, hs.SERVICE_IP, 17, 40001, hs.SERVICE_PORT), payload=ann)
     (host, ack), = sim.to_hosts
     assert host == A.name and isinstance(hs.decode(ack.payload), hs.Ack)
-    (eid,) = pol.core.elephants
+    (eid,) = pol.state.elephants
     entry_hits = lambda: sum(n for (t, p, m), n in sim.switches[A.switch].hits.items()  # noqa: E731
                              if p == pipeline.prio("elephant") and t == pipeline.INGRESS.table_id)
     assert sim.send(A.name, el).delivered_to == DST.name and entry_hits() == 1  # the elephant's own packet
@@ -69,10 +69,10 @@ def test_the_handshake_refuses_a_sender_whose_mac_is_not_its_hosts():
     ann = hs.encode(hs.Announce(7, 10_000_000, 2000, (FiveTuple(A.ip, DST.ip, 6, 40001, 5001),)))
     pkt = packet(FiveTuple(A.ip, hs.SERVICE_IP, 17, 40001, hs.SERVICE_PORT))
     r = pol.on_packet(1.0, A.switch, A.port, frame(pkt, B.mac, hs.SERVICE_MAC, ann))
-    assert not r.ops and not r.txns and not pol.core.elephants and pol.core.counters["handshake-spoofed"] == 1
+    assert not r.ops and not r.txns and not pol.state.elephants and pol.state.counters["handshake-spoofed"] == 1
     assert [(e["type"], e["cause"], e["answered"]) for e in r.events] == [("refusal", "spoofed", False)]
     r = pol.on_packet(1.0, A.switch, A.port, frame(pkt, A.mac, hs.SERVICE_MAC, ann))
-    assert r.txns and pol.core.elephants
+    assert r.txns and pol.state.elephants
 
 
 def test_every_tor_entry_sits_in_its_bands_table_and_guards_every_host_port():

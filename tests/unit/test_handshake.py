@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ryu_apps.handshake import ACK, MAX_LEN, Ack, Announce, HandshakeError, Nack, Subflow, check, decode, encode
+from ryu_apps.host.handshake import ACK, MAX_LEN, Ack, Announce, HandshakeError, Nack, Subflow, check, decode, encode
 
 S1 = Subflow("10.0.0.2", "10.3.1.3", 6, 40001, 5201)
 S2 = Subflow("10.0.0.2", "10.3.1.3", 6, 40002, 5201)

@@ -3,7 +3,7 @@
 import pytest
 
 from monitoring.sflow import FiveTuple
-from ryu_apps.hedera import GlobalFirstFit, HederaScheduler, estimate_demands
+from ryu_apps.algorithms.hedera_gff import GlobalFirstFit, HederaScheduler, estimate_demands
 from topology.fabric import fattree
 
 T = 1 / 3
@@ -62,7 +62,7 @@ def test_scheduler_rates_large_flows_and_releases():
 
 
 def test_ingress_counts_only_count_a_flow_at_its_source_tor_and_skip_malformed():
-    from ryu_apps.hedera import ingress_counts
+    from ryu_apps.algorithms.hedera_gff import ingress_counts
 
     f = fattree(4, 10)
     good = {"ipv4_src": "10.0.0.2", "ipv4_dst": "10.2.0.2", "ip_proto": 6, "tcp_src": 1, "tcp_dst": 5001}

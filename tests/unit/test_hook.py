@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ryu_apps import handshake as hs
-from ryu_apps import hookrun
+from ryu_apps.host import handshake as hs
+from ryu_apps.host import hookrun
 
 
 class Service:

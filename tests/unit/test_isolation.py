@@ -3,12 +3,12 @@
 import pytest
 
 from monitoring.sflow import FiveTuple
-from ryu_apps import handshake as hs
-from ryu_apps import isolation as iso
-from ryu_apps.baselines import pin
-from ryu_apps.freeway_core import FreewayCore
-from ryu_apps.intents import DeleteMeter, Meter, SetField, SetQueue
-from ryu_apps.pipeline import EFM
+from ryu_apps.host import handshake as hs
+from ryu_apps.modes.freeway_state import FreewayState
+from ryu_apps.openflow.intents import DeleteMeter, Meter, SetField, SetQueue
+from ryu_apps.openflow.pipeline import EFM
+from ryu_apps.programs import isolation as iso
+from ryu_apps.programs.pins import pin
 from topology.fabric import fattree
 
 F = fattree(4, 10)
@@ -16,7 +16,7 @@ CFG = iso.IsolationConfig()
 
 
 def test_queue_plan_gives_mice_priority_and_the_link_to_both():
-    from topology.qos import QueueSpec, queue_specs
+    from topology.queues import QueueSpec, queue_specs
 
     assert queue_specs(10_000_000, CFG) == {0: QueueSpec(10_000_000, 10_000_000, 0),  # strict for mice
                                             1: QueueSpec(12_000, 10_000_000, 1)}
@@ -78,7 +78,7 @@ def test_elephant_entries_are_marked_at_ingress_and_queued_everywhere():
 
 
 def test_freeway_meters_each_placed_elephant_and_releases_it():
-    core = FreewayCore(fattree(4, 10), iso=CFG)
+    core = FreewayState(fattree(4, 10), iso=CFG)
     ann = hs.encode(hs.Announce(1, 10_000_000, 4000, (hs.Subflow("10.0.0.2", "10.3.1.3", 6, 40001, 5201),)))
     out = core.handshake(1.0, "e0_0", 1, "10.0.0.2", ann)
     first_sw, first = out.ops[0]

@@ -2,9 +2,9 @@
 
 import pytest
 
-from topology import lldp
+from ryu_apps.control import linkwatch as lldp
+from ryu_apps.control.liveness import Liveness
 from topology.fabric import fattree
-from topology.liveness import Liveness
 
 SECRET = b"0123456789abcdef"
 

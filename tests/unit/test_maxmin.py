@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from ryu_apps.maxmin import max_min
+from ryu_apps.algorithms.maxmin import max_min
 
 
 def test_flows_sharing_one_link_get_equal_shares():

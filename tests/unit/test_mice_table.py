@@ -3,8 +3,8 @@ destinations sends, and in which order."""
 
 import pytest
 
-from ryu_apps.intents import Bucket, DeleteFlows, DeleteGroup, Flow, Group, GroupModify, Output, ToGroup
-from ryu_apps.mice_table import MiceTable, buckets_moved, key_of
+from ryu_apps.openflow.intents import Bucket, DeleteFlows, DeleteGroup, Flow, Group, GroupModify, Output, ToGroup
+from ryu_apps.programs.mice_table import MiceTable, buckets_moved, key_of
 
 A, B, C = (1,), (1, 2), (2,)  # keys: the output ports, sorted
 

@@ -2,14 +2,14 @@
 (issue 13 item 8; the Freeway period loop was already guarded)."""
 
 from ryu_apps import config
-from ryu_apps.monitor_app import FreewayMonitor
+from ryu_apps.monitor_app import MonitorApp
 from topology.fabric import fattree
 
 
 def test_a_failing_monitoring_round_is_logged_and_the_loop_goes_on(tmp_path, caplog, monkeypatch):
     fattree(4, 10).save(tmp_path / "f.json")
     monkeypatch.setattr(config, "_active", config.Config(fabric=str(tmp_path / "f.json"), monitor="none"))
-    mon = FreewayMonitor()
+    mon = MonitorApp()
     calls = []
 
     def tick(now):

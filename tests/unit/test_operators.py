@@ -12,12 +12,13 @@ from webob import Request
 from monitoring.sflow import FiveTuple
 from monitoring.view import FlowReading, LinkReading
 from monitoring.view import make as make_view
-from ryu_apps import api, config, opstate
-from ryu_apps import handshake as hs
-from ryu_apps.decisions import DecisionLog
-from ryu_apps.freeway_app import FreewayApp
+from ryu_apps import config
+from ryu_apps.controller_app import ControllerApp
+from ryu_apps.host import handshake as hs
 from ryu_apps.logfmt import JsonFormatter
-from ryu_apps.simtable import SimFabric
+from ryu_apps.operators import api, opstate
+from ryu_apps.operators.decision_log import DecisionLog
+from ryu_apps.simswitch.fabric import SimFabric
 from tests.unit.test_simtable import ISO, policy
 from topology.fabric import fattree
 
@@ -55,7 +56,7 @@ def test_a_handshake_is_recorded_as_a_placement_with_its_path_and_a_refusal_with
     sim = SimFabric(F, pol)
     assert isinstance(_announce(sim, pol, 40001), hs.Ack)
     placed = [e for e in sim.events if e["type"] == "placement"]
-    el = pol.core.elephants[placed[0]["elephant"]]
+    el = pol.state.elephants[placed[0]["elephant"]]
     assert placed[0]["how"] == "announced" and placed[0]["via"] == "handshake"
     assert placed[0]["paths"] == [list(el.placements[0].path)] and placed[0]["rate_bps"] == 2_000_000
     assert placed[0]["received"] == sim.now  # the app turns it into the answer's latency
@@ -63,7 +64,7 @@ def test_a_handshake_is_recorded_as_a_placement_with_its_path_and_a_refusal_with
     assert isinstance(nack, hs.Nack)
     (ref,) = [e for e in sim.events if e["type"] == "refusal"]
     assert ref["cause"] == "invalid" and ref["reason"] == nack.reason and ref["answered"]
-    pol.core.cfg = pol.core.cfg.__class__(host_elephants=1)
+    pol.state.cfg = pol.state.cfg.__class__(host_elephants=1)
     assert isinstance(_announce(sim, pol, 40003), hs.Nack)
     assert sim.events[-1]["type"] == "refusal" and sim.events[-1]["cause"] == "host-cap"
 
@@ -77,16 +78,16 @@ def test_an_announce_made_through_the_api_is_placed_installed_and_answered_like_
     sim.react(pol.announce(sim.now, SRC.name, payload, lambda reply, ev: got.append((hs.decode(reply), ev))))
     (reply, ev), = got
     assert isinstance(reply, hs.Ack) and reply.rate_kbps == 3000 and ev["via"] == "api"
-    el = pol.core.elephant_of(flow)
+    el = pol.state.elephant_of(flow)
     t = sim.send(SRC.name, flow)
     assert t.delivered_to == DST.name and t.hops[0].cookie == el.cookie  # the switches hold its entries
     assert not sim.to_hosts  # nothing was sent to the host: the API caller has the answer
     r = pol.withdraw(sim.now, el.eid)
     sim.react(r)
-    assert r.events[0]["type"] == "withdrawal" and not pol.core.elephants
+    assert r.events[0]["type"] == "withdrawal" and not pol.state.elephants
     assert sim.send(SRC.name, flow).hops[0].cookie != el.cookie  # its entries are gone
     held = {m for s in sim.switches.values() for m in s.meters}
-    assert pol.core.meter_of(el).meter_id not in held
+    assert pol.state.meter_of(el).meter_id not in held
     assert pol.withdraw(sim.now, el.eid) is None
 
 
@@ -94,13 +95,13 @@ def test_a_link_failure_records_the_partition_change_and_the_elephants_reroute()
     pol = policy("freeway", F, ISO)
     sim = SimFabric(F, pol)
     _announce(sim, pol, 40001)
-    el = next(iter(pol.core.elephants.values()))
+    el = next(iter(pol.state.elephants.values()))
     a, b = el.placements[0].path[1], el.placements[0].path[2]  # its aggregation-core link
     sim.events.clear()
     sim.fail((a, b))
     kinds = [(e["type"], e.get("how") or e.get("change")) for e in sim.events]
     assert ("liveness", None) in kinds and ("reroute", "failure") in kinds
-    lol = next(ln for ln, c in pol.core.partition.counter.items() if c > 0 and ln[0].startswith("a"))
+    lol = next(ln for ln, c in pol.state.partition.counter.items() if c > 0 and ln[0].startswith("a"))
     sim.events.clear()
     sim.fail(lol)  # a low-latency link: the next paths in order become low-latency
     (ev,) = [e for e in sim.events if e["type"] == "partition"]
@@ -117,7 +118,7 @@ def test_links_are_classed_as_the_partition_and_liveness_say_and_show_their_meas
     assert len(docs) == 2 * len(F.links) + 2 * len(F.hosts)
     counts = {c: sum(d["class"] == c for d in docs.values()) for c in opstate.LINK_CLASSES}
     assert counts == {"lol": 32, "draining": 0, "hol": 32, "shared": 0, "access": 32, "down": 0}
-    assert all((d["class"] == "lol") == (pol.core.partition.counter[k] > 0) for k, d in docs.items()
+    assert all((d["class"] == "lol") == (pol.state.partition.counter[k] > 0) for k, d in docs.items()
                if d["class"] != "access")
     assert docs[ln]["utilisation"] == 0.42 and docs[ln]["bps"] == 4_200_000 and docs[ln]["measured_age_s"] == 0.5
     assert docs[("a0_0", "e0_0")]["utilisation"] is None
@@ -132,7 +133,7 @@ def test_elephants_are_listed_with_how_they_were_placed_their_path_meter_and_rat
     pol = policy("freeway", F, ISO)
     sim = SimFabric(F, pol)
     _announce(sim, pol, 40001)
-    el = next(iter(pol.core.elephants.values()))
+    el = next(iter(pol.state.elephants.values()))
     flow = FiveTuple(SRC.ip, DST.ip, 6, 40001, 5001)
     other = FiveTuple(F.hosts_on("e1_0")[0].ip, DST.ip, 6, 1234, 80)
     view = make_view(5.0, {}, {flow: FlowReading(1.9e6, frozenset(), True, 4.9),
@@ -140,7 +141,7 @@ def test_elephants_are_listed_with_how_they_were_placed_their_path_meter_and_rat
     docs = {d["id"]: d for d in opstate.elephants(pol, view)}
     mine = docs[str(el.eid)]
     assert mine["how"] == "announced" and mine["allocation_bps"] == 2_000_000 and mine["measured_bps"] == 1_900_000
-    assert mine["paths"] == [list(el.placements[0].path)] and mine["meter"] == pol.core.meter_of(el).meter_id
+    assert mine["paths"] == [list(el.placements[0].path)] and mine["meter"] == pol.state.meter_of(el).meter_id
     path = el.placements[0].path
     hops = [list(ln) for ln in zip(path, path[1:], strict=False)]
     assert mine["links"] == [[SRC.name, SRC.switch], *hops, [DST.switch, DST.name]]
@@ -153,19 +154,19 @@ def test_elephants_are_listed_with_how_they_were_placed_their_path_meter_and_rat
     assert len(cache) == 1  # the announced one's unchanging part
     part = opstate.partition(pol, make_view(5.0, {}, {}, {("e0_0", "e3_1"): 4.5}))
     assert part["pairs"] == [{"src": "e0_0", "dst": "e3_1", "lol_paths": 2, "active": True,
-                              "paths": [list(p) for p in pol.core.partition.lol_paths(("e0_0", "e3_1"))]}]
+                              "paths": [list(p) for p in pol.state.partition.lol_paths(("e0_0", "e3_1"))]}]
 
 
 # ----- metrics -----------------------------------------------------------------------------------
 def _app(tmp_path, monkeypatch, **kw):
     fattree(4, 10).save(tmp_path / "f.json")
     monkeypatch.setattr(config, "_active", config.Config(fabric=str(tmp_path / "f.json"), **kw))
-    return FreewayApp()
+    return ControllerApp()
 
 
 def _samples(app) -> dict:
     out = {}
-    for fam in text_string_to_metric_families(app.metrics_exposition().decode()):
+    for fam in text_string_to_metric_families(app.surface.metrics_exposition().decode()):
         for s in fam.samples:
             out[(s.name, tuple(sorted(s.labels.items())))] = s.value
     return out
@@ -191,7 +192,7 @@ def test_metrics_follow_the_decisions_and_the_state(tmp_path, monkeypatch):
     assert m[("freeway_decisions_total", (("type", "refusal"),))] == 2
     assert [r["seq"] for r in app.decisions.page(0).decisions] == [1, 2, 3, 4, 5]
     assert "latency_s" in app.decisions.page(0).decisions[0] and "received" not in app.decisions.page(0).decisions[0]
-    names = {fam.name for fam in text_string_to_metric_families(app.metrics_exposition().decode())}
+    names = {fam.name for fam in text_string_to_metric_families(app.surface.metrics_exposition().decode())}
     assert all(n.startswith("freeway_") for n in names)
 
 
@@ -201,12 +202,12 @@ def test_a_scrape_walks_the_elephants_once_per_epoch_as_the_api_does(tmp_path, m
     real = opstate.elephant_totals
     monkeypatch.setattr(opstate, "elephant_totals", lambda *a: calls.append(1) or real(*a))
     for _ in range(3):
-        app.metrics_exposition()
+        app.surface.metrics_exposition()
     assert len(calls) == 1
     app.periods += 1  # a period (or a link change, a reload, an API write): the totals are read again
-    app.metrics_exposition()
-    app.api_writes += 1
-    app.metrics_exposition()
+    app.surface.metrics_exposition()
+    app.surface.writes += 1
+    app.surface.metrics_exposition()
     assert len(calls) == 3
 
 
@@ -214,7 +215,7 @@ def test_metrics_show_the_switches_share_and_the_collectors_pauses(tmp_path, mon
     import gc
     import time
 
-    from ryu_apps.txn import Outcome, Txn
+    from ryu_apps.openflow.txn import Outcome, Txn
 
     app = _app(tmp_path, monkeypatch, mode="freeway")
     app.finish(Outcome(Txn("x", []), started=time.monotonic() - 0.03))  # confirmed 30 ms after it went out
@@ -237,7 +238,7 @@ def test_the_app_observes_the_collector_from_start_to_stop(tmp_path, monkeypatch
 
     from os_ken.base import app_manager
 
-    from ryu_apps import freeway_app
+    from ryu_apps import controller_app as freeway_app
 
     app = _app(tmp_path, monkeypatch, mode="freeway")
     base = type(app).__mro__[1]
@@ -271,7 +272,7 @@ ANN = {"flows": [{"src": SRC.ip, "dst": DST.ip, "sport": 40000, "dport": 5001}],
 
 def test_the_api_serves_reads_and_refuses_writes_without_the_token(tmp_path, monkeypatch):
     app = _app(tmp_path, monkeypatch, mode="freeway")
-    ro = api.Api(app, None)
+    ro = api.Api(app.surface, None)
     for path in ("/api/v1/status", "/api/v1/fabric", "/api/v1/elephants", "/api/v1/partition", "/api/v1/decisions",
                  "/api/v1/counters", "/api/v1/config", "/openapi.json"):
         code, body, _ = _call(ro, "GET", path)
@@ -280,7 +281,7 @@ def test_the_api_serves_reads_and_refuses_writes_without_the_token(tmp_path, mon
     assert b"freeway_switches_connected 0.0" in _call(ro, "GET", "/metrics")[1]
     code, body, _ = _call(ro, "POST", "/api/v1/elephants", ANN)
     assert code == 403 and "read-only" in body["error"]
-    rw = api.Api(app, "s3cret-token")
+    rw = api.Api(app.surface, "s3cret-token")
     code, body, resp = _call(rw, "POST", "/api/v1/elephants", ANN, token="wrong-token")
     assert code == 401 and resp.headers["WWW-Authenticate"].startswith("Bearer")
     code, body, resp = _call(rw, "PUT", "/api/v1/status")
@@ -301,25 +302,25 @@ def test_the_api_serves_reads_and_refuses_writes_without_the_token(tmp_path, mon
     ({**ANN, "rate_bps": 100}, "rate_bps"), ({**ANN, "rate_bps": True}, "rate_bps")])
 def test_a_bad_announce_is_refused_with_the_field_named_and_changes_nothing(tmp_path, monkeypatch, body, field):
     app = _app(tmp_path, monkeypatch, mode="freeway")
-    code, out, _ = _call(api.Api(app, "s3cret-token"), "POST", "/api/v1/elephants", body, token="s3cret-token")
+    code, out, _ = _call(api.Api(app.surface, "s3cret-token"), "POST", "/api/v1/elephants", body, token="s3cret-token")
     assert code == 400 and out["error"].startswith(field + ":"), out
-    assert app.decisions.seq == 0 and not app.policy.core.elephants
+    assert app.decisions.seq == 0 and not app.policy.state.elephants
 
 
 def test_an_announce_the_fabric_cannot_satisfy_says_why(tmp_path, monkeypatch):
     app = _app(tmp_path, monkeypatch, mode="freeway")
-    rw = api.Api(app, "s3cret-token")
+    rw = api.Api(app.surface, "s3cret-token")
     code, out, _ = _call(rw, "POST", "/api/v1/elephants", ANN, token="s3cret-token")  # no switch is connected
     assert code == 409 and out["verdict"] == "nack" and out["cause"] == "switch-refused"
     assert "e3_1 is not connected" in out["reason"] or "not connected" in out["reason"]
-    assert not app.policy.core.elephants
+    assert not app.policy.state.elephants
     code, out, _ = _call(rw, "POST", "/api/v1/elephants", {**ANN, "rate_bps": 2e7}, token="s3cret-token")
     assert code == 409 and "above the host's link rate" in out["reason"] and out["cause"] == "invalid"
     bad_src = {**ANN, "flows": [{**ANN["flows"][0], "src": "192.0.2.1"}]}
     assert _call(rw, "POST", "/api/v1/elephants", bad_src, token="s3cret-token")[1]["reason"].startswith("source")
     assert _call(rw, "DELETE", "/api/v1/elephants/7", token="s3cret-token")[0] == 404
-    assert app.api_withdraw("\u00b9")[0] == 404  # str.isdigit() says yes to "¹" (schemathesis found it)
-    ecmp = api.Api(_app(tmp_path, monkeypatch, mode="ecmp"), "s3cret-token")
+    assert app.surface.api_withdraw("\u00b9")[0] == 404  # str.isdigit() says yes to "¹" (schemathesis found it)
+    ecmp = api.Api(_app(tmp_path, monkeypatch, mode="ecmp").surface, "s3cret-token")
     assert _call(ecmp, "POST", "/api/v1/elephants", ANN, token="s3cret-token")[0] == 503
     types = [d["type"] for d in app.decisions.page(0).decisions]
     assert types == ["rollback", "refusal", "refusal"]  # the NACKs, and the install rolled back
@@ -361,7 +362,7 @@ def test_the_policies_take_a_reloaded_configuration(tmp_path, monkeypatch):
                                       "efm_settings": (("threshold", 0.6),)})
     monkeypatch.setattr(config, "_active", new)
     app.period(1.0)
-    assert app.policy.core.cfg.host_elephants == 2 and app.policy.core.partition.cfg.lol_high == 0.5
+    assert app.policy.state.cfg.host_elephants == 2 and app.policy.state.partition.cfg.lol_high == 0.5
     assert app.policy.rerouter.efm.cfg.threshold == 0.6 and app.liveness.hold_down_s == 7.0
 
 
@@ -378,7 +379,7 @@ def test_a_json_log_line_carries_the_decisions_fields():
 
 
 def test_the_openapi_document_names_every_route_the_api_serves(tmp_path, monkeypatch):
-    doc = api.Api(_app(tmp_path, monkeypatch, mode="freeway"), None).doc
+    doc = api.Api(_app(tmp_path, monkeypatch, mode="freeway").surface, None).doc
     assert set(doc["paths"]) == {"/api/v1/status", "/api/v1/fabric", "/api/v1/elephants", "/api/v1/elephants/{id}",
                                  "/api/v1/partition", "/api/v1/decisions", "/api/v1/counters", "/api/v1/config",
                                  "/metrics", "/openapi.json", "/", "/index.html", "/view.js", "/view.css"}

@@ -5,7 +5,7 @@ import operator
 
 import pytest
 
-from ryu_apps.partition import Partition, PartitionConfig, PartitionError, StepResult
+from ryu_apps.algorithms.partition import Partition, PartitionConfig, PartitionError, StepResult
 from topology.fabric import fattree, leafspine
 from topology.paths import path_links, path_top, tor_paths
 
@@ -175,7 +175,7 @@ def test_best_hol_path_is_bin_pack_over_every_hol_path(k, seed):
     fabric, where every path ties), paths added, links down, links that may not be used."""
     import random
 
-    from ryu_apps.binpack import NoRoom, bin_pack
+    from ryu_apps.algorithms.binpack import NoRoom, bin_pack
     from topology.paths import path_links
 
     rng = random.Random(seed)

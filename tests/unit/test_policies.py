@@ -6,12 +6,12 @@ import pytest
 
 from monitoring.sflow import FiveTuple
 from monitoring.view import View
-from ryu_apps import handshake as hs
-from ryu_apps import policies
+from ryu_apps import modes
 from ryu_apps.config import SECTIONS, Config, ConfigError, settings_epilog
-from ryu_apps.intents import Meter, UdpOut
-from ryu_apps.simtable import frame, packet
-from ryu_apps.txn import METER_MOD_FAILED, Failure
+from ryu_apps.host import handshake as hs
+from ryu_apps.openflow.intents import Meter, UdpOut
+from ryu_apps.openflow.txn import METER_MOD_FAILED, Failure
+from ryu_apps.simswitch.fabric import frame, packet
 from topology.fabric import fattree
 from topology.queues import IsolationConfig
 
@@ -33,25 +33,25 @@ def _answer(r):
 
 
 def test_a_refused_meter_retries_without_meters_then_acks():
-    pol = policies.FreewayPolicy(F, IsolationConfig())
+    pol = modes.FreewayPolicy(F, IsolationConfig())
     (t,) = _handshake(pol).txns
     assert any(isinstance(i, Meter) for _, ops in t.install for i in ops)
     retry = t.failed(Failure("meter refused", SRC.switch, METER_MOD_FAILED, 1))
     (t2,) = retry.txns
     assert not any(isinstance(i, Meter) for _, ops in t2.install for i in ops)
-    assert isinstance(_answer(t2.done()), hs.Ack) and pol.core.elephants
+    assert isinstance(_answer(t2.done()), hs.Ack) and pol.state.elephants
 
 
 def test_any_other_refusal_releases_the_elephant_and_nacks_with_the_reason():
-    pol = policies.FreewayPolicy(F)
+    pol = modes.FreewayPolicy(F)
     (t,) = _handshake(pol).txns
     nack = _answer(t.failed(Failure("switch c1 error type=5 code=1", "c1", 5, 1)))
     assert isinstance(nack, hs.Nack) and "type=5" in nack.reason
-    assert not pol.core.elephants and not pol.core.alloc.link
+    assert not pol.state.elephants and not pol.state.alloc.link
 
 
 def test_a_second_meter_refusal_is_not_retried_forever():
-    pol = policies.FreewayPolicy(F, IsolationConfig())
+    pol = modes.FreewayPolicy(F, IsolationConfig())
     (t,) = _handshake(pol).txns
     (t2,) = t.failed(Failure("meter", SRC.switch, METER_MOD_FAILED, 1)).txns
     assert isinstance(_answer(t2.failed(Failure("meter", SRC.switch, METER_MOD_FAILED, 1))), hs.Nack)
@@ -65,7 +65,7 @@ def test_an_answered_handshake_is_freed_without_the_cycle_collector(retried):
     import gc
     import weakref
 
-    pol = policies.FreewayPolicy(F, IsolationConfig())
+    pol = modes.FreewayPolicy(F, IsolationConfig())
     gc.disable()
     try:
         (t,) = _handshake(pol).txns
@@ -80,7 +80,7 @@ def test_an_answered_handshake_is_freed_without_the_cycle_collector(retried):
 
 
 def test_hedera_polls_every_tor_and_a_switch_that_leaves_does_not_stall_the_round():
-    pol = policies.HederaPolicy(F, poll_s=5.0)
+    pol = modes.HederaPolicy(F, poll_s=5.0)
     r = pol.on_period(10.0, View(10.0))
     assert sorted(sw for sw, _ in r.ops) == sorted(F.tors())
     assert not pol.on_period(12.0, View(12.0))  # not due yet
@@ -89,7 +89,7 @@ def test_hedera_polls_every_tor_and_a_switch_that_leaves_does_not_stall_the_roun
     assert pol.waiting == {F.tors()[0]}
     pol.on_switch(F.tors()[0], False)
     assert not pol.waiting
-    assert pol.on_flow_stats(10.2, F.tors()[0], [], False) == policies.Reaction()  # late: counted, ignored
+    assert pol.on_flow_stats(10.2, F.tors()[0], [], False) == modes.Reaction()  # late: counted, ignored
     assert pol.counters["stats-late-or-unknown"] == 1
 
 
@@ -140,8 +140,8 @@ def test_the_configuration_page_is_the_declarations():
 def test_everything_sent_to_the_controller_goes_through_the_sending_hosts_own_punt_meter(mode):
     """Issue 13 item 10: ARP, handshakes and Hedera's first packets are metered per host port, so one host
     flooding the controller cannot starve its neighbours (the handshake meter was one per ToR, ARP had none)."""
-    from ryu_apps import pipeline
-    from ryu_apps.intents import Flow, Meter, ToController
+    from ryu_apps.openflow import pipeline
+    from ryu_apps.openflow.intents import Flow, Meter, ToController
     from tests.unit.test_simtable import policy
     from topology.fabric import fattree
 

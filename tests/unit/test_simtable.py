@@ -8,12 +8,12 @@ from dataclasses import replace
 import pytest
 
 from monitoring.sflow import FiveTuple
-from ryu_apps import handshake as hs
-from ryu_apps import policies
-from ryu_apps.efm import EFMConfig
-from ryu_apps.freeway_core import FreewayConfig
-from ryu_apps.intents import Group
-from ryu_apps.simtable import SimFabric
+from ryu_apps import modes
+from ryu_apps.algorithms.efm_rounds import EFMConfig
+from ryu_apps.host import handshake as hs
+from ryu_apps.modes.freeway_state import FreewayConfig
+from ryu_apps.openflow.intents import Group
+from ryu_apps.simswitch.fabric import SimFabric
 from topology.fabric import fattree, leafspine
 from topology.queues import ELEPHANT_Q, MICE_Q, IsolationConfig
 
@@ -25,12 +25,12 @@ MODES = ("ecmp", "hedera", "efm-biggest", "freeway")
 
 def policy(mode, fabric, iso):
     if mode == "freeway":
-        return policies.FreewayPolicy(fabric, iso, FreewayConfig(), EFMConfig())
+        return modes.FreewayPolicy(fabric, iso, FreewayConfig(), EFMConfig())
     if mode == "hedera":
-        return policies.HederaPolicy(fabric, iso)
+        return modes.HederaPolicy(fabric, iso)
     if mode == "efm-biggest":
-        return policies.EFMPolicy(fabric, iso, EFMConfig())
-    return policies.Policy(fabric, iso)
+        return modes.EFMPolicy(fabric, iso, EFMConfig())
+    return modes.Policy(fabric, iso)
 
 
 def pairs(fabric, limit=None):
@@ -74,7 +74,7 @@ def test_freeway_mice_never_cross_a_hol_link_and_carry_the_mice_marks(name, iso)
     fabric = FABRICS[name]()
     pol = policy("freeway", fabric, iso)
     sim = SimFabric(fabric, pol)
-    lol = pol.core.partition.lol_links()
+    lol = pol.state.partition.lol_links()
     for src, dst, ft in mice_flows(fabric, limit=3000):
         t = sim.send(src.name, ft)
         assert t.delivered_to == dst.name, t
@@ -90,7 +90,7 @@ def _announce(sim, pol, src, dst, sport, rate_kbps=2000):
     sim.send(src.name, svc, payload=ann)  # punted by the ToR, placed, confirmed, answered
     host, answer = sim.to_hosts[-1]
     assert host == src.name and isinstance(hs.decode(answer.payload), hs.Ack), hs.decode(answer.payload)
-    return flow, pol.core.elephant_of(flow)
+    return flow, pol.state.elephant_of(flow)
 
 
 @pytest.mark.parametrize("iso", [None, ISO], ids=["plain", "isolation"])
@@ -105,10 +105,10 @@ def test_a_placed_elephant_follows_its_path_with_elephant_marks(name, iso):
         flow, el = _announce(sim, pol, src, dst, sport)
         t = sim.send(src.name, flow)
         assert t.delivered_to == dst.name and t.path == el.placements[0].path, (t.path, el.placements[0].path)
-        assert all(pol.core.partition.is_hol(ln) for ln in t.links())
+        assert all(pol.state.partition.is_hol(ln) for ln in t.links())
         assert all(h.cookie == el.cookie for h in t.hops)
         if iso is not None:  # metered at its ingress, elephant DSCP and queue on every hop
-            assert t.hops[0].meter == pol.core.meter_of(el).meter_id
+            assert t.hops[0].meter == pol.state.meter_of(el).meter_id
             assert all(h.dscp == ISO.elephant_dscp and h.queue == ELEPHANT_Q for h in t.hops), t.hops
 
 

@@ -1,8 +1,8 @@
 """The confirmed-install tracker: done only when every switch confirmed; any failure rolls back exactly
 what was installed (flows, meters, groups) and nothing else."""
 
-from ryu_apps.intents import DeleteFlows, DeleteGroup, DeleteMeter, Flow, Group, Meter, match
-from ryu_apps.txn import METER_MOD_FAILED, Failure, Tracker, Txn, rollback_of
+from ryu_apps.openflow.intents import DeleteFlows, DeleteGroup, DeleteMeter, Flow, Group, Meter, match
+from ryu_apps.openflow.txn import METER_MOD_FAILED, Failure, Tracker, Txn, rollback_of
 
 F1 = Flow(500, match(ipv4_dst="10.0.0.2"), cookie=0xF5 << 56 | 7)
 F2 = Flow(500, match(ipv4_dst="10.0.0.3"), cookie=0xF5 << 56 | 8)

@@ -1,0 +1,734 @@
+"""The controller app: os-ken events in, OpenFlow messages out.
+
+Every handler finds the switch, calls the mode's policy (``modes``) with ``now`` and the parsed input,
+and carries out the Reaction it returns: send intents, install and confirm transactions
+(``txn.Tracker``), write decision records. No handler knows which mode runs. What is not translation
+lives in its own object: the link check (``control.linkwatch.LinkWatch``), the queue keeper
+(``control.queue_keeper.QueueKeeper``), the cluster handover (``control.handover.Handover``) and what
+the operator sees (``operators.surface.Surface``). The app keeps the loops and the switches' read-back.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import time
+from collections import Counter
+
+from monitoring import portmap
+from monitoring.view import View
+from ryu_apps import config, modes
+from ryu_apps.control import linkwatch, queue_keeper
+from ryu_apps.control.liveness import Liveness
+from ryu_apps.monitor_app import EventElephantEnd, EventElephantStart, EventPortState
+from ryu_apps.openflow import ofmsg, reconcile
+from ryu_apps.openflow.framework import (
+    CONFIG_DISPATCHER,
+    DEAD_DISPATCHER,
+    MAIN_DISPATCHER,
+    app_manager,
+    hub,
+    ofp_event,
+    ofproto,
+    run_blocking,
+    set_ev_cls,
+)
+from ryu_apps.openflow.txn import Failure, Outcome, Tracker, Txn
+from ryu_apps.operators import opstate
+from ryu_apps.operators.decision_log import DecisionLog
+from ryu_apps.operators.metrics import Metrics
+from ryu_apps.operators.surface import Surface
+from topology.fabric import Fabric
+
+LOG = logging.getLogger("freeway")
+DECISIONS = logging.getLogger("freeway.decisions")  # one record per decision (shown by --log-format json)
+PERIOD_S = 1.0
+TICK_S = 0.1  # how often link hold-downs and the liveness model are looked at
+LAG_WARN_S = 1.0  # the event loop held this long is logged (``loop_lag``)
+EARLY_ROUND_S = 0.2  # at most one early round (a link newly over EFM's threshold) this often
+BARRIER_TIMEOUT_S = 3.0
+SYNC_TIMEOUT_S = 5.0  # a switch that does not answer the read-back in time is programmed from scratch
+FOLLOWER_LOOK_S = 0.25  # how often a cluster's follower looks for a lapsed leader
+OFP_ERROR_TYPES = {getattr(ofproto, n): n[len("OFPET_"):] for n in dir(ofproto) if n.startswith("OFPET_")}
+
+
+class Sync:
+    """A connecting switch's tables being read back (flows, groups, meters: one reply stream each)."""
+
+    def __init__(self, dp, xids: list[int], started: float):
+        self.dp = dp
+        self.waiting = set(xids)
+        self.started = started
+        self.flows: list = []
+        self.groups: list = []
+        self.meters: list = []
+        self.unreadable = 0  # entries Freeway could not have sent (deleted by the difference)
+        self.requested = False  # read-back sent (a reconnecting switch's waits for its links' hold-down)
+        self.reconnect = False
+
+
+class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else app_manager.RyuApp):
+    OFP_VERSIONS = [ofproto.OFP_VERSION]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.cfg = config.active()
+        self.fabric = Fabric.load(self.cfg.fabric)
+        self.policy = modes.make(self.cfg, self.fabric)
+        self.tracker = Tracker(BARRIER_TIMEOUT_S)
+        self.liveness = Liveness(self.fabric, self.cfg.link_hold_down_s)
+        self.linkwatch = linkwatch.LinkWatch(self.fabric, self.cfg.lldp_interval_s, self.cfg.lldp_timeout_s,
+                                             os.urandom(16))
+        self.queues = queue_keeper.QueueKeeper()
+        self.syncs: dict[str, Sync] = {}
+        self.datapaths: dict[int, object] = {}  # every switch this controller programs
+        self.watching: dict[str, object] = {}  # every connected switch's datapath, whatever this member's role
+        self.counters: Counter[str] = Counter()
+        self.monitor = None
+        self.decisions = DecisionLog()
+        self.switch_states = {name: opstate.SwitchState() for name in self.fabric.switches}
+        self.surface = Surface(self)
+        self.metrics = Metrics(self.surface)
+        self._gc_observer = self.metrics.gc_callback()
+        self.started = time.time()
+        self.config_loaded = self.started
+        self.restart_needed: list = []  # settings changed in the file that a reload could not apply
+        self.periods = self.reloads = self.switch_changes = 0
+        self._early_at = -1e9  # the latest early round
+        self._view: View | None = None  # the view the latest period decided on (the API shows the same)
+        self.elector = self.store = self.handover = None
+        if self.cfg.cluster:
+            from ryu_apps.control.cluster import Elector, Store, parse_endpoints
+            from ryu_apps.control.handover import Handover
+
+            self.store = Store(parse_endpoints(self.cfg.cluster), self.cfg.cluster_name)
+            self.elector = Elector(self.store, self.cfg.node_id or self.cfg.listen, self.cfg.cluster_ttl_s)
+            self.handover = Handover(self.elector.state, self.cfg.cluster_name)
+            LOG.info("cluster %s: member %s, etcd %s, lease %.1f s", self.cfg.cluster_name, self.elector.state.node,
+                     self.cfg.cluster, self.cfg.cluster_ttl_s)
+        LOG.info("freeway: mode %s, fabric %s (%d switches, %d hosts)", self.cfg.mode, self.fabric.topo,
+                 len(self.fabric.switches), len(self.fabric.hosts))
+
+    def start(self):
+        super().start()
+        gc.callbacks.append(self._gc_observer)  # the collector's pauses hold the loop: /metrics shows them
+        self.monitor = app_manager.lookup_service_brick("MonitorApp")
+        if self.monitor is not None:
+            self.monitor.add_snapshot_source(self.snapshot)
+            self.monitor.estimator.hot_threshold = self.policy.hot_threshold()
+        self.threads.append(hub.spawn(self._period_loop))
+        self.threads.append(hub.spawn(self._tick_loop))
+        if self.cfg.isolation:
+            self.threads.append(hub.spawn(self._queue_loop))
+        if self.cfg.api:
+            from ryu_apps.operators.api import serve
+
+            self.threads.append(hub.spawn(serve, self.surface, self.cfg.api, self.cfg.api_token_file))
+        if self.handover is not None:
+            self.threads.append(hub.spawn(self._cluster_loop))
+            from ryu_apps.launcher import ON_TERMINATE
+
+            ON_TERMINATE.append(self._resign)
+
+    def stop(self):
+        if self._gc_observer in gc.callbacks:
+            gc.callbacks.remove(self._gc_observer)
+        super().stop()
+
+    def _resign(self) -> None:
+        """A clean stop (SIGTERM) hands the leadership on at once (a crash: after the lease)."""
+        if self.master():
+            LOG.info("cluster: %s resigns", self.elector.state.node)
+            self.elector.resign()
+
+    # ----- carrying out a Reaction --------------------------------------------------------
+    def _switch(self, dpid: int, unknown: str = ""):
+        """The switch's name; None (counted under ``unknown``) for a datapath not in the description."""
+        sw = self.fabric.switch_by_dpid(dpid)
+        if sw is None and unknown:
+            self.counters[unknown] += 1
+        return sw.name if sw is not None else None
+
+    def _dp(self, switch: str):
+        return self.datapaths.get(self.fabric.switches[switch].dpid)
+
+    def send_ops(self, ops, tid: int | None = None) -> None:
+        """Send (switch, intents) in order; switches that are not connected are skipped."""
+        for sw, intents in ops:
+            dp = self._dp(sw)
+            if dp is None:
+                continue
+            for m in ofmsg.bind(ofmsg.messages(intents), dp):
+                dp.send_msg(m)
+                if tid is not None:
+                    self.tracker.sent(tid, sw, m.xid)
+
+    def react(self, r: modes.Reaction | None) -> None:
+        if not r:
+            return
+        for ev in r.events:
+            self.record(ev)
+        self.send_ops(r.ops)
+        for t in r.txns:
+            self.begin(t)
+
+    def begin(self, t: Txn) -> None:
+        """Install, then confirm every switch with a barrier; the tracker decides done or rollback."""
+        tid = self.tracker.begin(t, time.monotonic())
+        missing = [sw for sw, _ in t.install if self._dp(sw) is None]
+        if missing:
+            self.finish(self.tracker.fail(tid, Failure(f"switch {missing[0]} is not connected", missing[0])))
+            return
+        self.send_ops(t.install, tid)
+        for sw in dict.fromkeys(sw for sw, _ in t.install):
+            dp = self._dp(sw)
+            b = ofmsg.bind([ofmsg.barrier()], dp)[0]
+            dp.send_msg(b)
+            self.tracker.barrier_sent(tid, sw, b.xid)
+        self.finish(self.tracker.check(tid))
+
+    def finish(self, o: Outcome | None) -> None:
+        if o is None:
+            return
+        if o.ok:
+            self.metrics.install_confirm.observe(time.monotonic() - o.started)
+            if o.txn.store and self.store is not None:  # durable in the cluster's store before what it backs
+                hub.spawn(self._store_then_done, o)
+                return
+            self.react(o.txn.done() if o.txn.done else None)
+            return
+        self.counters["rolled-back"] += 1
+        LOG.error("%s rolled back: %s", o.txn.name, o.failure.reason)
+        self.record({"type": "rollback", "txn": o.txn.name, "reason": o.failure.reason, "switch": o.failure.switch})
+        self.send_ops(o.rollback)
+        self.react(o.txn.failed(o.failure) if o.txn.failed else None)
+
+    # ----- switches ----------------------------------------------------------------------
+    @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
+    def on_state(self, ev):
+        dp = ev.datapath
+        if ev.state == MAIN_DISPATCHER:
+            self.switch_up(dp)
+        else:
+            self.switch_down(dp)
+
+    def switch_up(self, dp) -> None:
+        """A switch connected and described its ports: its links' state goes to the liveness model, and
+        its tables are read back so that it is sent only the difference (no delete-all). A member of a
+        cluster first tells the switch its role; a follower only watches."""
+        sw = self._switch(dp.id, "unknown-datapath")
+        if sw is None:
+            LOG.warning("datapath %016x is not in the fabric description: ignored", dp.id)
+            return
+        self.watching[sw] = dp
+        if self.handover is not None:
+            self._send_role(dp)
+            if not self.master():
+                now = time.monotonic()
+                self.switch_states[sw] = opstate.SwitchState("standby", time.time())
+                self.switch_changes += 1
+                self.links_changed(now, self.liveness.switch(now, sw, True))
+                for port in getattr(dp, "ports", {}).values():
+                    self.port_changed(now, sw, port)
+                return
+        self._adopt(sw, dp)
+
+    def _adopt(self, sw: str, dp) -> None:
+        """Start programming a connected switch: read it back, then send the difference."""
+        now = time.monotonic()
+        self.switch_states[sw] = opstate.SwitchState("syncing", time.time())
+        self.switch_changes += 1
+        sync = Sync(dp, [], now)
+        sync.reconnect = sw in self.liveness.switch_down  # it was connected before, and went away
+        self.links_changed(now, self.liveness.switch(now, sw, True))
+        for port in getattr(dp, "ports", {}).values():
+            self.port_changed(now, sw, port)
+        self.syncs[sw] = sync
+        self._read_back_when_settled(sw, now)
+
+    def _read_back_when_settled(self, sw: str, now: float) -> None:
+        """Ask a connecting switch for its tables; one that reconnects, once none of its links is in its
+        hold-down (its links are re-admitted first, so that what it is sent is computed with them: until
+        then it keeps forwarding with what it holds, and the others avoid it). A switch seen for the first
+        time is asked at once: its ports coming up as the fabric starts must not delay its program."""
+        sync = self.syncs[sw]
+        if sync.requested or (sync.reconnect and self.liveness.settling(sw)):
+            return
+        reqs = ofmsg.bind(ofmsg.state_requests(), sync.dp)
+        for r in reqs:
+            sync.dp.set_xid(r)
+        sync.waiting, sync.started, sync.requested = {r.xid for r in reqs}, now, True
+        for r in reqs:
+            sync.dp.send_msg(r)
+
+    def synced(self, sw: str, sync: Sync, complete: bool = True) -> None:
+        """The read-back is in (or timed out): recover what the mode placed, send the difference."""
+        del self.syncs[sw]
+        dp = sync.dp
+        if complete:
+            tor = self.fabric.switches[sw].is_tor
+            self.policy.recover(time.monotonic(), sw, reconcile.rehome(sync.flows, tor, self.policy.owned),
+                                sync.meters, sync.groups)
+            ops = reconcile.connect_ops(sync.flows + sync.groups + sync.meters, self.policy.program(sw),
+                                        self.policy.owned, tor)
+            msgs = ofmsg.messages(ops) + [ofmsg.barrier()]
+            kinds = Counter(type(o).__name__ for o in ops)
+            how = (f"{len(sync.flows) + len(sync.groups) + len(sync.meters)} entries read back, {len(ops)} changes "
+                   f"sent ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items())) or 'none'})"
+                   + (f", {sync.unreadable} entries Freeway never sends left alone" if sync.unreadable else ""))
+        else:
+            program = self.policy.program(sw)
+            msgs = ofmsg.program(program)
+            how = f"no read-back within {SYNC_TIMEOUT_S:.0f} s: reprogrammed from scratch ({len(program)} entries)"
+            self.counters["switch-reprogrammed"] += 1
+        for m in ofmsg.bind(msgs, dp):
+            dp.send_msg(m)
+        self.datapaths[dp.id] = dp
+        self.linkwatch.check.watch(time.monotonic(), sw)  # its links are judged from now (it punts probes now)
+        self.queues.connected(time.monotonic())  # a switch's queues: soon after it connects
+        self.switch_states[sw] = opstate.SwitchState("connected", time.time())
+        self.switch_changes += 1
+        self.counters["switch-connects"] += 1
+        LOG.info("switch %s (%016x) connected: %s", sw, dp.id, how)
+        self.react(self.policy.on_switch(sw, True))
+
+    def switch_down(self, dp) -> None:
+        sw = self._switch(dp.id) if dp.id is not None else None
+        if sw is not None and self.watching.get(sw) is dp:
+            self.linkwatch.check.forget(sw)
+        if sw is not None and self.watching.get(sw) is dp:
+            del self.watching[sw]
+            if not self.master():  # a follower only watched it
+                now = time.monotonic()
+                self.switch_states[sw] = opstate.SwitchState("disconnected", time.time())
+                self.switch_changes += 1
+                self.links_changed(now, self.liveness.switch(now, sw, False))
+                return
+        if sw is not None and sw in self.syncs and self.syncs[sw].dp is dp:
+            del self.syncs[sw]
+            self.switch_states[sw] = opstate.SwitchState("disconnected", time.time())
+            self.switch_changes += 1
+        if dp.id is None or self.datapaths.get(dp.id) is not dp:
+            return  # never programmed, or an old connection of a switch that has reconnected
+        del self.datapaths[dp.id]
+        self.switch_states[sw] = opstate.SwitchState("disconnected", time.time())
+        self.switch_changes += 1
+        LOG.warning("switch %s (%016x) disconnected", sw, dp.id)
+        now = time.monotonic()
+        for o in self.tracker.switch_down(sw):
+            self.finish(o)
+        self.react(self.policy.on_switch(sw, False))
+        self.links_changed(now, self.liveness.switch(now, sw, False))
+
+    @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, MAIN_DISPATCHER)
+    def on_group_desc(self, ev):
+        self._read_back(ev.msg, "groups", ofmsg.parse_group)
+
+    @set_ev_cls(ofp_event.EventOFPMeterConfigStatsReply, MAIN_DISPATCHER)
+    def on_meter_config(self, ev):
+        self._read_back(ev.msg, "meters", ofmsg.parse_meter)
+
+    def _read_back(self, msg, what: str, parse) -> bool:
+        """One reply of a connecting switch's read-back; False if it is not one."""
+        sw = self._switch(msg.datapath.id)
+        sync = self.syncs.get(sw) if sw is not None else None
+        if sync is None or msg.xid not in sync.waiting:
+            return False
+        for item in msg.body:
+            try:
+                getattr(sync, what).append(parse(item))
+            except ValueError:
+                sync.unreadable += 1
+        if not msg.flags & ofproto.OFPMPF_REPLY_MORE:
+            sync.waiting.discard(msg.xid)
+            if not sync.waiting:
+                self.synced(sw, sync)
+        return True
+
+    # ----- links ------------------------------------------------------------------------------
+    def port_changed(self, now: float, sw: str, port) -> None:
+        up = not (port.state & ofproto.OFPPS_LINK_DOWN or port.config & ofproto.OFPPC_PORT_DOWN)
+        if up and (sw, port.port_no) in self.liveness.port_down:
+            self.linkwatch.check.watch(now, sw, port.port_no)  # back up: judged by LLDP after its grace
+        self.links_changed(now, self.liveness.port(now, sw, port.port_no, up))
+
+    def links_changed(self, now: float, change) -> None:
+        if not change:
+            return
+        for a, b in sorted(ln for ln in change.down if ln[0] < ln[1]):
+            LOG.warning("link %s-%s is down", a, b)
+        for a, b in sorted(ln for ln in change.up if ln[0] < ln[1]):
+            LOG.info("link %s-%s is up again (held down %.1f s)", a, b, self.liveness.hold_down_s)
+        self.react(self.policy.on_links(now, self.liveness.dead()))
+
+    # ----- LLDP: the links as the fabric is wired (``LinkWatch`` decides) ---------------------------
+    def lldp_tick(self, now: float) -> None:
+        """Probe every programmed switch when a round is due; apply what LLDP judges (``LinkWatch.judge``)."""
+        if not self.master():
+            return
+        if self.linkwatch.round_due(now):
+            self.send_probes()
+        judged = self.linkwatch.judge(now)
+        if judged is None:
+            return
+        if judged.faults is not None:
+            self.links_changed(now, self.liveness.lldp(now, judged.faults))
+        for rec in judged.records:
+            self.record(rec)
+
+    def reset_linkcheck(self, now: float) -> None:
+        """A member that starts or stops leading judges links afresh: nothing it saw before counts."""
+        self.linkwatch.reset()
+        self.links_changed(now, self.liveness.lldp(now, set()))
+
+    def send_probes(self) -> None:
+        for dpid, dp in list(self.datapaths.items()):
+            sw = self._switch(dpid)
+            if sw is None:
+                continue
+            hub.sleep(0)  # a switch at a time: a round at k=8 is 640 probes, not one hold of the loop
+            for port, frame in self.linkwatch.probes(dpid, sw, getattr(dp, "ports", {})):
+                dp.send_msg(ofmsg.bind([ofmsg.packet_out(port, frame)], dp)[0])
+
+    # ----- the isolation queues, through each switch's OVSDB (``QueueKeeper`` decides) -----------------
+    def _queue_loop(self):
+        while self.is_active:
+            hub.sleep(0.5)
+            now = time.monotonic()
+            if not self.master() or not self.queues.due(now):
+                continue
+            try:
+                connected = {sw for sw in self.fabric.switches if self._dp(sw) is not None}
+                done, errors, seen = run_blocking(queue_keeper.keep, self.fabric, self.cfg.isolation_config(),
+                                                  portmap.parse_endpoints(self.cfg.ovsdb), 10, connected)
+            except Exception as e:  # ovs-vsctl missing, a bug: said, counted, tried again soon
+                done, errors, seen = [], [str(e)], set()
+            for rec in self.queues.checked(time.monotonic(), time.time(), done, errors, seen):
+                self.record(rec)
+
+    # ----- messages from the switches ------------------------------------------------------
+    @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    def on_packet_in(self, ev):
+        msg = ev.msg
+        if not self.master():  # a follower answers nothing (the host retries; the leader answers)
+            self.counters["packet-in-not-leader"] += 1
+            return
+        sw = self._switch(msg.datapath.id, "packet-in-dropped")
+        if sw is not None and linkwatch.is_lldp(msg.data):
+            self.linkwatch.heard(time.monotonic(), sw, msg.match["in_port"], msg.data)
+        elif sw is not None:
+            self.react(self.policy.on_packet(time.monotonic(), sw, msg.match["in_port"], msg.data))
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    def on_barrier_reply(self, ev):
+        sw = self._switch(ev.msg.datapath.id)
+        if sw is not None:
+            self.finish(self.tracker.barrier_reply(sw, ev.msg.xid))
+
+    @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def on_error(self, ev):
+        msg = ev.msg
+        self.counters["switch-errors"] += 1
+        self.metrics.openflow_error(OFP_ERROR_TYPES.get(msg.type, str(msg.type)))
+        if self.handover is not None and (msg.type == ofproto.OFPET_ROLE_REQUEST_FAILED or (
+                msg.type == ofproto.OFPET_BAD_REQUEST and msg.code == ofproto.OFPBRC_IS_SLAVE)):
+            self._stale(f"switch {msg.datapath.id:016x} refused us as master (error type {msg.type} code "
+                        f"{msg.code}): another member leads with a newer generation")
+            return
+        LOG.error("switch %016x reported error type=%d code=%d", msg.datapath.id, msg.type, msg.code)
+        sw = self._switch(msg.datapath.id)
+        if sw is not None:
+            self.finish(self.tracker.error(sw, msg.xid, msg.type, msg.code))
+
+    @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
+    def on_flow_removed(self, ev):
+        if not self.master():
+            return
+        sw = self._switch(ev.msg.datapath.id, "flow-removed-unknown-switch")
+        if ev.msg.reason == ofproto.OFPRR_DELETE:
+            self.counters["flow-removed-by-us"] += 1  # our own delete (a move, a release): nothing to release
+            return
+        if sw is not None:
+            self.react(self.policy.on_flow_removed(time.monotonic(), sw, ev.msg.cookie))
+
+    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
+    def on_flow_stats(self, ev):
+        msg = ev.msg
+        if self._read_back(msg, "flows", ofmsg.parse_flow):
+            return
+        sw = self._switch(msg.datapath.id, "stats-late-or-unknown")
+        if sw is not None:
+            entries = [(st.match, st.byte_count) for st in msg.body]
+            more = bool(msg.flags & ofproto.OFPMPF_REPLY_MORE)
+            self.react(self.policy.on_flow_stats(time.monotonic(), sw, entries, more))
+
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def on_port_status(self, ev):
+        msg = ev.msg
+        sw = self._switch(msg.datapath.id)
+        if sw is not None:
+            if msg.reason == ofproto.OFPPR_DELETE:
+                self.links_changed(time.monotonic(), self.liveness.port(time.monotonic(), sw, msg.desc.port_no, False))
+            else:
+                self.port_changed(time.monotonic(), sw, msg.desc)
+
+    # ----- monitoring ------------------------------------------------------------------------
+    @set_ev_cls(EventPortState)
+    def on_sflow_port(self, ev):
+        """sFlow's interface status is one more input of the liveness model (a change, not a state)."""
+        st = ev.state
+        self.counters[f"sflow-port-{'up' if st.up else 'down'}"] += 1
+        self.links_changed(time.monotonic(), self.liveness.port(time.monotonic(), st.switch, st.port, st.up, "sflow"))
+
+    @set_ev_cls(EventElephantStart)
+    def on_elephant(self, ev):
+        if not self.master():
+            return
+        self.react(self.policy.on_elephant_start(time.monotonic(), ev.start))
+
+    @set_ev_cls(EventElephantEnd)
+    def on_elephant_end(self, ev):
+        if not self.master():
+            return
+        self.react(self.policy.on_elephant_end(time.monotonic(), ev.end))
+
+    # ----- the period -----------------------------------------------------------------------
+    def _period_loop(self):
+        while self.is_active:
+            hub.sleep(PERIOD_S)
+            try:
+                self.period(time.monotonic())
+            except Exception:  # a bug here must not stop the loop or the controller
+                LOG.exception("freeway period failed")
+
+    def _tick_loop(self):
+        """Link hold-downs ending, and read-backs that never completed."""
+        while self.is_active:
+            asleep = time.monotonic()
+            hub.sleep(TICK_S)
+            try:
+                now = time.monotonic()
+                lag = now - asleep - TICK_S
+                self.loop_lag(lag)
+                self.linkwatch.loop_held(now, lag)  # late probes are not silence: LLDP judges nothing for a while
+                if config.take_reload_request():
+                    self.reload()
+                self.links_changed(now, self.liveness.tick(now))
+                self.lldp_tick(now)
+                self.early_round(now)
+                for sw, sync in list(self.syncs.items()):
+                    if self.syncs.get(sw) is not sync:  # finished (or replaced) by what this loop did before
+                        continue
+                    if not sync.requested:
+                        self._read_back_when_settled(sw, now)
+                    elif now - sync.started > SYNC_TIMEOUT_S:
+                        self.synced(sw, sync, complete=False)
+            except Exception:
+                LOG.exception("freeway tick failed")
+
+    def loop_lag(self, lag: float) -> None:
+        """How late the tick loop woke: the time the process's single event loop spent on something
+        else (a long handler, a burst of messages) beyond its sleep. Every greenthread waits as long:
+        OpenFlow echo replies, LLDP probes, barriers. A stall over a second is logged."""
+        lag = max(0.0, lag)
+        self.metrics.loop_lag.observe(lag)
+        if lag >= LAG_WARN_S:
+            self.counters["event-loop-stalled"] += 1
+            LOG.warning("the controller's event loop was held for %.1f s (echo replies, probes and barriers "
+                        "waited as long)", lag)
+
+    def period(self, now: float) -> None:
+        if config.active() is not self.cfg:  # reloaded: the live settings take effect from this period
+            self.reconfigure(config.active())
+        if not self.master():  # a follower keeps watching, decides nothing
+            self._view = self.view(now)
+            self.periods += 1
+            return
+        view = self._view = self.view(now)
+        if self.policy.periodic or self.monitor is not None:
+            self.react(self.policy.on_period(now, view))
+        for o in self.tracker.expire(now):
+            self.finish(o)
+        self.metrics.period.observe(time.monotonic() - now)
+        self.periods += 1
+
+    def early_round(self, now: float) -> None:
+        """A link newly over EFM's threshold (a counter delta, or its flow samples' lower bound) gets its
+        round now rather than at the next period: up to a second sooner (at most one every EARLY_ROUND_S)."""
+        if self.monitor is None or not self.master() or now - self._early_at < EARLY_ROUND_S:
+            return
+        if self.monitor.estimator.take_hot():
+            self._early_at = now
+            self.react(self.policy.on_hot(now, self.view(now)))
+
+    def view(self, now: float) -> View:
+        return self.monitor.view(now) if self.monitor is not None else View(now)
+
+    def shown_view(self) -> View:
+        """What the operator is shown: the view the latest period decided on (one per epoch, shared by the
+        API's documents and the metrics), or a fresh one before the first period."""
+        return self._view if self._view is not None else self.view(time.monotonic())
+
+    # ----- decisions, reloads --------------------------------------------------------------
+    def record(self, ev: dict) -> None:
+        """A decision carried out: into the decision log (API), the metrics, the JSON log and the events
+        file. A decision that answers a handshake says how long the answer took (``latency_s``)."""
+        now = time.monotonic()
+        received = ev.pop("received", None)
+        if received is not None:
+            ev["latency_s"] = round(now - received, 6)
+        rec = self.decisions.add(ev, time.time())
+        self.metrics.decided(rec)
+        DECISIONS.info("%s", rec["type"], extra={"decision": rec})
+        if self.monitor is not None:
+            self.monitor.write_event(ev)
+
+    def reconfigure(self, cfg: config.Config) -> None:
+        self.cfg = cfg
+        self.policy.reconfigure(cfg)
+        if self.monitor is not None:
+            self.monitor.estimator.hot_threshold = self.policy.hot_threshold()
+        self.liveness.hold_down_s = cfg.link_hold_down_s
+        self.linkwatch.configure(cfg.lldp_interval_s, cfg.lldp_timeout_s)
+
+    def reload(self) -> None:
+        """SIGHUP: read the configuration again; the live settings that changed take effect at the next
+        period (both apps), the others are named and kept; an invalid file changes nothing."""
+        res = config.reload_active()
+        self.reloads += 1
+        if res.cfg is None:
+            LOG.error("config reload refused, nothing changed: %s", res.error)
+            self.record({"type": "config", "result": "refused", "error": res.error})
+            return
+        self.config_loaded = time.time()
+        self.restart_needed = res.restart
+        self.reconfigure(res.cfg)  # in force for the next period (monitoring takes it within its 0.1 s tick)
+        for key, old, new in res.changed:
+            LOG.info("config reload: %s %r -> %r (from the next period)", key, old, new)
+        for key, old, new in res.restart:
+            LOG.warning("config reload: %s changed in the file (%r -> %r) but needs a restart: still %r", key, old,
+                        new, old)
+        if not res.changed and not res.restart:
+            LOG.info("config reload: nothing changed")
+        self.record({"type": "config", "result": "applied", "changed": {k: new for k, _, new in res.changed},
+                     "restart_needed": [k for k, _, _ in res.restart]})
+
+    # ----- a cluster of controllers (etcd; ``Handover`` decides) ---------------------------------
+    def master(self) -> bool:
+        """Whether this controller programs the switches: a lone one always, a cluster's leader only."""
+        return self.handover is None or self.handover.leads()
+
+    def _programming(self) -> bool:
+        return bool(self.datapaths or self.syncs)
+
+    def _send_role(self, dp) -> None:
+        role = self.handover.role()
+        if role is not None:
+            dp.send_msg(ofmsg.bind([ofmsg.role_request(*role)], dp)[0])
+
+    def _cluster_loop(self):
+        """The election, every lease/3: etcd is called in an OS thread; what changed is carried out here."""
+        while self.is_active:
+            try:
+                for ev in run_blocking(self.elector.step, time.monotonic(), time.time()):
+                    self.carry_out(self.handover.event(ev, self._programming()))
+                if self.master() and self.elector.state.store_ok:
+                    self._sync_store()
+            except Exception:  # a bug here must not stop the election
+                LOG.exception("cluster loop failed")
+            # the leader refreshes its lease every third of it; the others look for a lapsed leader every
+            # quarter second, so that a new one is elected within the lease and etcd's own expiry check
+            hub.sleep(self.elector.ttl / 3 if self.master() else min(FOLLOWER_LOOK_S, self.elector.ttl / 3))
+
+    def carry_out(self, step) -> None:
+        """What a ``handover.Step`` says: records, refusals, stopping, taking over, the switches' roles."""
+        for rec in step.records:
+            self.record(rec)
+        if step.refusing is not None:
+            self.policy.refusing = step.refusing
+        if step.stop:
+            self._stop_programming(step.stop)
+        if step.take_over:
+            self._take_over()
+        elif step.roles:
+            for dp in self.watching.values():
+                self._send_role(dp)
+
+    def _fresh_policy(self) -> None:
+        refusing = self.policy.refusing
+        self.policy = modes.make(self.cfg, self.fabric)
+        self.policy.refusing = refusing
+        self.tracker = Tracker(BARRIER_TIMEOUT_S)
+        self.surface.forget()
+
+    def _take_over(self) -> None:
+        """Elected: what the switches cannot tell comes from the store; then every connected switch is read
+        back and sent only the difference."""
+        from ryu_apps.control.handover import RECORDS
+
+        try:
+            held = run_blocking(self.store.get_prefix, RECORDS)
+        except Exception as e:
+            LOG.error("cluster: cannot read the elephant records: %s; recovering from the switches alone", e)
+            held = {}
+        records = self.handover.taken_over(held)
+        self._fresh_policy()
+        self.reset_linkcheck(time.monotonic())
+        self.policy.take_records(records)
+        for sw, dp in list(self.watching.items()):
+            self._send_role(dp)
+            self._adopt(sw, dp)
+        LOG.info("cluster: taking over %d connected switches (%d elephant records)", len(self.watching),
+                 len(records))
+
+    def _stale(self, why: str) -> None:
+        self.carry_out(self.handover.refused(why, self._programming()))
+
+    def _stop_programming(self, why: str) -> None:
+        LOG.warning("cluster: %s stops programming the switches: %s", self.elector.state.node, why)
+        self.datapaths.clear()
+        self.syncs.clear()
+        self._fresh_policy()
+        self.reset_linkcheck(time.monotonic())
+        for sw in self.watching:
+            self.switch_states[sw] = opstate.SwitchState("standby", time.time())
+        self.switch_changes += 1
+
+    def _store_then_done(self, o: Outcome) -> None:
+        """Write what a confirmed install's answer relies on, then answer; a store that does not take it
+        undoes the install (the answer becomes a NACK that says why)."""
+        from ryu_apps.control.cluster import StoreError
+        from ryu_apps.openflow.txn import rollback_of
+
+        try:
+            run_blocking(lambda: [self.store.put(key, value) for key, value in o.txn.store])
+        except StoreError as e:
+            LOG.error("%s: the cluster store did not take its record: %s", o.txn.name, e)
+            self.send_ops(rollback_of(o.txn.install))
+            self.react(o.txn.failed(Failure(f"cluster store (etcd) unreachable, not placed: {e}"[:180]))
+                       if o.txn.failed else None)
+            return
+        self.handover.written({int(key.rpartition("/")[2]): value for key, value in o.txn.store})
+        self.react(o.txn.done() if o.txn.done else None)
+
+    def _sync_store(self) -> None:
+        """The leader keeps the store's records equal to its elephants: gone ones deleted, changed ones
+        (a new share, a move) written."""
+        puts, gone = self.handover.writes(self.policy.records(time.monotonic()))
+        if not puts and not gone:
+            return
+
+        def write():
+            for eid, rec in puts.items():
+                self.store.put(self.handover.key(eid), rec)
+            for eid in gone:
+                self.store.delete(self.handover.key(eid))
+        run_blocking(write)
+        self.handover.written(puts, gone)
+
+    def snapshot(self) -> dict:
+        return ({"controller": dict(self.counters + self.linkwatch.counters + self.queues.counters
+                                    + self.policy.counters),
+                 "state": self.policy.table_sizes() | {"transactions": len(self.tracker)}}
+                | self.policy.snapshot())

@@ -1,0 +1,5 @@
+"""host/: what runs on a host, not in the controller.
+
+Rule: ``freeway send`` (``agent``), ``freeway run`` (``hookrun``: the connect() hook) and the handshake's
+wire format (``handshake``) that both sides speak. Imports nothing of the controller.
+"""

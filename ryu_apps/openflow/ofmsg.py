@@ -1,0 +1,287 @@
+"""Every OpenFlow message Freeway sends is built here, from plain intents.
+
+Messages are built with ``datapath=None``; the app sets the datapath just
+before sending (``bind``). Nothing here touches a socket.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ryu_apps.openflow.framework import ofproto as ofp
+from ryu_apps.openflow.framework import parser, pkt_arp, pkt_ethernet, pkt_packet
+from ryu_apps.openflow.intents import (
+    Action,
+    ArpReplyOut,
+    Bucket,
+    DeleteFlow,
+    DeleteFlows,
+    DeleteGroup,
+    DeleteMeter,
+    Flow,
+    FlowStatsRequest,
+    Group,
+    GroupModify,
+    Meter,
+    MeterModify,
+    Output,
+    PacketOut,
+    PacketThrough,
+    SetField,
+    SetQueue,
+    ToController,
+    ToGroup,
+    UdpOut,
+)
+
+_GROUP_TYPES = {
+    "all": ofp.OFPGT_ALL,
+    "select": ofp.OFPGT_SELECT,
+    "indirect": ofp.OFPGT_INDIRECT,
+    "ff": ofp.OFPGT_FF,
+}
+
+
+def _action(a: Action):
+    if isinstance(a, Output):
+        return parser.OFPActionOutput(a.port)
+    if isinstance(a, ToController):
+        return parser.OFPActionOutput(ofp.OFPP_CONTROLLER, a.max_len)
+    if isinstance(a, ToGroup):
+        return parser.OFPActionGroup(a.group_id)
+    if isinstance(a, SetField):
+        return parser.OFPActionSetField(**{a.field: a.value})
+    if isinstance(a, SetQueue):
+        return parser.OFPActionSetQueue(a.queue_id)
+    raise TypeError(f"unknown action {a!r}")
+
+
+def _instructions(actions, meter_id: int = 0, goto: int | None = None) -> list:
+    out = [parser.OFPInstructionMeter(meter_id, ofp.OFPIT_METER)] if meter_id else []
+    if actions:
+        out.append(parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [_action(a) for a in actions]))
+    if goto is not None:
+        out.append(parser.OFPInstructionGotoTable(goto))
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def of_match(m) -> parser.OFPMatch:
+    """The OFPMatch of an intents ``match`` tuple. An elephant's exact match goes to every switch of its
+    path, so it is built once (OFPMatch.serialize only reads its fields: one object serves every message)."""
+    return parser.OFPMatch(**dict(m))
+
+
+def flow_add(f: Flow):
+    return parser.OFPFlowMod(
+        None, cookie=f.cookie, table_id=f.table_id, command=ofp.OFPFC_ADD,
+        idle_timeout=f.idle_timeout, hard_timeout=f.hard_timeout, priority=f.priority,
+        buffer_id=ofp.OFP_NO_BUFFER, flags=f.flags, match=of_match(f.match),
+        instructions=_instructions(f.actions, f.meter_id, f.goto))
+
+
+def flows_delete(d: DeleteFlows):
+    return parser.OFPFlowMod(
+        None, cookie=d.cookie, cookie_mask=d.cookie_mask, table_id=ofp.OFPTT_ALL, command=ofp.OFPFC_DELETE,
+        out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY, match=parser.OFPMatch())
+
+
+def meter_add(m: Meter, modify: bool = False):
+    flags = ofp.OFPMF_BURST | ofp.OFPMF_STATS | (ofp.OFPMF_PKTPS if m.pktps else ofp.OFPMF_KBPS)
+    cmd = ofp.OFPMC_MODIFY if modify else ofp.OFPMC_ADD
+    return parser.OFPMeterMod(None, command=cmd, flags=flags, meter_id=m.meter_id,
+                              bands=[parser.OFPMeterBandDrop(rate=m.rate, burst_size=m.burst)])
+
+
+def meters_delete_all():
+    return parser.OFPMeterMod(None, command=ofp.OFPMC_DELETE, flags=0, meter_id=ofp.OFPM_ALL)
+
+
+def messages(intents) -> list:
+    """OpenFlow messages for a list of intents, in order."""
+    out = []
+    for i in intents:
+        if isinstance(i, Flow):
+            out.append(flow_add(i))
+        elif isinstance(i, DeleteFlows):
+            out.append(flows_delete(i))
+        elif isinstance(i, DeleteFlow):
+            out.append(parser.OFPFlowMod(None, table_id=i.table_id, command=ofp.OFPFC_DELETE_STRICT,
+                                         priority=i.priority, out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
+                                         match=of_match(i.match)))
+        elif isinstance(i, Meter):
+            out.append(meter_add(i))
+        elif isinstance(i, MeterModify):
+            out.append(meter_add(i.meter, modify=True))
+        elif isinstance(i, DeleteMeter):
+            out.append(parser.OFPMeterMod(None, command=ofp.OFPMC_DELETE, flags=0, meter_id=i.meter_id))
+        elif isinstance(i, Group):
+            out.append(group_add(i))
+        elif isinstance(i, GroupModify):
+            out.append(group_add(i.group, modify=True))
+        elif isinstance(i, DeleteGroup):
+            out.append(parser.OFPGroupMod(None, ofp.OFPGC_DELETE, ofp.OFPGT_ALL, i.group_id, []))
+        elif isinstance(i, PacketOut):
+            out.append(packet_out(i.port, i.data))
+        elif isinstance(i, ArpReplyOut):
+            out.append(packet_out(i.port, arp_reply_packet(i.requester_mac, i.requester_ip, i.target_mac,
+                                                           i.target_ip)))
+        elif isinstance(i, UdpOut):
+            out.append(packet_out(i.port, udp_packet(i.src_mac, i.dst_mac, i.src_ip, i.dst_ip, i.sport, i.dport,
+                                                     i.payload)))
+        elif isinstance(i, PacketThrough):
+            out.append(packet_out_actions(i.actions, i.data, i.in_port))
+        elif isinstance(i, FlowStatsRequest):
+            out.append(flow_stats_request(i.cookie, i.cookie_mask))
+        else:
+            raise TypeError(f"unknown intent {i!r}")
+    return out
+
+
+def flows_delete_all():
+    return parser.OFPFlowMod(
+        None, table_id=ofp.OFPTT_ALL, command=ofp.OFPFC_DELETE, out_port=ofp.OFPP_ANY,
+        out_group=ofp.OFPG_ANY, match=parser.OFPMatch())
+
+
+def watch_port(b) -> int:
+    """The port a bucket watches: its output port, so the switch stops choosing it the moment the
+    port goes down (before the controller hears of it); OFPP_ANY for a bucket without one."""
+    return next((a.port for a in b.actions if isinstance(a, Output)), ofp.OFPP_ANY)
+
+
+def group_add(g: Group, modify: bool = False):
+    buckets = [
+        parser.OFPBucket(weight=b.weight if g.type == "select" else 0,
+                         watch_port=watch_port(b) if g.type in ("select", "ff") else ofp.OFPP_ANY,
+                         watch_group=ofp.OFPG_ANY, actions=[_action(a) for a in b.actions])
+        for b in g.buckets
+    ]
+    cmd = ofp.OFPGC_MODIFY if modify else ofp.OFPGC_ADD
+    return parser.OFPGroupMod(None, cmd, _GROUP_TYPES[g.type], g.group_id, buckets)
+
+
+def groups_delete_all():
+    return parser.OFPGroupMod(None, ofp.OFPGC_DELETE, ofp.OFPGT_ALL, ofp.OFPG_ALL, [])
+
+
+def barrier():
+    return parser.OFPBarrierRequest(None)
+
+
+def port_desc_request():
+    return parser.OFPPortDescStatsRequest(None, 0)
+
+
+def role_request(master: bool, generation: int):
+    """OpenFlow role: MASTER (the switch then refuses anything from a master with an older generation id)
+    or SLAVE (read-only: no flow-mods taken, no packet-ins sent to it)."""
+    return parser.OFPRoleRequest(None, ofp.OFPCR_ROLE_MASTER if master else ofp.OFPCR_ROLE_SLAVE,
+                                 generation & 0xFFFFFFFFFFFFFFFF)
+
+
+def program(intents: list) -> list:
+    """Replace whatever a switch holds by this program, in a safe order: delete everything, then
+    meters, groups, anything else, flows, and a barrier."""
+    meters = [i for i in intents if isinstance(i, Meter)]
+    groups = [i for i in intents if isinstance(i, Group)]
+    flows = [i for i in intents if isinstance(i, Flow)]
+    rest = [i for i in intents if not isinstance(i, (Meter, Group, Flow))]
+    head = [flows_delete_all(), groups_delete_all()] + ([meters_delete_all()] if meters else [])
+    return [*head, *messages(meters), *messages(groups), *messages(rest), *messages(flows), barrier()]
+
+
+def arp_reply_packet(requester_mac: str, requester_ip: str, target_mac: str, target_ip: str) -> bytes:
+    pkt = pkt_packet.Packet()
+    pkt.add_protocol(pkt_ethernet.ethernet(dst=requester_mac, src=target_mac, ethertype=0x0806))
+    pkt.add_protocol(pkt_arp.arp(opcode=pkt_arp.ARP_REPLY, src_mac=target_mac, src_ip=target_ip,
+                                 dst_mac=requester_mac, dst_ip=requester_ip))
+    pkt.serialize()
+    return bytes(pkt.data)
+
+
+def udp_packet(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, sport: int, dport: int,
+               payload: bytes) -> bytes:
+    from ryu_apps.openflow.framework import pkt_ipv4, pkt_udp
+
+    pkt = pkt_packet.Packet()
+    pkt.add_protocol(pkt_ethernet.ethernet(dst=dst_mac, src=src_mac, ethertype=0x0800))
+    pkt.add_protocol(pkt_ipv4.ipv4(src=src_ip, dst=dst_ip, proto=17, ttl=64))
+    pkt.add_protocol(pkt_udp.udp(src_port=sport, dst_port=dport))
+    pkt.add_protocol(payload)
+    pkt.serialize()
+    return bytes(pkt.data)
+
+
+def packet_out(port: int, data: bytes):
+    return parser.OFPPacketOut(None, buffer_id=ofp.OFP_NO_BUFFER, in_port=ofp.OFPP_CONTROLLER,
+                               actions=[parser.OFPActionOutput(port)], data=data)
+
+
+def packet_out_actions(actions, data: bytes, in_port: int | None = None):
+    """Send a packet through intents' actions (e.g. a group), as if it came in on ``in_port``."""
+    return parser.OFPPacketOut(None, buffer_id=ofp.OFP_NO_BUFFER,
+                               in_port=ofp.OFPP_CONTROLLER if in_port is None else in_port,
+                               actions=[_action(a) for a in actions], data=data)
+
+
+def flow_stats_request(cookie: int, cookie_mask: int):
+    return parser.OFPFlowStatsRequest(None, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY, cookie, cookie_mask,
+                                      parser.OFPMatch())
+
+
+def bind(msgs, datapath) -> list:
+    """Attach the datapath to messages built with ``datapath=None``."""
+    for m in msgs:
+        m.datapath = datapath
+    return list(msgs)
+
+
+# ----- reading back what a switch holds (hitless reconnect) ------------------------------
+def state_requests() -> list:
+    """Read a switch's flows (every table), groups and meters."""
+    return [parser.OFPFlowStatsRequest(None, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY, 0, 0, parser.OFPMatch()),
+            parser.OFPGroupDescStatsRequest(None, 0), parser.OFPMeterConfigStatsRequest(None, 0, ofp.OFPM_ALL)]
+
+
+def parse_action(a) -> Action:
+    if isinstance(a, parser.OFPActionOutput):
+        return ToController(a.max_len) if a.port == ofp.OFPP_CONTROLLER else Output(a.port)
+    if isinstance(a, parser.OFPActionGroup):
+        return ToGroup(a.group_id)
+    if isinstance(a, parser.OFPActionSetField):
+        return SetField(a.key, a.value)
+    if isinstance(a, parser.OFPActionSetQueue):
+        return SetQueue(a.queue_id)
+    raise ValueError(f"an action Freeway never sends: {type(a).__name__}")
+
+
+def parse_flow(st) -> Flow:
+    """A flow-stats entry as the intent that would have installed it (compared by ``reconcile``)."""
+    actions: tuple = ()
+    meter, goto = 0, None
+    for ins in st.instructions:
+        if isinstance(ins, parser.OFPInstructionActions) and ins.type == ofp.OFPIT_APPLY_ACTIONS:
+            actions = tuple(parse_action(a) for a in ins.actions)
+        elif isinstance(ins, parser.OFPInstructionMeter):
+            meter = ins.meter_id
+        elif isinstance(ins, parser.OFPInstructionGotoTable):
+            goto = ins.table_id
+        else:
+            raise ValueError(f"an instruction Freeway never sends: {type(ins).__name__}")
+    return Flow(st.priority, tuple(sorted(st.match.items())), actions, st.table_id, st.cookie, st.idle_timeout,
+                st.hard_timeout, st.flags, meter, goto)
+
+
+_GROUP_NAMES = {v: k for k, v in _GROUP_TYPES.items()}
+
+
+def parse_group(g) -> Group:
+    kind = _GROUP_NAMES.get(g.type, str(g.type))
+    return Group(g.group_id, tuple(Bucket(tuple(parse_action(a) for a in b.actions),
+                                          b.weight if kind == "select" else 1) for b in g.buckets), kind)
+
+
+def parse_meter(m) -> Meter:
+    (band,) = m.bands
+    return Meter(m.meter_id, band.rate, band.burst_size, bool(m.flags & ofp.OFPMF_PKTPS))

@@ -1,0 +1,278 @@
+"""The operator API: a WSGI application served by eventlet inside the controller's own event loop.
+
+Reads come from the same state the metrics and the events file use
+(``opstate``, ``decisions``); writes (announce an elephant on behalf of a
+host, withdraw one) go through the policy exactly as a host's handshake does,
+and need the token given with ``--api-token-file``. The handlers only parse,
+check and call ``source`` (the app): every decision stays in the policy.
+``/openapi.json`` describes exactly what is served (``openapi.document``).
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+import math
+import re
+import time
+from importlib import resources
+
+from webob import Request, Response
+
+from ryu_apps.host import handshake as hs
+from ryu_apps.operators import openapi
+from ryu_apps.operators.metrics import CONTENT_TYPE
+
+LOG = logging.getLogger("freeway.api")
+PREFIX = "/api/v1"
+STATIC = ("index.html", "view.js", "view.css")
+STATIC_TYPES = {"html": "text/html", "js": "text/javascript", "css": "text/css"}
+MAX_BODY = 16384
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, headers: dict | None = None, **extra):
+        super().__init__(message)
+        self.status, self.message, self.extra, self.headers = status, message, extra, headers or {}
+
+
+def _json(status: int, body) -> Response:
+    return Response(status=status, body=(json.dumps(body, default=str) + "\n").encode(),
+                    content_type="application/json", charset=None)
+
+
+def _int_param(req: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = req.GET.get(name)
+    if raw is None:
+        return default
+    if not re.fullmatch(r"-?[0-9]{1,19}", raw):
+        raise ApiError(400, f"{name}: expected a whole number, got {raw!r}")
+    value = int(raw)
+    if not low <= value <= high:
+        raise ApiError(400, f"{name}: must be between {low} and {high}, got {value}")
+    return value
+
+
+PROTOS = {"tcp": 6, "udp": 17, 6: 6, 17: 17}
+
+
+def parse_announce(body: bytes) -> tuple[list[hs.Subflow], int, int]:
+    """An announce request's flows, rate (kbit/s, 0 = as fast as the path allows) and size, or a 400 that
+    names the field and the problem."""
+    try:
+        doc = json.loads(body or b"null")
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "body: not JSON") from None
+    if not isinstance(doc, dict):
+        raise ApiError(400, "body: expected an object with flows, size_bytes and optionally rate_bps")
+    unknown = sorted(set(doc) - {"flows", "size_bytes", "rate_bps"})
+    if unknown:
+        raise ApiError(400, f"{unknown[0]}: unknown field (known: flows, rate_bps, size_bytes)")
+    flows = doc.get("flows")
+    if not isinstance(flows, list) or not 1 <= len(flows) <= hs.MAX_SUBFLOWS:
+        raise ApiError(400, f"flows: expected a list of 1 to {hs.MAX_SUBFLOWS} flows")
+    subs = []
+    for i, f in enumerate(flows):
+        where = f"flows[{i}]"
+        if not isinstance(f, dict):
+            raise ApiError(400, f"{where}: expected an object with src, dst, proto, sport, dport")
+        extra = sorted(set(f) - {"src", "dst", "proto", "sport", "dport"})
+        if extra:
+            raise ApiError(400, f"{where}.{extra[0]}: unknown field")
+        for key in ("src", "dst"):
+            v = f.get(key)
+            try:
+                if not isinstance(v, str):
+                    raise ValueError
+                ipaddress.IPv4Address(v)
+            except ValueError:
+                raise ApiError(400, f"{where}.{key}: expected an IPv4 address, got {v!r}") from None
+        proto = f.get("proto", "tcp")
+        if isinstance(proto, float) and proto.is_integer():
+            proto = int(proto)  # JSON does not tell 6 from 6.0
+        if isinstance(proto, bool) or not isinstance(proto, (str, int)) or proto not in PROTOS:
+            raise ApiError(400, f"{where}.proto: expected tcp or udp (or 6 or 17), got {proto!r}")
+        ports = []
+        for key in ("sport", "dport"):
+            v = f.get(key)
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 65535:
+                raise ApiError(400, f"{where}.{key}: expected a port number 1..65535, got {v!r}")
+            ports.append(v)
+        subs.append(hs.Subflow(f["src"], f["dst"], PROTOS[proto], *ports))
+    size = doc.get("size_bytes")
+    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= hs.MAX_SIZE:
+        raise ApiError(400, f"size_bytes: expected a whole number of bytes 1..{hs.MAX_SIZE}, got {size!r}")
+    rate = doc.get("rate_bps", 0)
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 4_294_967_295_000:
+        raise ApiError(400, f"rate_bps: expected a rate in bit/s (0: as fast as the path allows), got {rate!r}")
+    if 0 < rate < 500:
+        raise ApiError(400, f"rate_bps: at least 500 bit/s (announces are in kbit/s), got {rate!r}")
+    kbps = min(4_294_967_295, math.ceil(rate / 1000))
+    return subs, kbps, size
+
+
+def _route(path: str) -> str:
+    """The route a request path belongs to, for the metric's label (never the raw path: bounded labels)."""
+    path = path.rstrip("/") or "/"
+    if path.startswith(f"{PREFIX}/elephants/"):
+        return f"{PREFIX}/elephants/{{id}}"
+    known = (f"{PREFIX}/status", f"{PREFIX}/fabric", f"{PREFIX}/elephants", f"{PREFIX}/partition",
+             f"{PREFIX}/decisions", f"{PREFIX}/counters", f"{PREFIX}/config", "/openapi.json", "/metrics")
+    if path in known:
+        return path
+    return "static" if path == "/" or path.lstrip("/") in STATIC else "other"
+
+
+class Api:
+    """The WSGI application. ``source`` is the controller app's operator surface (``surface.Surface``); ``token`` None makes the
+    write calls refuse with 403."""
+
+    def __init__(self, source, token: str | None):
+        self.source = source
+        self.token = token
+        self.doc = openapi.document()
+        self.requests = 0
+        self._cache: dict[str, tuple[object, bytes]] = {}  # path -> (epoch, encoded answer)
+        self._static = {name: resources.files("ryu_apps.operators.web").joinpath(name).read_bytes() for name in STATIC}
+        self._get = {
+            f"{PREFIX}/status": lambda req: source.api_status(),
+            f"{PREFIX}/fabric": lambda req: source.api_fabric(),
+            f"{PREFIX}/partition": lambda req: source.api_partition(),
+            f"{PREFIX}/decisions": self._decisions,
+            f"{PREFIX}/counters": lambda req: source.api_counters(),
+            f"{PREFIX}/config": lambda req: source.api_config(),
+            "/openapi.json": lambda req: self.doc,
+        }
+
+    def __call__(self, environ, start_response):
+        req = Request(environ)
+        self.requests += 1
+        t0 = time.perf_counter()
+        try:
+            resp = self.dispatch(req)
+        except ApiError as e:
+            resp = _json(e.status, {"error": e.message, **e.extra})
+            resp.headers.update(e.headers)
+            if e.status == 401:
+                resp.headers["WWW-Authenticate"] = 'Bearer realm="freeway"'
+        except Exception:  # a bug here answers 500 and is logged; the controller goes on
+            LOG.exception("API request %s %s failed", req.method, req.path)
+            resp = _json(500, {"error": "internal error (logged by the controller)"})
+        metrics = getattr(self.source, "metrics", None)
+        if metrics is not None:
+            metrics.api_request.labels(_route(req.path_info)).observe(time.perf_counter() - t0)
+        return resp(environ, start_response)
+
+    def dispatch(self, req: Request) -> Response:
+        path = req.path_info.rstrip("/") or "/"
+        if path == "/metrics":
+            self._method(req, ("GET",))
+            body = self.source.metrics_exposition()  # caches its per-link part itself
+            return Response(body=body, headerlist=[("Content-Type", CONTENT_TYPE)])
+        if path == "/" or path.lstrip("/") in STATIC:
+            self._method(req, ("GET",))
+            name = "index.html" if path == "/" else path.lstrip("/")
+            ctype = STATIC_TYPES[name.rpartition(".")[2]]
+            return Response(body=self._static[name], content_type=ctype, charset="utf-8",
+                            cache_control="no-cache")
+        if path == f"{PREFIX}/elephants":
+            self._method(req, ("GET", "POST"))
+            if req.method == "POST":
+                return self._announce(req)
+            return self._cached_json(path, lambda: {"elephants": self.source.api_elephants()})
+        if path in self._get:
+            self._method(req, ("GET",))
+            if path == f"{PREFIX}/decisions":
+                return _json(200, self._decisions(req))
+            return self._cached_json(path, lambda: self._get[path](req))
+        if path.startswith(f"{PREFIX}/elephants/"):
+            self._method(req, ("DELETE",))
+            return self._withdraw(req, path[len(f"{PREFIX}/elephants/"):])
+        raise ApiError(404, f"no such resource: {path} (see /openapi.json)")
+
+    def _cached(self, key: str, make, epoch=None) -> bytes:
+        """The answer for ``key``, computed once per epoch of the controller's state (a period, a decision,
+        a link or switch change: ``source.epoch()``), so that clients polling often cost the event loop
+        nothing between changes."""
+        epoch = self.source.epoch() if epoch is None else epoch
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] == epoch:
+            return hit[1]
+        body = make()
+        self._cache[key] = (epoch, body)
+        return body
+
+    def _cached_json(self, key: str, make) -> Response:
+        epoch = self.source.fabric_epoch() if key == f"{PREFIX}/fabric" else None  # decisions do not change it
+        body = self._cached(key, lambda: (json.dumps(make(), default=str) + "\n").encode(), epoch)
+        return Response(status=200, body=body, content_type="application/json", charset=None)
+
+    @staticmethod
+    def _method(req: Request, allowed: tuple[str, ...]) -> None:
+        if req.method not in allowed:
+            raise ApiError(405, f"{req.method} is not allowed here (allowed: {', '.join(allowed)})",
+                           {"Allow": ", ".join(allowed)})
+
+    def _authorise(self, req: Request) -> None:
+        if self.token is None:
+            raise ApiError(403, "the API is read-only: start the controller with --api-token-file to allow writes")
+        scheme, _, given = (req.headers.get("Authorization") or "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
+            raise ApiError(401, "a write call needs 'Authorization: Bearer TOKEN' with the controller's token")
+
+    def _decisions(self, req: Request) -> dict:
+        since = _int_param(req, "since", -1, -1, 2**62)
+        limit = _int_param(req, "limit", 100, 1, 1000)
+        types = tuple(t for raw in req.GET.getall("type") for t in raw.split(","))
+        bad = [t for t in types if t not in openapi.DECISION_TYPES]
+        if bad:
+            raise ApiError(400, f"type: unknown decision type {bad[0]!r} (known: {', '.join(openapi.DECISION_TYPES)})")
+        page = self.source.decisions.page(since, limit, types)
+        return {"decisions": page.decisions, "next": page.next, "missed": page.dropped}
+
+    def _announce(self, req: Request) -> Response:
+        self._authorise(req)
+        if req.content_length is not None and req.content_length > MAX_BODY:
+            raise ApiError(413, f"body: larger than {MAX_BODY} bytes")
+        subs, kbps, size = parse_announce(req.body)
+        code, body = self.source.api_announce(subs, kbps, size)
+        return _json(code, body)
+
+    def _withdraw(self, req: Request, ident: str) -> Response:
+        self._authorise(req)
+        code, body = self.source.api_withdraw(ident)
+        return _json(code, body)
+
+
+def read_token(path: str) -> str:
+    """The write token: the file's first line, stripped. An unreadable or empty file is an error."""
+    try:
+        with open(path) as fh:
+            token = fh.readline().strip()
+    except OSError as e:
+        raise ValueError(f"api_token_file: cannot read {path}: {e.strerror}") from None
+    if len(token) < 8:
+        raise ValueError(f"api_token_file: {path} must hold a token of at least 8 characters on its first line")
+    return token
+
+
+def serve(source, listen: str, token_file: str = "") -> None:
+    """Serve the API on ``listen`` (HOST:PORT) in green threads of the controller's own event loop: a slow
+    or stalled client holds one green thread, never the OpenFlow loop."""
+    import eventlet
+    import eventlet.wsgi
+
+    from topology.settings import hostport
+
+    host, port = hostport("api", listen)
+    try:
+        token = read_token(token_file) if token_file else None
+        sock = eventlet.listen((host, port), family=6 if ":" in host else 2)
+    except (OSError, ValueError) as e:  # checked at start; a race (the port taken since) lands here
+        LOG.error("operator API not served on %s: %s", listen, e)
+        return
+    LOG.info("operator API, metrics and fabric view on http://%s:%d/ (%s)", host, port,
+             "writes need the token" if token else "read-only")
+    eventlet.wsgi.server(sock, Api(source, token), log_output=False, max_size=64, socket_timeout=30)

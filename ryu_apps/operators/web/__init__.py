@@ -1,0 +1,1 @@
+"""The fabric view's static files (index.html, view.js, view.css), served by the API at ``/``."""

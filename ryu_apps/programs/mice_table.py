@@ -1,0 +1,192 @@
+"""What one switch holds of Freeway's mice forwarding, and the ops that change it (pure).
+
+Mice toward a destination ToR follow a select group over the switch's low-latency next hops toward
+that ToR. Most destinations share their next hops: on a k=48 fat-tree a switch's 1,151 remote ToRs
+have one or two sets between them. So a switch holds one group per distinct set of next hops (its
+*key*: the output ports, sorted), as fabrics' ECMP next-hop groups do, and each destination's
+entries point at the group of its set.
+
+When next hops change, what is sent follows from which destinations move:
+
+- every destination of a group moves to one set no other group has: the group is modified in place
+  (one message, whatever the number of destinations; the usual change when a link turns low-latency);
+- some move: they are pointed at the group of their new set, added first if no group has it;
+- a group no destination points at any more is deleted, after the entries that pointed at it
+  (deleting a group deletes the entries that use it).
+
+Ops come in that order: groups added or modified, then entries, then groups deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from ryu_apps.openflow.intents import Bucket, DeleteGroup, Group, GroupModify
+
+Key = tuple[int, ...]  # a group's output ports, sorted
+
+
+def key_of(group: Group) -> Key:
+    """The sorted output ports of a mice group's buckets."""
+    return tuple(sorted(b.actions[0].port for b in group.buckets if b.actions))
+
+
+def buckets_moved(held: tuple[Bucket, ...], want: tuple[Bucket, ...], step: int) -> bool:
+    """Whether a group must be modified: its buckets' actions differ, or a weight moved by ``step``.
+    Weights follow the measured link load, which jitters every second; rewriting every group on every
+    jitter made switches re-validate their whole flow tables all the time (on k=8, about 100 links
+    changed weight every second, each used by some 30 groups)."""
+    if held is want:
+        return False
+    if len(held) != len(want) or [b.actions for b in held] != [b.actions for b in want]:
+        return True
+    return any(abs(a.weight - b.weight) >= step for a, b in zip(held, want, strict=True))
+
+
+class MiceTable:
+    """One switch's mice groups and, per destination ToR (by its index), the group its entries point
+    at and their cookie. Group ids come from ``first``..``last``."""
+
+    __slots__ = ("groups", "keys", "by_key", "members", "gid_of", "cookie", "_first", "_last", "_next", "_free",
+                 "_avoid")
+
+    def __init__(self, first: int, last: int, avoid: Iterable[int] = ()):
+        self.groups: dict[int, Group] = {}  # gid -> the group as the switch holds it
+        self.keys: dict[int, Key] = {}  # gid -> its key
+        self.by_key: dict[Key, int] = {}  # key -> the gid new destinations with that key point at
+        self.members: dict[int, set[int]] = {}  # gid -> destinations whose entries point at it
+        self.gid_of: dict[int, int] = {}  # destination -> gid
+        self.cookie: dict[int, int] = {}  # destination -> its entries' cookie
+        self._first, self._last, self._next = first, last, first
+        self._free: list[int] = []
+        self._avoid = set(avoid)  # ids the switch may still hold for something else: never given out
+
+    # ----- building --------------------------------------------------------------------
+    def hold(self, group: Group) -> None:
+        """Note a group the switch holds (read back, or sent)."""
+        gid = group.group_id
+        self.groups[gid] = group
+        self.members.setdefault(gid, set())
+        k = self.keys[gid] = key_of(group)
+        self.by_key.setdefault(k, gid)
+
+    def point(self, dst: int, gid: int, cookie: int) -> None:
+        """Note that ``dst``'s entries point at ``gid`` with ``cookie``."""
+        old = self.gid_of.get(dst)
+        if old is not None:
+            self.members[old].discard(dst)
+        self.gid_of[dst] = gid
+        self.cookie[dst] = cookie
+        self.members.setdefault(gid, set()).add(dst)
+
+    def _unkey(self, gid: int) -> None:
+        k = self.keys[gid]
+        if self.by_key.get(k) == gid:
+            del self.by_key[k]
+            for other, ok in self.keys.items():  # another group with the same key takes its place
+                if ok == k and other != gid:
+                    self.by_key[k] = other
+                    break
+
+    def drop(self, gid: int) -> None:
+        """Forget a group (it was deleted on the switch, or is about to be)."""
+        self._unkey(gid)
+        del self.keys[gid], self.groups[gid]
+        self.members.pop(gid, None)
+        self._free.append(gid)
+
+    def alloc(self) -> int:
+        while self._free:
+            gid = self._free.pop()
+            if gid not in self.groups and gid not in self._avoid:
+                return gid
+        while self._next in self.groups or self._next in self._avoid:
+            self._next += 1
+        if self._next > self._last:
+            raise RuntimeError(f"mice groups: no group id left in {self._first}..{self._last}")
+        self._next += 1
+        return self._next - 1
+
+    # ----- changes ---------------------------------------------------------------------
+    def update(self, wants, buckets_of: Callable[[Key], tuple[Bucket, ...]],
+               entries: Callable[[int, int, int], list], delete: Callable[[int], object], step: int,
+               recheck: Iterable[int] = ()) -> list:
+        """The ops that bring the switch to ``wants``: (destination, key or None for no next hop, cookie)
+        for each destination looked at; the others stay as they are. Groups in ``recheck`` (all that
+        the switch holds, if it is None) are modified if a weight moved by ``step``.
+        ``buckets_of(key)`` gives a key's buckets now, ``entries(dst, gid, cookie)`` a destination's
+        entries, ``delete(dst)`` the op that removes them."""
+        groups, keys, by_key, members, gid_of, cookies = (self.groups, self.keys, self.by_key, self.members,
+                                                          self.gid_of, self.cookie)
+        heads: list = []  # groups added or modified
+        flows: list = []
+        moving: dict[int | None, dict[Key | None, list[tuple[int, int]]]] = {}
+        full = recheck is None  # (a full look also gathers destinations from groups that share a key)
+        for dst, key, cookie in wants:
+            gid = gid_of.get(dst)
+            if gid is not None and keys[gid] == key and (not full or by_key[key] == gid):
+                # same next hops: its entries change only with the cookie
+                if cookies[dst] != cookie:
+                    cookies[dst] = cookie
+                    flows += entries(dst, gid, cookie)
+                continue
+            if gid is None and key is None:
+                continue
+            by = moving.get(gid)
+            if by is None:
+                by = moving[gid] = {}
+            got = by.get(key)
+            if got is None:
+                by[key] = [(dst, cookie)]
+            else:
+                got.append((dst, cookie))
+        fresh: set[int] = set()  # groups sent with their weights as of now
+        for old, by in moving.items():
+            for key, dsts in by.items():
+                if key is None:  # no next hop left: the entries go
+                    for dst, _ in dsts:
+                        flows.append(delete(dst))
+                        members[old].discard(dst)
+                        del gid_of[dst], cookies[dst]
+                    continue
+                gid = by_key.get(key)
+                if gid is None and old is not None and len(by) == 1 and len(dsts) == len(members[old]):
+                    # every destination of the group moves to a set no group has: the group changes in place
+                    self._unkey(old)
+                    keys[old], by_key[key] = key, old
+                    g = groups[old] = Group(old, buckets_of(key))
+                    heads.append(GroupModify(g))
+                    fresh.add(old)
+                    for dst, cookie in dsts:
+                        if cookies[dst] != cookie:
+                            cookies[dst] = cookie
+                            flows += entries(dst, old, cookie)
+                    continue
+                if gid is None:
+                    gid = self.alloc()
+                    g = groups[gid] = Group(gid, buckets_of(key))
+                    keys[gid], by_key[key], members[gid] = key, gid, set()
+                    heads.append(g)
+                    fresh.add(gid)
+                into = members[gid]
+                for dst, cookie in dsts:
+                    if old is not None:
+                        members[old].discard(dst)
+                    into.add(dst)
+                    gid_of[dst], cookies[dst] = gid, cookie
+                    flows += entries(dst, gid, cookie)
+        gone = []
+        if recheck is None:  # a full look: groups no destination points at go too
+            freed = [gid for gid in sorted(groups) if not members[gid]]
+        else:  # (judged after every move: a group emptied early may have been filled again)
+            freed = [old for old in moving if old is not None and not members[old]]
+        for old in freed:
+            gone.append(DeleteGroup(old))
+            self.drop(old)
+        for gid in sorted(groups) if recheck is None else sorted(set(recheck)):
+            if gid in groups and gid not in fresh:
+                want = buckets_of(keys[gid])
+                if buckets_moved(groups[gid].buckets, want, step):
+                    g = groups[gid] = Group(gid, want)
+                    heads.append(GroupModify(g))
+        return heads + flows + gone

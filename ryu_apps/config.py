@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import os
 from dataclasses import dataclass, fields
 
@@ -36,6 +37,7 @@ from topology.settings import (
     validate,
 )
 
+LOG = logging.getLogger("freeway")
 MODES = ("ecmp", "hedera", "efm-biggest", "efm-smallest", "freeway")
 MONITORS = ("sflow", "sflow-rt", "none")
 LOG_FORMATS = ("text", "json")
@@ -296,6 +298,21 @@ class Reload:
     changed: list[tuple[str, object, object]]  # (section.key, old, new)
     restart: list[tuple[str, object, object]]
     error: str = ""
+
+    def report(self) -> dict:
+        """Say what the reload did (the log) and return its decision record."""
+        if self.cfg is None:
+            LOG.error("config reload refused, nothing changed: %s", self.error)
+            return {"type": "config", "result": "refused", "error": self.error}
+        for key, old, new in self.changed:
+            LOG.info("config reload: %s %r -> %r (from the next period)", key, old, new)
+        for key, old, new in self.restart:
+            LOG.warning("config reload: %s changed in the file (%r -> %r) but needs a restart: still %r", key, old,
+                        new, old)
+        if not self.changed and not self.restart:
+            LOG.info("config reload: nothing changed")
+        return {"type": "config", "result": "applied", "changed": {k: new for k, _, new in self.changed},
+                "restart_needed": [k for k, _, _ in self.restart]}
 
 
 def reload(old: Config, reread) -> Reload:

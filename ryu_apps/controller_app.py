@@ -53,21 +53,6 @@ FOLLOWER_LOOK_S = 0.25  # how often a cluster's follower looks for a lapsed lead
 OFP_ERROR_TYPES = {getattr(ofproto, n): n[len("OFPET_"):] for n in dir(ofproto) if n.startswith("OFPET_")}
 
 
-class Sync:
-    """A connecting switch's tables being read back (flows, groups, meters: one reply stream each)."""
-
-    def __init__(self, dp, xids: list[int], started: float):
-        self.dp = dp
-        self.waiting = set(xids)
-        self.started = started
-        self.flows: list = []
-        self.groups: list = []
-        self.meters: list = []
-        self.unreadable = 0  # entries Freeway could not have sent (deleted by the difference)
-        self.requested = False  # read-back sent (a reconnecting switch's waits for its links' hold-down)
-        self.reconnect = False
-
-
 class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else app_manager.RyuApp):
     OFP_VERSIONS = [ofproto.OFP_VERSION]
 
@@ -81,7 +66,7 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         self.linkwatch = linkwatch.LinkWatch(self.fabric, self.cfg.lldp_interval_s, self.cfg.lldp_timeout_s,
                                              os.urandom(16))
         self.queues = queue_keeper.QueueKeeper()
-        self.syncs: dict[str, Sync] = {}
+        self.syncs: dict[str, reconcile.ReadBack] = {}  # switches being read back
         self.datapaths: dict[int, object] = {}  # every switch this controller programs
         self.watching: dict[str, object] = {}  # every connected switch's datapath, whatever this member's role
         self.counters: Counter[str] = Counter()
@@ -97,16 +82,15 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         self.periods = self.reloads = self.switch_changes = 0
         self._early_at = -1e9  # the latest early round
         self._view: View | None = None  # the view the latest period decided on (the API shows the same)
-        self.elector = self.store = self.handover = None
+        self.member = self.handover = None
         if self.cfg.cluster:
-            from ryu_apps.control.cluster import Elector, Store, parse_endpoints
-            from ryu_apps.control.handover import Handover
+            from ryu_apps.control.cluster import Member
 
-            self.store = Store(parse_endpoints(self.cfg.cluster), self.cfg.cluster_name)
-            self.elector = Elector(self.store, self.cfg.node_id or self.cfg.listen, self.cfg.cluster_ttl_s)
-            self.handover = Handover(self.elector.state, self.cfg.cluster_name)
-            LOG.info("cluster %s: member %s, etcd %s, lease %.1f s", self.cfg.cluster_name, self.elector.state.node,
-                     self.cfg.cluster, self.cfg.cluster_ttl_s)
+            self.member = Member(self.cfg.cluster, self.cfg.cluster_name, self.cfg.node_id or self.cfg.listen,
+                                 self.cfg.cluster_ttl_s, run_blocking)
+            self.handover = self.member.handover
+            LOG.info("cluster %s: member %s, etcd %s, lease %.1f s", self.cfg.cluster_name,
+                     self.handover.state.node, self.cfg.cluster, self.cfg.cluster_ttl_s)
         LOG.info("freeway: mode %s, fabric %s (%d switches, %d hosts)", self.cfg.mode, self.fabric.topo,
                  len(self.fabric.switches), len(self.fabric.hosts))
 
@@ -139,8 +123,8 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
     def _resign(self) -> None:
         """A clean stop (SIGTERM) hands the leadership on at once (a crash: after the lease)."""
         if self.master():
-            LOG.info("cluster: %s resigns", self.elector.state.node)
-            self.elector.resign()
+            LOG.info("cluster: %s resigns", self.handover.state.node)
+            self.member.elector.resign()
 
     # ----- carrying out a Reaction --------------------------------------------------------
     def _switch(self, dpid: int, unknown: str = ""):
@@ -193,7 +177,7 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
             return
         if o.ok:
             self.metrics.install_confirm.observe(time.monotonic() - o.started)
-            if o.txn.store and self.store is not None:  # durable in the cluster's store before what it backs
+            if o.txn.store and self.member is not None:  # durable in the cluster's store before what it backs
                 hub.spawn(self._store_then_done, o)
                 return
             self.react(o.txn.done() if o.txn.done else None)
@@ -205,6 +189,11 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         self.react(o.txn.failed(o.failure) if o.txn.failed else None)
 
     # ----- switches ----------------------------------------------------------------------
+    def _state(self, sw: str, state: str) -> None:
+        """A switch's connection as the operator sees it: never, syncing, connected, standby, disconnected."""
+        self.switch_states[sw] = opstate.SwitchState(state, time.time())
+        self.switch_changes += 1
+
     @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
     def on_state(self, ev):
         dp = ev.datapath
@@ -226,8 +215,7 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
             self._send_role(dp)
             if not self.master():
                 now = time.monotonic()
-                self.switch_states[sw] = opstate.SwitchState("standby", time.time())
-                self.switch_changes += 1
+                self._state(sw, "standby")
                 self.links_changed(now, self.liveness.switch(now, sw, True))
                 for port in getattr(dp, "ports", {}).values():
                     self.port_changed(now, sw, port)
@@ -237,10 +225,8 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
     def _adopt(self, sw: str, dp) -> None:
         """Start programming a connected switch: read it back, then send the difference."""
         now = time.monotonic()
-        self.switch_states[sw] = opstate.SwitchState("syncing", time.time())
-        self.switch_changes += 1
-        sync = Sync(dp, [], now)
-        sync.reconnect = sw in self.liveness.switch_down  # it was connected before, and went away
+        self._state(sw, "syncing")
+        sync = reconcile.ReadBack(dp, now, reconnect=sw in self.liveness.switch_down)
         self.links_changed(now, self.liveness.switch(now, sw, True))
         for port in getattr(dp, "ports", {}).values():
             self.port_changed(now, sw, port)
@@ -258,11 +244,11 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         reqs = ofmsg.bind(ofmsg.state_requests(), sync.dp)
         for r in reqs:
             sync.dp.set_xid(r)
-        sync.waiting, sync.started, sync.requested = {r.xid for r in reqs}, now, True
+        sync.asked([r.xid for r in reqs], now)
         for r in reqs:
             sync.dp.send_msg(r)
 
-    def synced(self, sw: str, sync: Sync, complete: bool = True) -> None:
+    def synced(self, sw: str, sync: reconcile.ReadBack, complete: bool = True) -> None:
         """The read-back is in (or timed out): recover what the mode placed, send the difference."""
         del self.syncs[sw]
         dp = sync.dp
@@ -270,13 +256,8 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
             tor = self.fabric.switches[sw].is_tor
             self.policy.recover(time.monotonic(), sw, reconcile.rehome(sync.flows, tor, self.policy.owned),
                                 sync.meters, sync.groups)
-            ops = reconcile.connect_ops(sync.flows + sync.groups + sync.meters, self.policy.program(sw),
-                                        self.policy.owned, tor)
-            msgs = ofmsg.messages(ops) + [ofmsg.barrier()]
-            kinds = Counter(type(o).__name__ for o in ops)
-            how = (f"{len(sync.flows) + len(sync.groups) + len(sync.meters)} entries read back, {len(ops)} changes "
-                   f"sent ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items())) or 'none'})"
-                   + (f", {sync.unreadable} entries Freeway never sends left alone" if sync.unreadable else ""))
+            ops = reconcile.connect_ops(sync.held(), self.policy.program(sw), self.policy.owned, tor)
+            msgs, how = ofmsg.messages(ops) + [ofmsg.barrier()], sync.summary(ops)
         else:
             program = self.policy.program(sw)
             msgs = ofmsg.program(program)
@@ -287,8 +268,7 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         self.datapaths[dp.id] = dp
         self.linkwatch.check.watch(time.monotonic(), sw)  # its links are judged from now (it punts probes now)
         self.queues.connected(time.monotonic())  # a switch's queues: soon after it connects
-        self.switch_states[sw] = opstate.SwitchState("connected", time.time())
-        self.switch_changes += 1
+        self._state(sw, "connected")
         self.counters["switch-connects"] += 1
         LOG.info("switch %s (%016x) connected: %s", sw, dp.id, how)
         self.react(self.policy.on_switch(sw, True))
@@ -301,19 +281,16 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
             del self.watching[sw]
             if not self.master():  # a follower only watched it
                 now = time.monotonic()
-                self.switch_states[sw] = opstate.SwitchState("disconnected", time.time())
-                self.switch_changes += 1
+                self._state(sw, "disconnected")
                 self.links_changed(now, self.liveness.switch(now, sw, False))
                 return
         if sw is not None and sw in self.syncs and self.syncs[sw].dp is dp:
             del self.syncs[sw]
-            self.switch_states[sw] = opstate.SwitchState("disconnected", time.time())
-            self.switch_changes += 1
+            self._state(sw, "disconnected")
         if dp.id is None or self.datapaths.get(dp.id) is not dp:
             return  # never programmed, or an old connection of a switch that has reconnected
         del self.datapaths[dp.id]
-        self.switch_states[sw] = opstate.SwitchState("disconnected", time.time())
-        self.switch_changes += 1
+        self._state(sw, "disconnected")
         LOG.warning("switch %s (%016x) disconnected", sw, dp.id)
         now = time.monotonic()
         for o in self.tracker.switch_down(sw):
@@ -335,15 +312,8 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         sync = self.syncs.get(sw) if sw is not None else None
         if sync is None or msg.xid not in sync.waiting:
             return False
-        for item in msg.body:
-            try:
-                getattr(sync, what).append(parse(item))
-            except ValueError:
-                sync.unreadable += 1
-        if not msg.flags & ofproto.OFPMPF_REPLY_MORE:
-            sync.waiting.discard(msg.xid)
-            if not sync.waiting:
-                self.synced(sw, sync)
+        if sync.take(msg.xid, what, msg.body, parse, bool(msg.flags & ofproto.OFPMPF_REPLY_MORE)):
+            self.synced(sw, sync)
         return True
 
     # ----- links ------------------------------------------------------------------------------
@@ -597,22 +567,11 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         period (both apps), the others are named and kept; an invalid file changes nothing."""
         res = config.reload_active()
         self.reloads += 1
-        if res.cfg is None:
-            LOG.error("config reload refused, nothing changed: %s", res.error)
-            self.record({"type": "config", "result": "refused", "error": res.error})
-            return
-        self.config_loaded = time.time()
-        self.restart_needed = res.restart
-        self.reconfigure(res.cfg)  # in force for the next period (monitoring takes it within its 0.1 s tick)
-        for key, old, new in res.changed:
-            LOG.info("config reload: %s %r -> %r (from the next period)", key, old, new)
-        for key, old, new in res.restart:
-            LOG.warning("config reload: %s changed in the file (%r -> %r) but needs a restart: still %r", key, old,
-                        new, old)
-        if not res.changed and not res.restart:
-            LOG.info("config reload: nothing changed")
-        self.record({"type": "config", "result": "applied", "changed": {k: new for k, _, new in res.changed},
-                     "restart_needed": [k for k, _, _ in res.restart]})
+        if res.cfg is not None:
+            self.config_loaded = time.time()
+            self.restart_needed = res.restart
+            self.reconfigure(res.cfg)  # in force for the next period (monitoring takes it within its 0.1 s tick)
+        self.record(res.report())
 
     # ----- a cluster of controllers (etcd; ``Handover`` decides) ---------------------------------
     def master(self) -> bool:
@@ -628,18 +587,16 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
             dp.send_msg(ofmsg.bind([ofmsg.role_request(*role)], dp)[0])
 
     def _cluster_loop(self):
-        """The election, every lease/3: etcd is called in an OS thread; what changed is carried out here."""
+        """The election (etcd is called in an OS thread); what changed is carried out here."""
         while self.is_active:
             try:
-                for ev in run_blocking(self.elector.step, time.monotonic(), time.time()):
-                    self.carry_out(self.handover.event(ev, self._programming()))
-                if self.master() and self.elector.state.store_ok:
-                    self._sync_store()
+                for step in self.member.step(time.monotonic(), time.time(), self._programming()):
+                    self.carry_out(step)
+                if self.master():
+                    self.member.sync(self.policy.records(time.monotonic()))
             except Exception:  # a bug here must not stop the election
                 LOG.exception("cluster loop failed")
-            # the leader refreshes its lease every third of it; the others look for a lapsed leader every
-            # quarter second, so that a new one is elected within the lease and etcd's own expiry check
-            hub.sleep(self.elector.ttl / 3 if self.master() else min(FOLLOWER_LOOK_S, self.elector.ttl / 3))
+            hub.sleep(self.member.pause(FOLLOWER_LOOK_S))
 
     def carry_out(self, step) -> None:
         """What a ``handover.Step`` says: records, refusals, stopping, taking over, the switches' roles."""
@@ -665,14 +622,7 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
     def _take_over(self) -> None:
         """Elected: what the switches cannot tell comes from the store; then every connected switch is read
         back and sent only the difference."""
-        from ryu_apps.control.handover import RECORDS
-
-        try:
-            held = run_blocking(self.store.get_prefix, RECORDS)
-        except Exception as e:
-            LOG.error("cluster: cannot read the elephant records: %s; recovering from the switches alone", e)
-            held = {}
-        records = self.handover.taken_over(held)
+        records = self.member.read_records()
         self._fresh_policy()
         self.reset_linkcheck(time.monotonic())
         self.policy.take_records(records)
@@ -686,46 +636,27 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         self.carry_out(self.handover.refused(why, self._programming()))
 
     def _stop_programming(self, why: str) -> None:
-        LOG.warning("cluster: %s stops programming the switches: %s", self.elector.state.node, why)
+        LOG.warning("cluster: %s stops programming the switches: %s", self.handover.state.node, why)
         self.datapaths.clear()
         self.syncs.clear()
         self._fresh_policy()
         self.reset_linkcheck(time.monotonic())
         for sw in self.watching:
-            self.switch_states[sw] = opstate.SwitchState("standby", time.time())
-        self.switch_changes += 1
+            self._state(sw, "standby")
 
     def _store_then_done(self, o: Outcome) -> None:
         """Write what a confirmed install's answer relies on, then answer; a store that does not take it
         undoes the install (the answer becomes a NACK that says why)."""
-        from ryu_apps.control.cluster import StoreError
         from ryu_apps.openflow.txn import rollback_of
 
-        try:
-            run_blocking(lambda: [self.store.put(key, value) for key, value in o.txn.store])
-        except StoreError as e:
-            LOG.error("%s: the cluster store did not take its record: %s", o.txn.name, e)
+        why = self.member.put_first(o.txn.store)
+        if why:
+            LOG.error("%s: the cluster store did not take its record: %s", o.txn.name, why)
             self.send_ops(rollback_of(o.txn.install))
-            self.react(o.txn.failed(Failure(f"cluster store (etcd) unreachable, not placed: {e}"[:180]))
+            self.react(o.txn.failed(Failure(f"cluster store (etcd) unreachable, not placed: {why}"[:180]))
                        if o.txn.failed else None)
             return
-        self.handover.written({int(key.rpartition("/")[2]): value for key, value in o.txn.store})
         self.react(o.txn.done() if o.txn.done else None)
-
-    def _sync_store(self) -> None:
-        """The leader keeps the store's records equal to its elephants: gone ones deleted, changed ones
-        (a new share, a move) written."""
-        puts, gone = self.handover.writes(self.policy.records(time.monotonic()))
-        if not puts and not gone:
-            return
-
-        def write():
-            for eid, rec in puts.items():
-                self.store.put(self.handover.key(eid), rec)
-            for eid in gone:
-                self.store.delete(self.handover.key(eid))
-        run_blocking(write)
-        self.handover.written(puts, gone)
 
     def snapshot(self) -> dict:
         return ({"controller": dict(self.counters + self.linkwatch.counters + self.queues.counters

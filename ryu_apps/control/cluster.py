@@ -235,3 +235,64 @@ class Elector:
         if self.lease is not None:
             self.store.revoke(self.lease)
             self.lease = None
+
+
+class Member:
+    """A cluster member's I/O with etcd: the election, and the elephant records. Every call blocks, so the
+    app runs it through ``run`` (its framework's way to call into an OS thread); what follows from the
+    answers is ``handover.Handover``'s to decide."""
+
+    def __init__(self, endpoints: str, name: str, node: str, ttl: float, run=lambda fn, *a: fn(*a)):
+        from ryu_apps.control.handover import Handover
+
+        self.store = Store(parse_endpoints(endpoints), name)
+        self.elector = Elector(self.store, node, ttl)
+        self.handover = Handover(self.elector.state, name)
+        self.run = run
+
+    def step(self, now: float, wall: float, programming: bool) -> list:
+        """One step of the election: the ``handover.Step`` of each thing that changed."""
+        return [self.handover.event(ev, programming) for ev in self.run(self.elector.step, now, wall)]
+
+    def pause(self, follower_look_s: float) -> float:
+        """How long until the next step: the leader refreshes its lease every third of it; the others look
+        for a lapsed leader more often, so that a new one is elected within the lease."""
+        third = self.elector.ttl / 3
+        return third if self.handover.leads() else min(follower_look_s, third)
+
+    def read_records(self) -> dict[int, dict]:
+        """At a take-over: the elephant records the store holds (none if it cannot be read: the switches
+        alone are recovered from)."""
+        from ryu_apps.control.handover import RECORDS
+
+        try:
+            held = self.run(self.store.get_prefix, RECORDS)
+        except Exception as e:
+            LOG.error("cluster: cannot read the elephant records: %s; recovering from the switches alone", e)
+            held = {}
+        return self.handover.taken_over(held)
+
+    def put_first(self, items: list[tuple[str, dict]]) -> str:
+        """Write the records a confirmed install's answer relies on; '' if the store took them, else why not."""
+        try:
+            self.run(lambda: [self.store.put(key, value) for key, value in items])
+        except StoreError as e:
+            return str(e)
+        self.handover.written({int(key.rpartition("/")[2]): value for key, value in items})
+        return ""
+
+    def sync(self, want) -> None:
+        """Make the store hold ``want`` (``Policy.records``): changed records written, gone ones deleted."""
+        if not self.elector.state.store_ok:
+            return
+        puts, gone = self.handover.writes(want)
+        if not puts and not gone:
+            return
+
+        def write():
+            for eid, rec in puts.items():
+                self.store.put(self.handover.key(eid), rec)
+            for eid in gone:
+                self.store.delete(self.handover.key(eid))
+        self.run(write)
+        self.handover.written(puts, gone)

@@ -42,7 +42,7 @@ _GROUP_TYPES = {
 }
 
 
-def _action(a: Action):
+def action(a: Action):
     if isinstance(a, Output):
         return parser.OFPActionOutput(a.port)
     if isinstance(a, ToController):
@@ -56,10 +56,10 @@ def _action(a: Action):
     raise TypeError(f"unknown action {a!r}")
 
 
-def _instructions(actions, meter_id: int = 0, goto: int | None = None) -> list:
+def instructions(actions, meter_id: int = 0, goto: int | None = None) -> list:
     out = [parser.OFPInstructionMeter(meter_id, ofp.OFPIT_METER)] if meter_id else []
     if actions:
-        out.append(parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [_action(a) for a in actions]))
+        out.append(parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [action(a) for a in actions]))
     if goto is not None:
         out.append(parser.OFPInstructionGotoTable(goto))
     return out
@@ -77,7 +77,7 @@ def flow_add(f: Flow):
         None, cookie=f.cookie, table_id=f.table_id, command=ofp.OFPFC_ADD,
         idle_timeout=f.idle_timeout, hard_timeout=f.hard_timeout, priority=f.priority,
         buffer_id=ofp.OFP_NO_BUFFER, flags=f.flags, match=of_match(f.match),
-        instructions=_instructions(f.actions, f.meter_id, f.goto))
+        instructions=instructions(f.actions, f.meter_id, f.goto))
 
 
 def flows_delete(d: DeleteFlows):
@@ -154,7 +154,7 @@ def group_add(g: Group, modify: bool = False):
     buckets = [
         parser.OFPBucket(weight=b.weight if g.type == "select" else 0,
                          watch_port=watch_port(b) if g.type in ("select", "ff") else ofp.OFPP_ANY,
-                         watch_group=ofp.OFPG_ANY, actions=[_action(a) for a in b.actions])
+                         watch_group=ofp.OFPG_ANY, actions=[action(a) for a in b.actions])
         for b in g.buckets
     ]
     cmd = ofp.OFPGC_MODIFY if modify else ofp.OFPGC_ADD
@@ -222,7 +222,7 @@ def packet_out_actions(actions, data: bytes, in_port: int | None = None):
     """Send a packet through intents' actions (e.g. a group), as if it came in on ``in_port``."""
     return parser.OFPPacketOut(None, buffer_id=ofp.OFP_NO_BUFFER,
                                in_port=ofp.OFPP_CONTROLLER if in_port is None else in_port,
-                               actions=[_action(a) for a in actions], data=data)
+                               actions=[action(a) for a in actions], data=data)
 
 
 def flow_stats_request(cookie: int, cookie_mask: int):

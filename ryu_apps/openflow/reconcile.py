@@ -114,3 +114,46 @@ def connect_ops(held, want, owned=None, tor: bool | None = None) -> list:
     gone = {id(f) for f in moved}
     ops = diff([i for i in held if id(i) not in gone] + homed, want, keep)
     return homed + ops + [DeleteFlow(f.table_id, f.priority, f.match) for f in moved]
+
+
+class ReadBack:
+    """A connecting switch's tables being read back (flows, groups, meters: one reply stream each), as the
+    intents that would have installed them; what Freeway could not have sent is counted (``unreadable``:
+    the difference deletes it)."""
+
+    def __init__(self, dp, started: float, reconnect: bool = False):
+        self.dp = dp
+        self.waiting: set[int] = set()  # the xids of the requests not fully answered yet
+        self.started = started
+        self.flows: list = []
+        self.groups: list = []
+        self.meters: list = []
+        self.unreadable = 0
+        self.requested = False  # read-back sent (a reconnecting switch's waits for its links' hold-down)
+        self.reconnect = reconnect  # it was connected before, and went away
+
+    def asked(self, xids, now: float) -> None:
+        self.waiting, self.started, self.requested = set(xids), now, True
+
+    def take(self, xid: int, what: str, items, parse, more: bool) -> bool:
+        """One reply (``what``: flows, groups or meters, each item read by ``parse``); True once all are in."""
+        for item in items:
+            try:
+                getattr(self, what).append(parse(item))
+            except ValueError:
+                self.unreadable += 1
+        if not more:
+            self.waiting.discard(xid)
+        return not self.waiting
+
+    def held(self) -> list:
+        return self.flows + self.groups + self.meters
+
+    def summary(self, ops) -> str:
+        """What was read back and what is sent, for the log."""
+        kinds: dict[str, int] = {}
+        for o in ops:
+            kinds[type(o).__name__] = kinds.get(type(o).__name__, 0) + 1
+        return (f"{len(self.held())} entries read back, {len(ops)} changes sent "
+                f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items())) or 'none'})"
+                + (f", {self.unreadable} entries Freeway never sends left alone" if self.unreadable else ""))

@@ -160,7 +160,7 @@ class _StateCollector:
                                ("freeway_sflow_decode_errors_total", "decode_errors",
                                 "sFlow datagrams dropped as malformed"),
                                ("freeway_sflow_flow_samples_total", "flow_samples", "sFlow flow samples used"),
-                               ("freeway_sflow_counter_samples_total", "counter_samples",
+                               ("freeway_sflow_interface_samples_total", "counter_samples",
                                 "sFlow interface counter samples used")):
             fam = CounterMetricFamily(name, doc)
             fam.add_metric([], ms.get(key, 0))
@@ -214,8 +214,8 @@ class _FabricCollector:
                                 labels=["src", "dst"])
         age = GaugeMetricFamily("freeway_link_measurement_age_seconds", "Time since the link was last measured",
                                 labels=["src", "dst"])
-        counter = GaugeMetricFamily("freeway_link_lol_counter", "Freeway's per-link counter: ToR pairs whose "
-                                    "low-latency paths cross the link (> 0: the link is LOL)", labels=["src", "dst"])
+        counter = GaugeMetricFamily("freeway_link_lol_paths", "Freeway's per-link counter: the low-latency paths (of every ToR pair) "
+                                    "that cross the link (> 0: the link is LOL)", labels=["src", "dst"])
         classes = Counter()
         for ln in st["links"]:
             lab = [ln["src"], ln["dst"]]

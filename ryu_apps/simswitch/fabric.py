@@ -1,31 +1,28 @@
-"""A simulated OpenFlow 1.3 fabric: apply a policy's intents to switches and walk packets through them.
+"""A simulated OpenFlow fabric: switches fed the real OpenFlow messages, a packet walked host to host.
 
-For tests and offline checks without Mininet: each ``SimSwitch`` holds flows
-in several tables, select groups with weights, meters; a packet (a dict of
-match fields) goes through goto-table, set_field, set_queue, output and
-group actions. A select group picks a live bucket (its output port up) by a
-hash of the 5-tuple, weighted, as Open vSwitch does. ``SimFabric`` connects
-the switches by the fabric description, plays the controller (packet-ins go
-to the policy, its reactions are applied, transactions confirmed), and
-traces a packet from host to host.
+``SimFabric`` builds one ``wire.Switch`` per switch of a fabric description and plays the controller:
+every program and every reaction a policy returns goes through the one message builder (``ofmsg``),
+is serialized to the bytes a real switch would be sent and applied by the switch as it parses them
+(``SimSwitch.apply``). Packet-ins go to the policy; its packet-outs come back out of the switch and, to
+a host, land in ``to_hosts``; transactions are confirmed at once (strict: a switch that answers with an
+error raises ``SimError``, since a policy's program must never cause one). ``send`` walks one packet
+from a host through the tables and returns its ``Trace``.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import zlib
-from collections import Counter
 from dataclasses import dataclass, field
 
 from monitoring.sflow import FiveTuple
 from ryu_apps.openflow import intents as it
+from ryu_apps.openflow import ofmsg
+from ryu_apps.openflow.framework import ofproto as ofp
+from ryu_apps.simswitch.tables import SimError, packet
+from ryu_apps.simswitch.wire import HEADER, Port, Switch, serialize, udp_payload
 from topology.fabric import Fabric
 
 MAX_HOPS = 16
-
-
-class SimError(RuntimeError):
-    """What a real switch would answer with an OpenFlow error (group exists, unknown group or meter)."""
+__all__ = ["SimError", "SimFabric", "SimSwitch", "Trace", "Hop", "frame", "packet"]
 
 
 @dataclass(frozen=True)
@@ -53,141 +50,58 @@ class Trace:
         return list(zip(self.path, self.path[1:], strict=False))
 
 
-def _ip(v) -> int:
-    return int(ipaddress.IPv4Address(v))
+@dataclass(frozen=True)
+class Delivered:
+    """A frame the controller sent a host (a packet-out), as the host received it."""
+
+    data: bytes
+
+    @property
+    def payload(self) -> bytes | None:
+        return udp_payload(self.data)
 
 
-def _matches(match, pkt: dict) -> bool:
-    for key, want in match:
-        have = pkt.get(key)
-        if have is None:
-            return False
-        if isinstance(want, tuple):  # (value, mask)
-            value, mask = want
-            if key.startswith("ipv4"):
-                if _ip(have) & _ip(mask) != _ip(value) & _ip(mask):
-                    return False
-            elif have & mask != value & mask:
-                return False
-        elif have != want:
-            return False
-    return True
+class SimSwitch(Switch):
+    """A switch of the fabric; ``apply`` sends it intents as messages, through the message builder."""
 
+    xid = 0
 
-class SimSwitch:
-    def __init__(self, name: str):
-        self.name = name
-        self.tables: dict[int, list[it.Flow]] = {}
-        self.hits: Counter = Counter()  # (table, priority, match) -> packets that entry matched
-        self.groups: dict[int, it.Group] = {}
-        self.meters: dict[int, it.Meter] = {}
-        self.down_ports: set[int] = set()
-        self.received: list = []  # every intent applied, in order (to count what a switch was sent)
+    def apply(self, intents) -> list[tuple]:
+        """Send intents as OpenFlow messages (strict: an error answered raises ``SimError``); returns the
+        packet-outs the switch sent: (output, frame)."""
+        out: list = []
+        for m in ofmsg.messages(intents):
+            SimSwitch.xid = (SimSwitch.xid + 1) & 0xFFFFFFFF
+            replies, sent = self.receive(serialize(m, SimSwitch.xid))
+            out += sent
+            for r in replies:
+                if HEADER.unpack_from(r)[1] == ofp.OFPT_ERROR:
+                    raise SimError(self.errors[-1][2])
+        return out
 
-    def apply(self, intents) -> None:
-        for i in intents:
-            self.received.append(i)
-            if isinstance(i, it.Flow):
-                for a in i.actions:  # (Open vSwitch refuses an entry whose group does not exist)
-                    if isinstance(a, it.ToGroup) and a.group_id not in self.groups:
-                        raise SimError(f"{self.name}: an entry points at group {a.group_id}, which does not exist")
-                t = self.tables.setdefault(i.table_id, [])
-                t[:] = [f for f in t if not (f.priority == i.priority and f.match == i.match)]
-                t.append(i)
-                t.sort(key=lambda f: -f.priority)
-            elif isinstance(i, it.DeleteFlow):
-                t = self.tables.get(i.table_id, [])
-                t[:] = [f for f in t if not (f.priority == i.priority and f.match == i.match)]
-            elif isinstance(i, it.MeterModify):
-                if i.meter.meter_id not in self.meters:
-                    raise SimError(f"{self.name}: modify of unknown meter {i.meter.meter_id}")
-                self.meters[i.meter.meter_id] = i.meter
-            elif isinstance(i, it.DeleteFlows):
-                for t in self.tables.values():
-                    t[:] = [f for f in t if f.cookie & i.cookie_mask != i.cookie & i.cookie_mask]
-            elif isinstance(i, it.Group):
-                if i.group_id in self.groups:
-                    raise SimError(f"{self.name}: group {i.group_id} exists")
-                self.groups[i.group_id] = i
-            elif isinstance(i, it.GroupModify):
-                if i.group.group_id not in self.groups:
-                    raise SimError(f"{self.name}: modify of unknown group {i.group.group_id}")
-                self.groups[i.group.group_id] = i.group
-            elif isinstance(i, it.DeleteGroup):  # (OpenFlow: the entries that use the group go with it)
-                self.groups.pop(i.group_id, None)
-                for t in self.tables.values():
-                    t[:] = [f for f in t if it.ToGroup(i.group_id) not in f.actions]
-            elif isinstance(i, it.Meter):
-                self.meters[i.meter_id] = i
-            elif isinstance(i, it.DeleteMeter):
-                self.meters.pop(i.meter_id, None)
+    # the table model, read as the tests and benchmarks read a switch
+    @property
+    def groups(self):
+        return self.tables.groups
+
+    @property
+    def meters(self):
+        return self.tables.meters
+
+    @property
+    def hits(self):
+        return self.tables.hits
+
+    @property
+    def down_ports(self):
+        return self.tables.down_ports
 
     def flows(self) -> list[it.Flow]:
-        return [f for t in sorted(self.tables) for f in self.tables[t]]
-
-    def lookup(self, table: int, pkt: dict) -> it.Flow | None:
-        return next((f for f in self.tables.get(table, ()) if _matches(f.match, pkt)), None)
+        return self.tables.flows()
 
     def process(self, pkt: dict) -> list[tuple[object, dict, int, int]]:
         """Outputs of one packet: (port or "controller", packet as sent, meter, cookie)."""
-        out: list = []
-        table, meter, cookie = 0, 0, 0
-        pkt = dict(pkt)
-        for _ in range(8):
-            f = self.lookup(table, pkt)
-            if f is None:
-                return out
-            self.hits[(table, f.priority, f.match)] += 1
-            if f.meter_id:
-                if f.meter_id not in self.meters:
-                    raise SimError(f"{self.name}: entry uses unknown meter {f.meter_id}")
-                meter = f.meter_id
-            cookie = f.cookie or cookie
-            self._actions(f.actions, pkt, out, meter, cookie)
-            if f.goto is None:
-                return out
-            table = f.goto
-        raise SimError(f"{self.name}: goto loop")
-
-    def _actions(self, actions, pkt: dict, out: list, meter: int, cookie: int) -> None:
-        for a in actions:
-            if isinstance(a, it.SetField):
-                pkt[a.field] = a.value
-            elif isinstance(a, it.SetQueue):
-                pkt["queue"] = a.queue_id
-            elif isinstance(a, it.Output):
-                out.append((a.port, dict(pkt), meter, cookie))
-            elif isinstance(a, it.ToController):
-                out.append(("controller", dict(pkt), meter, cookie))
-            elif isinstance(a, it.ToGroup):
-                self._group(a.group_id, pkt, out, meter, cookie)
-
-    def _group(self, gid: int, pkt: dict, out: list, meter: int, cookie: int) -> None:
-        g = self.groups.get(gid)
-        if g is None:
-            raise SimError(f"{self.name}: entry uses unknown group {gid}")
-        live = [b for b in g.buckets if not any(isinstance(a, it.Output) and a.port in self.down_ports
-                                                for a in b.actions)]
-        if not live:
-            return
-        if g.type == "select":
-            key = "|".join(str(pkt.get(k)) for k in ("ipv4_src", "ipv4_dst", "ip_proto", "tcp_src", "tcp_dst",
-                                                       "udp_src", "udp_dst"))
-            pick = zlib.crc32(key.encode()) % sum(b.weight for b in live)
-            for b in live:
-                if pick < b.weight:
-                    self._actions(b.actions, dict(pkt), out, meter, cookie)
-                    return
-                pick -= b.weight
-        for b in live if g.type == "all" else live[:1]:
-            self._actions(b.actions, dict(pkt), out, meter, cookie)
-
-
-def packet(flow: FiveTuple, dscp: int = 0) -> dict:
-    """The match fields of an IPv4 packet of ``flow``."""
-    l4 = ("tcp_src", "tcp_dst") if flow.proto == 6 else ("udp_src", "udp_dst")
-    return {"eth_type": 0x0800, "ip_proto": flow.proto, "ipv4_src": flow.src, "ipv4_dst": flow.dst,
-            l4[0]: flow.sport, l4[1]: flow.dport, "ip_dscp": dscp, "queue": None}
+        return [(o.port, o.packet, o.meter, o.cookie) for o in self.tables.process(pkt)]
 
 
 def frame(pkt: dict, src_mac: str, dst_mac: str, payload: bytes = b"") -> bytes:
@@ -217,32 +131,46 @@ class SimFabric:
         self.fabric = fabric
         self.policy = policy
         self.now = now
-        self.switches = {sw: SimSwitch(sw) for sw in fabric.switches}
-        self.to_hosts: list[tuple[str, object]] = []  # (host, intent) the controller sent to hosts
+        self.switches = {sw: SimSwitch(sw, fabric.switches[sw].dpid, self._ports(sw)) for sw in fabric.switches}
+        self.to_hosts: list[tuple[str, Delivered]] = []  # (host, frame) the controller sent to hosts
         self.events: list[dict] = []  # the decision records the policy returned, in order
         for sw in fabric.switches:
             self.switches[sw].apply(policy.program(sw))
 
-    def react(self, reaction) -> None:
-        """Apply a policy's Reaction as the app would, every transaction confirmed at once."""
-        if reaction is None:
-            return
-        self.events += reaction.events
-        self.apply(reaction.ops)
-        for t in reaction.txns:
-            self.apply(t.install)
-            if t.done is not None:
-                self.react(t.done())
+    def _ports(self, sw: str) -> dict[int, Port]:
+        out = {}
+        for n in self.fabric.neighbors(sw):
+            p = self.fabric.port_to(sw, n)
+            out[p] = Port(p, f"{sw}-eth{p}", curr_speed_kbps=int(self.fabric.capacity_bps((sw, n)) / 1000))
+        return out
 
-    def apply(self, ops) -> None:
+    def react(self, reaction) -> list[tuple[str, object, bytes]]:
+        """Apply a policy's Reaction as the app would, every transaction confirmed at once; returns the
+        packet-outs its messages made the switches send (``apply``)."""
+        if reaction is None:
+            return []
+        self.events += reaction.events
+        sent = self.apply(reaction.ops)
+        for t in reaction.txns:
+            sent += self.apply(t.install)
+            if t.done is not None:
+                sent += self.react(t.done())
+        return sent
+
+    def apply(self, ops) -> list[tuple[str, object, bytes]]:
+        """Send (switch, intents) in order; frames sent to hosts land in ``to_hosts``. Returns every
+        packet-out as (switch, output, frame)."""
+        sent = []
         for sw, intents in ops:
-            self.switches[sw].apply(intents)
-            for i in intents:
-                if isinstance(i, it.UdpOut):
-                    self.to_hosts.append((self.fabric.peer(sw, i.port)[0], i))
+            for o, data in self.switches[sw].apply(intents):
+                sent.append((sw, o, data))
+                peer = self.fabric.peer(sw, o.port) if isinstance(o.port, int) else None
+                if peer is not None and peer[0] not in self.fabric.switches:
+                    self.to_hosts.append((peer[0], Delivered(data)))
+        return sent
 
     def link_down(self, a: str, b: str) -> None:
-        """Both ends of a link go down (buckets that output there are no longer live)."""
+        """Both ends of a link go down (buckets that watch them are no longer live)."""
         self.switches[a].down_ports.add(self.fabric.port_to(a, b))
         self.switches[b].down_ports.add(self.fabric.port_to(b, a))
 
@@ -293,43 +221,45 @@ class SimFabric:
                 return trace
             port, sent, meter, cookie = outs[0]
             trace.hops.append(Hop(sw, in_port, port, sent.get("ip_dscp", 0), sent.get("queue"), meter, cookie))
-            if port in self.switches[sw].down_ports:
-                trace.dropped = f"{sw}: port {port} is down"
+            nxt = self._next(sw, port, sent, trace)
+            if nxt is None:
                 return trace
-            peer = self.fabric.peer(sw, port)
-            if peer is None:
-                trace.dropped = f"{sw}: port {port} leads nowhere"
-                return trace
-            pkt = {k: v for k, v in sent.items() if k not in ("in_port", "queue")}
-            pkt["queue"] = None  # a queue is per switch
-            if peer[0] not in self.fabric.switches:
-                trace.delivered_to = peer[0]
-                return trace
-            sw, in_port = peer
+            sw, in_port, pkt = nxt
         trace.dropped = "loop"
         return trace
 
+    def _next(self, sw: str, port: int, sent: dict, trace: Trace):
+        """Where a packet sent out of ``port`` arrives: (switch, port, packet), or None (delivered, dropped)."""
+        if port in self.switches[sw].down_ports:
+            trace.dropped = f"{sw}: port {port} is down"
+            return None
+        peer = self.fabric.peer(sw, port)
+        if peer is None:
+            trace.dropped = f"{sw}: port {port} leads nowhere"
+            return None
+        if peer[0] not in self.fabric.switches:
+            trace.delivered_to = peer[0]
+            return None
+        pkt = {k: v for k, v in sent.items() if k not in ("in_port", "queue")}
+        pkt["queue"] = None  # a queue is per switch
+        return peer[0], peer[1], pkt
+
     def _punt(self, sw, in_port, pkt, trace, payload, src_mac) -> Trace:
+        """A packet-in: the policy answers; a packet-out of this packet continues the walk from where
+        the switch sent it."""
         before = len(self.switches[sw].received)
         dst = self.fabric.host_by_ip(pkt["ipv4_dst"])
         data = frame(pkt, src_mac, dst.mac if dst else "02:fe:ff:ff:ff:fe", payload)
-        reaction = self.policy.on_packet(self.now, sw, in_port, data)
-        self.react(reaction)
-        for o in reaction.ops if reaction else ():  # a packet-out through actions continues the walk
-            for i in o[1]:
-                if isinstance(i, it.PacketThrough):
-                    outs: list = []
-                    self.switches[sw]._actions(i.actions, {**pkt, "in_port": in_port}, outs, 0, 0)
-                    if len(outs) == 1:
-                        port, sent, _, _ = outs[0]
-                        trace.hops.append(Hop(sw, in_port, port, sent.get("ip_dscp", 0), sent.get("queue")))
-                        peer = self.fabric.peer(sw, port)
-                        if peer[0] not in self.fabric.switches:
-                            trace.delivered_to = peer[0]
-                            return trace
-                        return self._walk(peer[0], peer[1], {**sent, "queue": None}, trace, payload, src_mac)
+        mine = [o for s, o, d in self.react(self.policy.on_packet(self.now, sw, in_port, data)) if s == sw and d == data]
+        if len(mine) == 1:
+            o = mine[0]
+            fields = {**pkt, **{k: v for k, v in o.packet.items() if k in pkt}}
+            trace.hops.append(Hop(sw, in_port, o.port, fields.get("ip_dscp", 0), o.packet.get("queue")))
+            nxt = self._next(sw, o.port, fields, trace)
+            if nxt is None:
+                return trace
+            return self._walk(nxt[0], nxt[1], nxt[2], trace, payload, src_mac)
         trace.dropped = f"{sw}: to the controller" + ("" if len(self.switches[sw].received) > before else
                                                       " (nothing installed)")
         return trace
-
 

@@ -228,6 +228,8 @@ def test_a_real_prometheus_scrape_follows_the_traffic(ops, prometheus):
     assert (prom.value(access) or 0.0) < 100_000  # back down once the transfer is over
     assert prom.value("freeway_switches_connected") == 20
     assert prom.value('count(freeway_link_up == 1)') == 96
+    lint = subprocess.run(["promtool", "check", "metrics"], input=ops.metrics(), capture_output=True, text=True)
+    assert lint.returncode == 0 and not (lint.stdout + lint.stderr).strip(), lint.stdout + lint.stderr
 
 
 def _browser():

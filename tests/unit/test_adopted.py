@@ -66,7 +66,7 @@ def test_an_adopted_elephant_on_a_hot_link_moves_to_a_high_throughput_path_with_
 
 def test_an_adopted_elephant_is_recovered_as_adopted_after_a_restart():
     from ryu_apps.simswitch.fabric import SimFabric
-    from tests.unit.test_simtable import policy
+    from tests.unit.test_simswitch_programs import policy
 
     pol = policy("freeway", F, ISO)
     sim = SimFabric(F, pol)

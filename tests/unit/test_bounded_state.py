@@ -9,7 +9,7 @@ from ryu_apps.algorithms.efm_rounds import Move
 from ryu_apps.monitor_app import MonitorApp
 from ryu_apps.openflow import pipeline
 from ryu_apps.simswitch.fabric import frame, packet
-from tests.unit.test_simtable import policy
+from tests.unit.test_simswitch_programs import policy
 from topology.fabric import fattree
 from topology.paths import tor_paths
 

@@ -13,7 +13,7 @@ from ryu_apps.simswitch.fabric import SimFabric
 from topology.fabric import fattree, leafspine
 from topology.paths import path_links
 
-from .test_simtable import ISO, MODES, _announce, mice_flows, policy, unreachable
+from .test_simswitch_programs import ISO, MODES, _announce, mice_flows, policy, unreachable
 
 FAILURES = {
     "agg-core": [("a0_0", "c1")],
@@ -236,14 +236,16 @@ def _renumber(sim, sw, new_id):
     s = sim.switches[sw]
     mice = pipeline.MICE_GROUPS
     moved: dict = {}
-    for t in s.tables.values():
+    for t in s.tables.tables.values():
         for n, f in enumerate(t):
             if f.actions and isinstance(f.actions[0], ToGroup) and mice.first <= f.actions[0].group_id <= mice.last:
                 gid = new_id(f.actions[0].group_id, mice_fields(f.cookie)[0])
-                moved[gid] = s.groups[f.actions[0].group_id]
+                moved[gid] = (s.groups[f.actions[0].group_id], s.tables.watch[f.actions[0].group_id])
                 t[n] = replace(f, actions=(ToGroup(gid),))
-    s.groups = {g: v for g, v in s.groups.items() if not mice.first <= g <= mice.last}
-    s.groups |= {gid: replace(g, group_id=gid) for gid, g in moved.items()}
+    for gid in [g for g in s.groups if mice.first <= g <= mice.last]:
+        del s.groups[gid], s.tables.watch[gid]
+    for gid, (g, watch) in moved.items():
+        s.groups[gid], s.tables.watch[gid] = replace(g, group_id=gid), watch
 
 
 def test_a_restarted_controller_keeps_the_mice_group_ids_the_switches_hold():
@@ -736,7 +738,7 @@ def test_a_read_back_with_garbage_mice_groups_is_replaced_without_a_gap():
     s.groups[5000] = Group(5000, (Bucket((Output(99),), 10),))  # port 99: no such up link
     s.groups[5001] = Group(5001, (Bucket((Output(3),), 10),))  # nothing points at it
     j = fabric.tors().index("e3_1")
-    for t in s.tables.values():
+    for t in s.tables.tables.values():
         t[:] = [replace(f, actions=(ToGroup(5000),)) if f.actions and isinstance(f.actions[0], ToGroup)
                 and pipeline.owner_of(f.cookie) is pipeline.FREEWAY_MICE and mice_fields(f.cookie)[0] == j else f
                 for f in t]

@@ -16,6 +16,7 @@ from ryu_apps.modes.freeway_state import (
 )
 from ryu_apps.openflow.intents import SEND_FLOW_REM, DeleteFlows, Flow, GroupModify, Meter, Output
 from ryu_apps.openflow.pipeline import MICE_GROUPS
+from ryu_apps.simswitch.fabric import SimSwitch
 from topology.fabric import fattree
 
 SRC, DST = "10.0.0.2", "10.5.2.3"  # h0_0_0 on e0_0, h5_2_1 on e5_2 (k=6)
@@ -375,61 +376,68 @@ def test_an_elephant_rate_in_whole_kbit_s_is_read_back_from_its_meter(meter_head
 
 
 class _Switches:
-    """What the switches hold of the mice groups and entries, built only from the ops they were sent, in
-    their order, with OpenFlow's rules: a group is added once, modified only if it exists, an entry
-    may point only at a group that exists, and deleting a group deletes the entries pointing at it."""
+    """What the switches hold, built only from the ops they were sent, in their order, through the message
+    builder into message-level simulated switches (``simswitch``): a group is added once, modified only if
+    it exists, an entry may point only at a group that exists, and deleting a group deletes the entries
+    pointing at it (a switch that would answer with an error raises)."""
 
-    def __init__(self):
-        self.groups: dict = {}  # (switch, group id) -> buckets
-        self.entries: dict = {}  # (switch, destination index) -> (group id, cookie) of its entries
+    def __init__(self, fabric):
+        self.fabric = fabric
+        self.switches = {sw: SimSwitch(sw, fabric.switches[sw].dpid) for sw in fabric.switches}
 
     def apply(self, updates) -> None:
-        from ryu_apps.modes.freeway_state import mice_fields
-        from ryu_apps.openflow.intents import DeleteFlows, DeleteGroup, Flow, Group, GroupModify, ToGroup
-
         for sw, ops in (updates.items() if isinstance(updates, dict) else updates):
-            for op in ops:
-                if isinstance(op, Group):
-                    assert (sw, op.group_id) not in self.groups, f"{sw}: group {op.group_id} added twice"
-                    self.groups[(sw, op.group_id)] = op.buckets
-                elif isinstance(op, GroupModify):
-                    assert (sw, op.group.group_id) in self.groups, f"{sw}: modify of unknown group {op.group.group_id}"
-                    self.groups[(sw, op.group.group_id)] = op.group.buckets
-                elif isinstance(op, DeleteGroup):
-                    self.groups.pop((sw, op.group_id), None)
-                    self.entries = {k: v for k, v in self.entries.items() if not (k[0] == sw and v[0] == op.group_id)}
-                elif isinstance(op, Flow) and op.actions and isinstance(op.actions[0], ToGroup):
-                    gid = op.actions[0].group_id
-                    assert (sw, gid) in self.groups, f"{sw}: an entry points at group {gid}, which it does not hold"
-                    self.entries[(sw, mice_fields(op.cookie)[0])] = (gid, op.cookie)
-                elif isinstance(op, DeleteFlows):
-                    self.entries = {k: v for k, v in self.entries.items()
-                                    if not (k[0] == sw and v[1] & op.cookie_mask == op.cookie & op.cookie_mask)}
+            self.switches[sw].apply(ops)
+
+    def reconnect(self, sw: str) -> None:
+        """The switch comes back empty."""
+        self.switches[sw] = SimSwitch(sw, self.fabric.switches[sw].dpid)
+
+    @property
+    def groups(self) -> dict:
+        """(switch, group id) -> buckets of every mice group held."""
+        return {(sw, gid): g.buckets for sw, s in self.switches.items() for gid, g in s.groups.items()
+                if MICE_GROUPS.first <= gid <= MICE_GROUPS.last}
+
+    @property
+    def entries(self) -> dict:
+        """(switch, destination index) -> (group id, cookie) of its mice entries (all point at one group)."""
+        from ryu_apps.modes.freeway_state import PRIO_MICE, mice_fields
+        from ryu_apps.openflow.intents import ToGroup
+
+        found: dict = {}
+        for sw, s in self.switches.items():
+            for f in s.flows():
+                if f.priority == PRIO_MICE and f.actions and isinstance(f.actions[0], ToGroup):
+                    found.setdefault((sw, mice_fields(f.cookie)[0]), set()).add((f.actions[0].group_id, f.cookie))
+        assert all(len(v) == 1 for v in found.values()), {k: v for k, v in found.items() if len(v) > 1}
+        return {k: next(iter(v)) for k, v in found.items()}
 
 
 def _check_switches(core, held: _Switches, where) -> None:
     """Every switch holds, from the ops it was sent, what computing every group afresh gives; one group
     per distinct set of next hops, none that no entry points at."""
     step = core.cfg.mice_weight_step
+    groups, entries = held.groups, held.entries
     for sw in core.fabric.switches:
         fresh = core.fresh_mice(sw)  # computed from scratch (Reachability), every ToR
         for dst in core.fabric.tors():
             j = core._tor_index[dst]
             want = fresh.get(dst)
             if want is None:
-                assert (sw, j) not in held.entries, (where, sw, dst)
+                assert (sw, j) not in entries, (where, sw, dst)
                 continue
-            assert (sw, j) in held.entries, (where, sw, dst)
-            gid, cookie = held.entries[(sw, j)]
-            got = held.groups.get((sw, gid))
+            assert (sw, j) in entries, (where, sw, dst)
+            gid, cookie = entries[(sw, j)]
+            got = groups.get((sw, gid))
             assert got is not None and [b.actions for b in got] == [b.actions for b in want], (where, sw, dst)
             # weights: within the step of where the switch last followed the link, itself within the step of now
             assert all(abs(a.weight - b.weight) <= 2 * (step - 1) for a, b in zip(got, want, strict=True)), \
                 (where, sw, dst)
             assert cookie == core._mice_cookie(sw, dst), (where, sw, dst)
-        gids = {g for s, g in held.groups if s == sw}
-        assert gids == {g for (s, _), (g, _) in held.entries.items() if s == sw}, (where, sw, "a group nothing uses")
-        sets = [tuple(b.actions for b in bs) for (s, _), bs in held.groups.items() if s == sw]
+        gids = {g for s, g in groups if s == sw}
+        assert gids == {g for (s, _), (g, _) in entries.items() if s == sw}, (where, sw, "a group nothing uses")
+        sets = [tuple(b.actions for b in bs) for (s, _), bs in groups.items() if s == sw]
         assert len(sets) == len(set(sets)), (where, sw, "two groups with the same next hops")
 
 
@@ -445,7 +453,7 @@ def test_mice_updates_looked_at_incrementally_leave_every_switch_as_a_fresh_comp
     rng = random.Random(seed)
     core = FreewayState(fattree(k, 10) if k else leafspine(4, 6, 2))
     fab = core.fabric
-    held = _Switches()
+    held = _Switches(fab)
     held.apply(core.mice_updates())
     tors = fab.tors()
     switch_links = [(ln.a, ln.b) for ln in fab.links if ln.a in fab.switches and ln.b in fab.switches]
@@ -464,8 +472,7 @@ def test_mice_updates_looked_at_incrementally_leave_every_switch_as_a_fresh_comp
                                 lambda ln: core.link_util.get(ln, 0.0))
         if rng.random() < 0.15:  # a switch reconnects and is reprogrammed with what the core holds now
             sw = rng.choice(sorted(fab.switches))
-            held.groups = {key: v for key, v in held.groups.items() if key[0] != sw}
-            held.entries = {key: v for key, v in held.entries.items() if key[0] != sw}
+            held.reconnect(sw)
             held.apply([(sw, core.dynamic_program(sw))])
         core.partition.step(float(period), rng.sample(pairs, len(pairs) // 3), lambda ln: core.link_util.get(ln, 0.0))
         held.apply(core.mice_updates())
@@ -477,11 +484,10 @@ def test_a_switch_reprogrammed_under_load_has_its_groups_followed_when_the_load_
     update looks at all of that switch's groups, so weights written under a load that then went are
     brought back."""
     core = _core(4)
-    held = _Switches()
+    held = _Switches(core.fabric)
     held.apply(core.mice_updates())
     core.link_util = {("e0_0", "a0_0"): 0.6}
-    held.groups = {k: v for k, v in held.groups.items() if k[0] != "e0_0"}  # it reconnects empty
-    held.entries = {k: v for k, v in held.entries.items() if k[0] != "e0_0"}
+    held.reconnect("e0_0")  # it reconnects empty
     held.apply([("e0_0", core.dynamic_program("e0_0"))])
     assert {b.weight for g, bs in held.groups.items() if g[0] == "e0_0" for b in bs} == {4}
     core.link_util = {}

@@ -14,7 +14,7 @@ from ryu_apps.simswitch.fabric import SimFabric, frame, packet
 from topology.fabric import fattree
 from topology.queues import IsolationConfig
 
-from .test_simtable import MODES, policy
+from .test_simswitch_programs import MODES, policy
 
 F = fattree(4)
 H = {h.name: h for h in F.hosts}

@@ -140,7 +140,7 @@ def test_the_private_state_check_can_fail():
 
 def test_every_module_says_what_it_is_for_and_every_folder_its_rule():
     missing = []
-    for mod, path in _modules():
+    for _, path in _modules():
         if path.stat().st_size == 0 and path.name == "__init__.py" and path.parent.name in PACKAGES:
             continue  # a top package's empty marker
         doc = ast.get_docstring(ast.parse(path.read_text()))

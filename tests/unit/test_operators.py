@@ -19,7 +19,7 @@ from ryu_apps.logfmt import JsonFormatter
 from ryu_apps.operators import api, opstate
 from ryu_apps.operators.decision_log import DecisionLog
 from ryu_apps.simswitch.fabric import SimFabric
-from tests.unit.test_simtable import ISO, policy
+from tests.unit.test_simswitch_programs import ISO, policy
 from topology.fabric import fattree
 
 F = fattree(4)

@@ -142,7 +142,7 @@ def test_everything_sent_to_the_controller_goes_through_the_sending_hosts_own_pu
     flooding the controller cannot starve its neighbours (the handshake meter was one per ToR, ARP had none)."""
     from ryu_apps.openflow import pipeline
     from ryu_apps.openflow.intents import Flow, Meter, ToController
-    from tests.unit.test_simtable import policy
+    from tests.unit.test_simswitch_programs import policy
     from topology.fabric import fattree
 
     fabric = fattree(4)

@@ -1,0 +1,243 @@
+"""One simulated switch's tables, with OpenFlow 1.3's rules for changing them and for walking a packet.
+
+The model: flow tables (entries as ``intents.Flow``, highest priority first), groups (``intents.Group``
+and each bucket's watch port), meters (``intents.Meter``) and the ports that are down. Changes follow the
+specification and Open vSwitch where they differ from a naive dict: an added entry replaces the one with
+the same table, priority and match; a non-strict delete takes every entry whose cookie matches under the
+mask (and whose match is at least as specific as the request's); deleting a group deletes the entries
+that use it; an entry may use only groups and meters that exist; a group or meter is added once and
+modified only if it exists. A change the switch refuses raises ``TableError`` with the OpenFlow error
+type and code a real switch would answer.
+
+A packet is a dict of OpenFlow match fields (``packet``). It goes through goto-table, meters,
+set_field, set_queue, output and group actions; a select group picks a live bucket (its watch port up)
+by a hash of the 5-tuple, weighted, as Open vSwitch does. How messages reach the tables is
+``simswitch.wire``'s business, not this module's.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import zlib
+from collections import Counter
+from dataclasses import dataclass
+
+from ryu_apps.openflow import intents as it
+from ryu_apps.openflow.framework import ofproto as ofp
+
+OFPP_ANY = 0xFFFFFFFF
+OFPG_ANY = 0xFFFFFFFF
+OFPG_ALL = 0xFFFFFFFC
+OFPM_ALL = 0xFFFFFFFF
+OFPTT_ALL = 0xFF
+MAX_GOTO = 8
+
+# OpenFlow 1.3 error types and codes a switch answers with (the ones these tables can cause)
+BAD_ACTION, BAD_OUT_GROUP = ofp.OFPET_BAD_ACTION, ofp.OFPBAC_BAD_OUT_GROUP
+FLOW_MOD_FAILED, BAD_TABLE_ID = ofp.OFPET_FLOW_MOD_FAILED, ofp.OFPFMFC_BAD_TABLE_ID
+GROUP_MOD_FAILED, GROUP_EXISTS, UNKNOWN_GROUP = ofp.OFPET_GROUP_MOD_FAILED, ofp.OFPGMFC_GROUP_EXISTS, ofp.OFPGMFC_UNKNOWN_GROUP
+METER_MOD_FAILED, METER_EXISTS, UNKNOWN_METER = (ofp.OFPET_METER_MOD_FAILED, ofp.OFPMMFC_METER_EXISTS,
+                                                 ofp.OFPMMFC_UNKNOWN_METER)
+
+
+class SimError(RuntimeError):
+    """What a real switch would answer with an OpenFlow error, or a broken walk."""
+
+
+class TableError(SimError):
+    """A change the switch refuses: ``type`` and ``code`` as in the OpenFlow error it would send."""
+
+    def __init__(self, type_: int, code: int, why: str):
+        super().__init__(why)
+        self.type, self.code = type_, code
+
+
+@dataclass(frozen=True)
+class Output:
+    """One copy of a packet leaving a switch: the port (or "controller"), the packet as sent, the meter
+    it went through and the cookie of the entry that decided it."""
+
+    port: object
+    packet: dict
+    meter: int = 0
+    cookie: int = 0
+
+
+def _ip(v) -> int:
+    return int(ipaddress.IPv4Address(v))
+
+
+def _covers(match, fields: dict) -> bool:
+    """Whether a packet (or an entry's match, for a delete) has every field of ``match`` with its value."""
+    for key, want in match:
+        have = fields.get(key)
+        if have is None:
+            return False
+        if isinstance(want, tuple):  # (value, mask)
+            value, mask = want
+            if isinstance(have, tuple):  # an entry's own masked field, compared as given
+                if have != want:
+                    return False
+            elif key.startswith("ipv4"):
+                if _ip(have) & _ip(mask) != _ip(value) & _ip(mask):
+                    return False
+            elif have & mask != value & mask:
+                return False
+        elif have != want:
+            return False
+    return True
+
+
+class SwitchTables:
+    def __init__(self, name: str):
+        self.name = name
+        self.tables: dict[int, list[it.Flow]] = {}
+        self.groups: dict[int, it.Group] = {}
+        self.watch: dict[int, tuple[int, ...]] = {}  # group id -> each bucket's watch port
+        self.meters: dict[int, it.Meter] = {}
+        self.down_ports: set[int] = set()
+        self.hits: Counter = Counter()  # (table, priority, match) -> packets that entry matched
+
+    # ----- changes --------------------------------------------------------------------------------
+    def add_flow(self, f: it.Flow) -> None:
+        if f.table_id >= OFPTT_ALL:
+            raise TableError(FLOW_MOD_FAILED, BAD_TABLE_ID, f"{self.name}: no table {f.table_id}")
+        for a in f.actions:  # (Open vSwitch refuses an entry whose group does not exist)
+            if isinstance(a, it.ToGroup) and a.group_id not in self.groups:
+                raise TableError(BAD_ACTION, BAD_OUT_GROUP,
+                                 f"{self.name}: an entry points at group {a.group_id}, which does not exist")
+        if f.meter_id and f.meter_id not in self.meters:
+            raise TableError(METER_MOD_FAILED, UNKNOWN_METER, f"{self.name}: an entry uses meter {f.meter_id}, "
+                             "which does not exist")
+        t = self.tables.setdefault(f.table_id, [])
+        t[:] = [g for g in t if not (g.priority == f.priority and g.match == f.match)]
+        t.append(f)
+        t.sort(key=lambda g: -g.priority)
+
+    def delete_flows(self, table_id: int = OFPTT_ALL, cookie: int = 0, cookie_mask: int = 0, match=(),
+                     out_port: int = OFPP_ANY, out_group: int = OFPG_ANY, strict: bool = False,
+                     priority: int | None = None) -> list[it.Flow]:
+        """Delete the entries a flow-mod DELETE (or DELETE_STRICT) names; returns them."""
+        gone = []
+        for tid, t in self.tables.items():
+            if table_id != OFPTT_ALL and tid != table_id:
+                continue
+            keep = []
+            for f in t:
+                hit = (f.cookie & cookie_mask == cookie & cookie_mask
+                       and (f.match == match and f.priority == priority if strict else _covers(match, dict(f.match)))
+                       and (out_port == OFPP_ANY or it.Output(out_port) in f.actions)
+                       and (out_group == OFPG_ANY or it.ToGroup(out_group) in f.actions))
+                (gone if hit else keep).append(f)
+            t[:] = keep
+        return gone
+
+    def add_group(self, g: it.Group, watch: tuple[int, ...] | None = None, modify: bool = False) -> None:
+        if modify and g.group_id not in self.groups:
+            raise TableError(GROUP_MOD_FAILED, UNKNOWN_GROUP, f"{self.name}: modify of unknown group {g.group_id}")
+        if not modify and g.group_id in self.groups:
+            raise TableError(GROUP_MOD_FAILED, GROUP_EXISTS, f"{self.name}: group {g.group_id} exists")
+        self.groups[g.group_id] = g
+        self.watch[g.group_id] = watch if watch is not None else tuple(
+            next((a.port for a in b.actions if isinstance(a, it.Output)), OFPP_ANY) for b in g.buckets)
+
+    def delete_group(self, gid: int) -> None:
+        """A group goes, and with it every entry that uses it (OpenFlow); an unknown one is no error."""
+        for g in (list(self.groups) if gid == OFPG_ALL else [gid]):
+            self.groups.pop(g, None)
+            self.watch.pop(g, None)
+            self.delete_flows(out_group=g)
+
+    def add_meter(self, m: it.Meter, modify: bool = False) -> None:
+        if modify and m.meter_id not in self.meters:
+            raise TableError(METER_MOD_FAILED, UNKNOWN_METER, f"{self.name}: modify of unknown meter {m.meter_id}")
+        if not modify and m.meter_id in self.meters:
+            raise TableError(METER_MOD_FAILED, METER_EXISTS, f"{self.name}: meter {m.meter_id} exists")
+        self.meters[m.meter_id] = m
+
+    def delete_meter(self, mid: int) -> None:
+        """A meter goes, and with it every entry that uses it."""
+        for m in (list(self.meters) if mid == OFPM_ALL else [mid]):
+            self.meters.pop(m, None)
+            for t in self.tables.values():
+                t[:] = [f for f in t if f.meter_id != m]
+
+    # ----- reading ---------------------------------------------------------------------------------
+    def flows(self) -> list[it.Flow]:
+        return [f for t in sorted(self.tables) for f in self.tables[t]]
+
+    def lookup(self, table: int, pkt: dict) -> it.Flow | None:
+        return next((f for f in self.tables.get(table, ()) if _covers(f.match, pkt)), None)
+
+    def process(self, pkt: dict) -> list[Output]:
+        """Every copy of one packet the switch sends (``in_port`` among its fields)."""
+        out: list[Output] = []
+        table, meter, cookie = 0, 0, 0
+        pkt = dict(pkt)
+        for _ in range(MAX_GOTO):
+            f = self.lookup(table, pkt)
+            if f is None:
+                return out
+            self.hits[(table, f.priority, f.match)] += 1
+            if f.meter_id:
+                if f.meter_id not in self.meters:
+                    raise SimError(f"{self.name}: entry uses unknown meter {f.meter_id}")
+                meter = f.meter_id
+            cookie = f.cookie or cookie
+            self.actions(f.actions, pkt, out, meter, cookie)
+            if f.goto is None:
+                return out
+            if f.goto <= table:
+                raise SimError(f"{self.name}: goto from table {table} back to {f.goto}")
+            table = f.goto
+        raise SimError(f"{self.name}: goto loop")
+
+    def actions(self, actions, pkt: dict, out: list, meter: int = 0, cookie: int = 0) -> None:
+        """Apply actions to ``pkt`` (changed in place), appending what is sent to ``out``."""
+        for a in actions:
+            if isinstance(a, it.SetField):
+                pkt[a.field] = a.value
+            elif isinstance(a, it.SetQueue):
+                pkt["queue"] = a.queue_id
+            elif isinstance(a, it.Output):
+                out.append(Output(a.port, dict(pkt), meter, cookie))
+            elif isinstance(a, it.ToController):
+                out.append(Output("controller", dict(pkt), meter, cookie))
+            elif isinstance(a, it.ToGroup):
+                self._group(a.group_id, pkt, out, meter, cookie)
+
+    def live_buckets(self, gid: int) -> list[it.Bucket]:
+        """A group's buckets whose watch port is up (a bucket watching no port is always live)."""
+        g = self.groups[gid]
+        watch = self.watch.get(gid, ())
+        return [b for n, b in enumerate(g.buckets)
+                if (watch[n] if n < len(watch) else OFPP_ANY) not in self.down_ports]
+
+    def _group(self, gid: int, pkt: dict, out: list, meter: int, cookie: int) -> None:
+        if gid not in self.groups:
+            raise SimError(f"{self.name}: entry uses unknown group {gid}")
+        g = self.groups[gid]
+        live = self.live_buckets(gid) if g.type in ("select", "ff") else list(g.buckets)
+        if not live:
+            return
+        if g.type == "select":
+            total = sum(b.weight for b in live)
+            if total <= 0:
+                return  # (a select group whose live buckets all weigh 0 sends nothing)
+            key = "|".join(str(pkt.get(k)) for k in ("ipv4_src", "ipv4_dst", "ip_proto", "tcp_src", "tcp_dst",
+                                                       "udp_src", "udp_dst"))
+            pick = zlib.crc32(key.encode()) % total
+            for b in live:
+                if pick < b.weight:
+                    self.actions(b.actions, dict(pkt), out, meter, cookie)
+                    return
+                pick -= b.weight
+        for b in live if g.type == "all" else live[:1]:
+            self.actions(b.actions, dict(pkt), out, meter, cookie)
+
+
+def packet(flow, dscp: int = 0) -> dict:
+    """The match fields of an IPv4 packet of ``flow`` (src, dst, proto, sport, dport)."""
+    l4 = ("tcp_src", "tcp_dst") if flow.proto == 6 else ("udp_src", "udp_dst")
+    return {"eth_type": 0x0800, "ip_proto": flow.proto, "ipv4_src": flow.src, "ipv4_dst": flow.dst,
+            l4[0]: flow.sport, l4[1]: flow.dport, "ip_dscp": dscp, "queue": None}

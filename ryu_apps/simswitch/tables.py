@@ -11,14 +11,17 @@ type and code a real switch would answer.
 
 A packet is a dict of OpenFlow match fields (``packet``). It goes through goto-table, meters,
 set_field, set_queue, output and group actions; a select group picks a live bucket (its watch port up)
-by a hash of the 5-tuple, weighted, as Open vSwitch does. How messages reach the tables is
+by a hash of the 5-tuple, weighted, as Open vSwitch does. The hash is ``flow_hash``: FNV-1a over the
+switch's salt and the 5-tuple, so that switches do not all pick alike, and so that the packet-level
+engine (``experiments/ns3/fwsim.cc``) picks the same bucket for the same flow. Every change of the
+tables is told to ``listener`` when one is set (the packet-level engine mirrors the tables so). How messages reach the tables is
 ``simswitch.wire``'s business, not this module's.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import zlib
+import struct
 from collections import Counter
 from dataclasses import dataclass
 
@@ -67,6 +70,19 @@ def _ip(v) -> int:
     return int(ipaddress.IPv4Address(v))
 
 
+def flow_hash(salt: int, pkt: dict) -> int:
+    """FNV-1a (32 bits) over the salt and the packet's 5-tuple, big-endian: salt, src, dst (4 bytes each),
+    proto (1), source and destination port (2 each; 0 for a packet without them)."""
+    proto = pkt.get("ip_proto") or 0
+    l4 = ("tcp_src", "tcp_dst") if proto == 6 else ("udp_src", "udp_dst")
+    data = struct.pack("!IIIBHH", salt & 0xFFFFFFFF, _ip(pkt.get("ipv4_src") or 0), _ip(pkt.get("ipv4_dst") or 0),
+                       proto, pkt.get(l4[0]) or 0, pkt.get(l4[1]) or 0)
+    h = 2166136261
+    for b in data:
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return h
+
+
 def _covers(match, fields: dict) -> bool:
     """Whether a packet (or an entry's match, for a delete) has every field of ``match`` with its value."""
     for key, want in match:
@@ -89,8 +105,10 @@ def _covers(match, fields: dict) -> bool:
 
 
 class SwitchTables:
-    def __init__(self, name: str):
+    def __init__(self, name: str, salt: int = 0):
         self.name = name
+        self.salt = salt  # the select groups' hash basis
+        self.listener = None  # told every change: flow_added/flow_removed(f), group_set(g, watch)/...
         self.tables: dict[int, list[it.Flow]] = {}
         self.groups: dict[int, it.Group] = {}
         self.watch: dict[int, tuple[int, ...]] = {}  # group id -> each bucket's watch port
@@ -110,9 +128,15 @@ class SwitchTables:
             raise TableError(METER_MOD_FAILED, UNKNOWN_METER, f"{self.name}: an entry uses meter {f.meter_id}, "
                              "which does not exist")
         t = self.tables.setdefault(f.table_id, [])
-        t[:] = [g for g in t if not (g.priority == f.priority and g.match == f.match)]
+        old = [g for g in t if g.priority == f.priority and g.match == f.match]
+        if old:
+            t[:] = [g for g in t if g not in old]
         t.append(f)
         t.sort(key=lambda g: -g.priority)
+        if self.listener is not None:
+            for g in old:
+                self.listener.flow_removed(g)
+            self.listener.flow_added(f)
 
     def delete_flows(self, table_id: int = OFPTT_ALL, cookie: int = 0, cookie_mask: int = 0, match=(),
                      out_port: int = OFPP_ANY, out_group: int = OFPG_ANY, strict: bool = False,
@@ -130,6 +154,9 @@ class SwitchTables:
                        and (out_group == OFPG_ANY or it.ToGroup(out_group) in f.actions))
                 (gone if hit else keep).append(f)
             t[:] = keep
+        if self.listener is not None:
+            for f in gone:
+                self.listener.flow_removed(f)
         return gone
 
     def add_group(self, g: it.Group, watch: tuple[int, ...] | None = None, modify: bool = False) -> None:
@@ -140,13 +167,16 @@ class SwitchTables:
         self.groups[g.group_id] = g
         self.watch[g.group_id] = watch if watch is not None else tuple(
             next((a.port for a in b.actions if isinstance(a, it.Output)), OFPP_ANY) for b in g.buckets)
+        if self.listener is not None:
+            self.listener.group_set(g, self.watch[g.group_id])
 
     def delete_group(self, gid: int) -> None:
         """A group goes, and with it every entry that uses it (OpenFlow); an unknown one is no error."""
         for g in (list(self.groups) if gid == OFPG_ALL else [gid]):
-            self.groups.pop(g, None)
-            self.watch.pop(g, None)
             self.delete_flows(out_group=g)
+            if self.groups.pop(g, None) is not None and self.listener is not None:
+                self.listener.group_removed(g)
+            self.watch.pop(g, None)
 
     def add_meter(self, m: it.Meter, modify: bool = False) -> None:
         if modify and m.meter_id not in self.meters:
@@ -154,13 +184,20 @@ class SwitchTables:
         if not modify and m.meter_id in self.meters:
             raise TableError(METER_MOD_FAILED, METER_EXISTS, f"{self.name}: meter {m.meter_id} exists")
         self.meters[m.meter_id] = m
+        if self.listener is not None:
+            self.listener.meter_set(m)
 
     def delete_meter(self, mid: int) -> None:
         """A meter goes, and with it every entry that uses it."""
         for m in (list(self.meters) if mid == OFPM_ALL else [mid]):
-            self.meters.pop(m, None)
             for t in self.tables.values():
+                gone = [f for f in t if f.meter_id == m]
                 t[:] = [f for f in t if f.meter_id != m]
+                if self.listener is not None:
+                    for f in gone:
+                        self.listener.flow_removed(f)
+            if self.meters.pop(m, None) is not None and self.listener is not None:
+                self.listener.meter_removed(m)
 
     # ----- reading ---------------------------------------------------------------------------------
     def flows(self) -> list[it.Flow]:
@@ -224,9 +261,7 @@ class SwitchTables:
             total = sum(b.weight for b in live)
             if total <= 0:
                 return  # (a select group whose live buckets all weigh 0 sends nothing)
-            key = "|".join(str(pkt.get(k)) for k in ("ipv4_src", "ipv4_dst", "ip_proto", "tcp_src", "tcp_dst",
-                                                       "udp_src", "udp_dst"))
-            pick = zlib.crc32(key.encode()) % total
+            pick = flow_hash(self.salt, pkt) % total
             for b in live:
                 if pick < b.weight:
                     self.actions(b.actions, dict(pkt), out, meter, cookie)

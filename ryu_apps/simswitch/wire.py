@@ -180,7 +180,7 @@ class Switch:
 
     def __post_init__(self):
         if self.tables is None:
-            self.tables = SwitchTables(self.name)
+            self.tables = SwitchTables(self.name, self.dpid & 0xFFFFFFFF)
 
     def receive(self, data: bytes) -> tuple[list[bytes], list[tuple[Output, bytes]]]:
         """Apply whole messages in order: (replies, and (output, frame) of every packet-out sent)."""

@@ -1,5 +1,5 @@
 """The ``freeway`` command. ``controller`` is defined here; each other command lives beside what it runs:
-``fabric`` in topology/, ``send`` (the host agent) in ryu_apps/agent.py, ``demo``/``experiment``/``bench``
+``fabric`` in topology/, ``send`` (the host agent) in ryu_apps/host/agent.py, ``demo``/``experiment``/``bench``
 in experiments/."""
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from topology.sflow_agent import SFlowAgentConfig
 
 QOS_TAG = "external-ids:freeway=1"
 # Packets each switch port can queue without isolation: the same as isolation's mice and elephant queues
-# together (60 + 40, ryu_apps/isolation.py), so that every mode is compared with the same buffers.
+# together (60 + 40, ryu_apps/programs/isolation.py), so that every mode is compared with the same buffers.
 PORT_QUEUE_PKTS = 100
 
 

@@ -1,6 +1,6 @@
 """``freeway send``: announce an elephant to the controller, wait for the answer, then send it.
 
-The host picks its source port(s), sends an ANNOUNCE (see ryu_apps/handshake.py)
+The host picks its source port(s), sends an ANNOUNCE (see ryu_apps/host/handshake.py)
 to the service address, and waits for the ACK or NACK. Then it runs the
 transfer from exactly the announced ports: its own TCP sender, or a command
 given after ``--`` in which ``{cport}`` (first source port), ``{cports}``

@@ -238,14 +238,14 @@ def test_the_app_observes_the_collector_from_start_to_stop(tmp_path, monkeypatch
 
     from os_ken.base import app_manager
 
-    from ryu_apps import controller_app as freeway_app
+    from ryu_apps import controller_app
 
     app = _app(tmp_path, monkeypatch, mode="freeway")
     base = type(app).__mro__[1]
     assert base is app_manager.OSKenApp
     monkeypatch.setattr(base, "start", lambda self: None)  # no event loop here: only the registration
     monkeypatch.setattr(base, "stop", lambda self: None)
-    monkeypatch.setattr(freeway_app.hub, "spawn", lambda *a, **k: None)
+    monkeypatch.setattr(controller_app.hub, "spawn", lambda *a, **k: None)
     try:
         app.start()
         assert gc.callbacks.count(app._gc_observer) == 1

@@ -3,7 +3,7 @@
  *
  * Loaded with LD_PRELOAD (or by `freeway run -- COMMAND`), it wraps connect(). A TCP connect to an IPv4
  * address (or an IPv4-mapped IPv6 one) that matches one of the host's rules, on a socket that has not started
- * connecting, is announced before it proceeds: the socket is bound to a free port if it has none, an ANNOUNCE (the handshake of ryu_apps/handshake.py, version 1) goes to the
+ * connecting, is announced before it proceeds: the socket is bound to a free port if it has none, an ANNOUNCE (the handshake of ryu_apps/host/handshake.py, version 1) goes to the
  * service address with the connection's 5-tuple and the rule's size and rate, and the hook waits for the
  * controller's ACK or NACK, at most FREEWAY_TIMEOUT_MS, then lets connect() proceed. A blocking connect
  * therefore starts once every switch on its path holds its entries; a non-blocking one is announced
@@ -332,7 +332,7 @@ static void put64(uint8_t *p, uint64_t v) {
     for (int i = 7; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
 }
 
-/* The ANNOUNCE: the 24-byte header, the rate, one 16-byte subflow (ryu_apps/handshake.py). Addresses and
+/* The ANNOUNCE: the 24-byte header, the rate, one 16-byte subflow (ryu_apps/host/handshake.py). Addresses and
    ports in network order. */
 static size_t encode(uint8_t *b, uint64_t nonce, const struct rule *r, uint32_t src, uint16_t sport, uint32_t dst,
                      uint16_t dport) {

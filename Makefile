@@ -50,7 +50,7 @@ ovs: debs
 
 $(VENV)/.installed: setup.py requirements.txt
 	@test -x $(PY) || /usr/bin/python3 -m venv --system-site-packages $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,experiments]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,experiments,ns3]'
 	@touch $@
 
 venv: debs $(VENV)/.installed

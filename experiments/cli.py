@@ -135,15 +135,17 @@ def cmd_experiment(args) -> int:
             r = scenarios.run_many_to_one(modes, args.duration, Path(args.out))
             scenarios.print_many_to_one(r["table"])
         else:
+            ns3 = {"tcp": args.tcp, "link_delay_s": args.link_delay_us * 1e-6} if args.engine == "ns3" else None
             r = run_experiment(args.scenario, modes, args.duration, args.seed, Path(args.out), args.k,
                                args.mice_load, args.distribution, args.mice_boundary, not args.no_references,
                                link_mbps=args.link_mbps, repeats=args.repeat, announce=args.announce,
                                controller_config=args.controller_config, static_arp=args.static_arp,
-                               mtu=args.mtu, switch_processes=args.switch_processes)
+                               mtu=args.mtu, switch_processes=args.switch_processes, engine=args.engine,
+                               topo=args.topo, ns3=ns3, jobs=args.jobs)
     except (ExperimentError, WorkloadError, scenarios.ScenarioError) as e:
         print(f"freeway experiment: error: {e}", file=sys.stderr)
         return 2
-    if args.scenario != "mixed":
+    if args.scenario not in ("mixed", "permutation"):
         print(f"results in {args.out}/results.json, plot: " + ", ".join(f"{args.out}/{p}" for p in r["plots"]))
         return 0
     print_table(r["table"], r["results"])
@@ -160,13 +162,25 @@ def add_commands(sub) -> None:
     d.set_defaults(func=cmd_demo)
 
     x = sub.add_parser("experiment", help="run a scenario under several modes; results, CSV and plots")
-    x.add_argument("scenario", choices=["mixed", "efm-collisions", "many-to-one"],
-                   help="mixed: elephants and mice on a fat-tree; efm-collisions: the EFM paper's four tests; "
+    x.add_argument("scenario", choices=["mixed", "permutation", "efm-collisions", "many-to-one"],
+                   help="mixed: elephants and mice on a fat-tree; permutation: every host sends one long flow to a "
+                        "host of another pod and receives one; efm-collisions: the EFM paper's four tests; "
                         "many-to-one: the isolation paper's incast on a leaf-spine")
+    x.add_argument("--engine", choices=["emulator", "ns3"], default="emulator",
+                   help="mixed, permutation: Open vSwitch under Mininet (emulator, default) or the packet-level ns-3 "
+                        "engine, whose switches carry out the same OpenFlow program")
+    x.add_argument("--topo", choices=["fattree", "leafspine"], default="fattree",
+                   help="permutation: a k-ary fat-tree, or a leaf-spine of k spines, k leaves, k hosts a leaf")
+    x.add_argument("--jobs", type=int, default=0, help="ns3: runs at once, each its own process (0: one per core)")
+    x.add_argument("--tcp", choices=["cubic", "newreno", "bbr", "dctcp"], default="cubic",
+                   help="ns3: the hosts' congestion control (cubic, as Linux hosts run)")
+    x.add_argument("--link-delay-us", type=float, default=5.0, help="ns3: each link's one-way delay in us (5)")
     x.add_argument("--modes", default=None,
-                   help="comma-separated: ecmp, hedera, efm-biggest, efm-smallest, freeway, with +isolation "
-                        "(mixed: ecmp,hedera,efm-biggest,freeway,freeway+isolation; efm-collisions: "
-                        "ecmp,hedera,efm-biggest,efm-smallest; many-to-one: ecmp,ecmp+isolation)")
+                   help="comma-separated: ecmp, hedera (polls every 5 s), hedera-1s (every second), efm-biggest, "
+                        "efm-smallest, freeway, perpkt (ns3 only: per-packet load balancing), with +isolation "
+                        "(mixed: ecmp,hedera,efm-biggest,freeway,freeway+isolation; permutation: "
+                        "ecmp,hedera,efm-biggest,freeway; efm-collisions: ecmp,hedera,efm-biggest,efm-smallest; "
+                        "many-to-one: ecmp,ecmp+isolation)")
     x.add_argument("--flow-bytes", type=int, default=6_000_000,
                    help="efm-collisions: bytes per colliding flow (6000000)")
     x.add_argument("--duration", type=float, default=30.0,

@@ -3,11 +3,20 @@
 Scenario ``mixed`` (Freeway-style): long elephants between two source pods and
 two destination pods, and Poisson request/response mice between every pair of
 pods, sized by the web-search (or data-mining) distribution cut at the mice
-boundary. Every mode sees the same seeded workload. Two reference runs put
-each mode in context: the mice alone on the same fabric (the unloaded FCT
-floor) and the same mice and elephants on one non-blocking switch (the
-throughput ceiling). ``--repeat`` runs whole rounds of all of it. Results:
-results.json, flows.csv and PNG plots in the output folder.
+boundary. Scenario ``permutation``: every host sends one long flow to a host
+of another pod (or leaf), every host receives one. Every mode sees the same
+seeded workload. Two reference runs put each mode in context: the mice alone
+on the same fabric (the unloaded FCT floor) and the same mice and elephants on
+one non-blocking switch (the throughput ceiling). ``--repeat`` runs whole
+rounds of all of it. Results: results.json, flows.csv and PNG plots in the
+output folder.
+
+Two engines run the same workload with the same modes: the emulator (Open
+vSwitch under Mininet, the default) and ns-3 (``--engine ns3``,
+``experiments/ns3``), whose switches carry out the same program through the
+same message builder. ns-3 runs go in parallel processes (``--jobs``), and a
+run whose ``run.json`` is already in the output folder with the same spec is
+not run again (an interrupted sweep resumes).
 """
 
 from __future__ import annotations
@@ -28,8 +37,12 @@ from topology.fabric import Fabric, fattree, leafspine
 from topology.ovsproc import ProcessError, SwitchProcesses, check_count
 from topology.sflow_agent import SFlowAgentConfig
 
-MODES = ("ecmp", "hedera", "efm-biggest", "efm-smallest", "freeway", "ecmp+isolation", "freeway+isolation")
-SCENARIOS = ("mixed",)
+BASE_MODES = ("ecmp", "hedera", "hedera-1s", "efm-biggest", "efm-smallest", "freeway", "perpkt")
+MODES = ("ecmp", "hedera", "hedera-1s", "efm-biggest", "efm-smallest", "freeway", "perpkt", "ecmp+isolation",
+         "freeway+isolation")
+NS3_ONLY = ("perpkt",)  # per-packet load balancing to the least-loaded next hop: no OpenFlow switch offers it
+ENGINES = ("emulator", "ns3")
+SCENARIOS = ("mixed", "permutation")
 RR_PORT = 7100
 SWITCH_CPU_LIMIT = 0.8  # above this, the emulator itself queues packets (see procs.SwitchCpu)
 
@@ -86,10 +99,21 @@ def remap_workload(wl: Workload, fabric: Fabric, other: Fabric, host_map: dict[s
 
 
 def _mode_parts(mode: str) -> tuple[str, bool]:
+    """(the controller's mode, isolation); ``hedera-1s`` is Hedera polling every second (the paper's
+    setting), ``perpkt`` per-packet load balancing (ns-3 only)."""
     base, _, iso = mode.partition("+")
-    if base not in ("ecmp", "hedera", "efm-biggest", "efm-smallest", "freeway") or iso not in ("", "isolation"):
+    if base not in BASE_MODES or iso not in ("", "isolation"):
         raise ExperimentError(f"--modes: unknown mode {mode!r} (known: {', '.join(MODES)})")
     return base, iso == "isolation"
+
+
+def _controller_settings(base: str) -> dict:
+    """Config-file sections a mode's name implies (``hedera-1s``: a poll a second)."""
+    return {"controller": {"hedera_poll_s": 1.0}} if base == "hedera-1s" else {}
+
+
+def _controller_mode(base: str) -> str:
+    return "hedera" if base == "hedera-1s" else base
 
 
 ANNOUNCERS = ("send", "hook")
@@ -120,12 +144,18 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
     from ryu_apps.programs.isolation import IsolationConfig
 
     base, iso = _mode_parts(mode)
+    if base == "hedera-1s":
+        extra_flags = ["--hedera-poll", "1"]
+    else:
+        extra_flags = []
+    base = _controller_mode(base)
     d = out / label
     d.mkdir(parents=True, exist_ok=True)
     for old in ("events.jsonl", "controller.log"):  # the controller appends: a rerun into the same --out
         (d / old).unlink(missing_ok=True)  # must not analyse an earlier run's events
     fabric.save(d / "fabric.json")
-    extra = (["--config", controller_config] if controller_config else []) + (["--isolation", "on"] if iso else [])
+    extra = ((["--config", controller_config] if controller_config else []) + (["--isolation", "on"] if iso else [])
+             + extra_flags)
     t_run = time.time()
     with SwitchProcesses(switch_processes) as sp, \
             ControllerProcess(d / "fabric.json", mode=base, log_file=d / "controller.log",
@@ -324,19 +354,31 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
                    mice_load: float = 0.1, dist: str = "websearch", boundary: float = 100_000,
                    references: bool = True, link_mbps: float = 10.0, repeats: int = 1,
                    announce: str = "send", controller_config: str | None = None, static_arp: bool = False,
-                   mtu: int = 1500, switch_processes: int = 1) -> dict:
+                   mtu: int = 1500, switch_processes: int = 1, engine: str = "emulator", topo: str = "fattree",
+                   ns3: dict | None = None, jobs: int = 0) -> dict:
+    """``engine``: ``emulator`` or ``ns3`` (``ns3``: the engine's ``Settings`` fields to set, e.g. tcp,
+    link_delay_s, queues; ``jobs``: runs at once, 0 for one per core)."""
     if scenario not in SCENARIOS:
         raise ExperimentError(f"scenario: unknown {scenario!r} (known: {', '.join(SCENARIOS)})")
+    if engine not in ENGINES:
+        raise ExperimentError(f"--engine: unknown {engine!r} (known: {', '.join(ENGINES)})")
     for m in modes:
-        _mode_parts(m)
+        base, _ = _mode_parts(m)
+        if base in NS3_ONLY and engine != "ns3":
+            raise ExperimentError(f"--modes: {m} runs only on --engine ns3 (no OpenFlow switch balances each packet "
+                                  "to its least-loaded next hop)")
     if duration < 5:
         raise ExperimentError("--duration: at least 5 seconds")
-    if not 0.5 <= link_mbps <= 1000:
-        raise ExperimentError(f"--link-mbps: must be between 0.5 and 1000, got {link_mbps}")
+    if not 0.5 <= link_mbps <= (100_000 if engine == "ns3" else 1000):
+        raise ExperimentError(f"--link-mbps: must be between 0.5 and {100_000 if engine == 'ns3' else 1000}, "
+                              f"got {link_mbps}")
     if not 1 <= repeats <= 20:
         raise ExperimentError(f"--repeat: must be between 1 and 20, got {repeats}")
     if announce not in ANNOUNCERS:
         raise ExperimentError(f"--announce: must be one of {', '.join(ANNOUNCERS)}, got {announce!r}")
+    if engine == "ns3" and (announce != "send" or static_arp or switch_processes != 1):
+        raise ExperimentError("--announce hook, --static-arp and --switch-processes are the emulator's; ns-3 hosts "
+                              "announce as freeway send does, have no ARP and no Open vSwitch process")
     from topology.queues import SettingError, check_mtu
 
     try:
@@ -351,43 +393,76 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
         from ryu_apps.config import ConfigError, load_file
 
         try:
-            load_file(controller_config)  # every key and value checked before the first run starts
+            loaded = load_file(controller_config)  # every key and value checked before the first run starts
         except ConfigError as e:
             raise ExperimentError(f"--controller-config: {e}") from None
         controller_config = str(Path(controller_config).resolve())
+    else:
+        loaded = {}
     out.mkdir(parents=True, exist_ok=True)
-    fabric = fattree(k, link_mbps)
-    wl = mixed_workload(fabric, duration, seed, mice_load, dist, boundary)
+    fabric = build_fabric(topo, k, link_mbps)
+    if scenario == "mixed":
+        wl = mixed_workload(fabric, duration, seed, mice_load, dist, boundary)
+    else:
+        from experiments.flowlist import FlowListError, permutation
+
+        try:
+            perm = permutation(fabric, seed, duration)
+        except FlowListError as e:
+            raise ExperimentError(str(e)) from None
+        wl = Workload([(f.src, f.dst) for f in perm], {}, duration)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    config = {"scenario": scenario, "k": k, "link_mbps": link_mbps, "modes": modes, "duration_s": duration, "seed": seed,
+    config = {"scenario": scenario, "engine": engine, "topo": topo, "k": k, "fabric": fabric.params,
+              "link_mbps": link_mbps, "modes": modes, "duration_s": duration, "seed": seed,
               "mice_load": mice_load, "distribution": dist, "mice_boundary_bytes": boundary,
               "elephants": wl.elephants, "mice_flows": sum(len(v) for v in wl.mice.values()),
               "repeats": repeats, "announce": announce, "controller_config": controller_config,
               "static_arp": static_arp, "mtu": mtu, "switch_processes": switch_processes}
-    print(f"[experiment] {scenario} on k={k}: {len(wl.elephants)} elephants, {config['mice_flows']} mice "
-          f"over {duration:.0f} s, modes {', '.join(modes)}", flush=True)
+    if engine == "ns3":
+        from experiments.ns3.engine import Settings
+
+        settings = Settings(mtu=mtu, seed=seed, **(ns3 or {}))
+        config["ns3"] = dict(settings.__dict__)
+    print(f"[experiment] {scenario} on a {topo} {fabric.params} ({engine}): {len(wl.elephants)} elephants, "
+          f"{config['mice_flows']} mice over {duration:.0f} s, modes {', '.join(modes)}", flush=True)
+    with_mice = bool(config["mice_flows"])
     plan = [(m, m, fabric, wl, True) for m in modes]
     if references:  # the floor: mice alone, same fabric; the ceiling: the whole workload, no fabric in the way
         nb, hmap = non_blocking(fabric)
-        plan = [("floor (mice alone)", "ecmp", fabric, wl, False),
-                ("ceiling (non-blocking switch)", "ecmp", nb, remap_workload(wl, fabric, nb, hmap), True)] + plan
+        refs = [("ceiling (non-blocking switch)", "ecmp", nb, remap_workload(wl, fabric, nb, hmap), True)]
+        if with_mice:
+            refs.insert(0, ("floor (mice alone)", "ecmp", fabric, wl, False))
+        plan = refs + plan
     runs: dict[str, list[dict]] = {label: [] for label, *_ in plan}
     each: list[dict] = [{} for _ in range(repeats)]  # per repeat: label -> analysis
-    total, i = len(plan) * repeats, 0
-    for rep in range(repeats):  # whole rounds, so that slow drifts of the machine hit every mode alike
-        for label, mode, fab, work, el_on in plan:
-            i += 1
-            tag = f" (repeat {rep + 1}/{repeats})" if repeats > 1 else ""
-            print(f"[experiment] run {i}/{total}: {label}{tag}", flush=True)
-            name = label.split(" ")[0] + (f"-{rep + 1}" if repeats > 1 else "")
-            run = run_one(out, name, fab, mode, work, True, el_on, announce, controller_config, static_arp, mtu,
-                          switch_processes)
-            run["repeat"] = rep + 1
-            runs[label].append(run)
-            each[rep][label] = r = analyse(run, fab)
-            print(f"[experiment] {label}{tag}: mice p50 {_ms(r['mice']['all']['p50'])} "
-                  f"p99 {_ms(r['mice']['all']['p99'])}, elephants {r['elephants']['aggregate_mbps']:.2f} Mbit/s",
-                  flush=True)
+    todo = [(rep, item) for rep in range(repeats) for item in plan]  # whole rounds: slow drifts hit every mode alike
+
+    def one(i: int, rep: int, item) -> dict:
+        label, mode, fab, work, el_on = item
+        tag = f" (repeat {rep + 1}/{repeats})" if repeats > 1 else ""
+        print(f"[experiment] run {i}/{len(todo)}: {label}{tag}", flush=True)
+        name = label.split(" ")[0] + (f"-{rep + 1}" if repeats > 1 else "")
+        if engine == "ns3":
+            return ns3_run(out, name, fab, mode, work, with_mice, el_on, settings, loaded, seed + rep)
+        return run_one(out, name, fab, mode, work, with_mice, el_on, announce, controller_config, static_arp, mtu,
+                       switch_processes)
+
+    if engine == "ns3":
+        import os
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+            done = list(pool.map(lambda a: one(a[0], *a[1]), [(i + 1, rep, item) for i, (rep, item) in enumerate(todo)]))
+    else:
+        done = [one(i + 1, rep, item) for i, (rep, item) in enumerate(todo)]
+    for (rep, (label, _mode, fab, _work, _el)), run in zip(todo, done, strict=True):
+        tag = f" (repeat {rep + 1}/{repeats})" if repeats > 1 else ""
+        run["repeat"] = rep + 1
+        runs[label].append(run)
+        each[rep][label] = r = analyse(run, fab)
+        print(f"[experiment] {label}{tag}: mice p50 {_ms(r['mice']['all']['p50'])} "
+              f"p99 {_ms(r['mice']['all']['p99'])}, elephants {r['elephants']['aggregate_mbps']:.2f} Mbit/s",
+              flush=True)
     rows = []
     for label, rl in runs.items():
         for run in rl:
@@ -409,10 +484,50 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
     broken = floor_check(results)
     if broken:
         print("[experiment] the floor is broken: " + "; ".join(broken), flush=True)
+    engine_stats = None
+    if engine == "ns3":
+        engine_stats = {label: [{"seconds": r["seconds"], "simulated_s": r["simulated_s"],
+                                 "wall_per_simulated_s": r["wall_per_simulated_s"]} for r in rl]
+                        for label, rl in runs.items()}
     stats.write_json(out / "results.json", {"config": config, "valid": not broken, "invalid_because": broken,
                                             "results": public, "table": table, "plots": plots,
-                                            "warnings": cpu_warnings(results)})
+                                            "warnings": cpu_warnings(results), "engine_runs": engine_stats})
     return {"config": config, "results": results, "table": table, "plots": plots}
+
+
+def build_fabric(topo: str, k: int, link_mbps: float) -> Fabric:
+    """``fattree``: a k-ary fat-tree; ``leafspine``: k spines, k leaves, k hosts a leaf (k=4: the 4x4 leaf-spine)."""
+    if topo == "fattree":
+        return fattree(k, link_mbps)
+    if topo == "leafspine":
+        return leafspine(k, k, k, link_mbps)
+    raise ExperimentError(f"--topo: unknown {topo!r} (known: fattree, leafspine)")
+
+
+def ns3_run(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with_mice: bool, with_elephants: bool,
+            settings, controller: dict, seed: int) -> dict:
+    """One run on the packet-level engine: the same workload as a flow list, the same mode; a run already
+    written with the same spec is read back, not run again."""
+    from dataclasses import replace
+
+    from experiments.flowlist import from_mixed
+    from experiments.ns3.engine import run_one as engine_run
+    from experiments.ns3.engine import spec_of
+
+    base, iso = _mode_parts(mode)
+    work = Workload(wl.elephants if with_elephants else [], wl.mice if with_mice else {}, wl.duration)
+    flows = from_mixed(work, fabric, announce=_controller_mode(base) == "freeway")
+    st = replace(settings, seed=seed, queues="strict" if iso else settings.queues,
+                 controller={**controller, **_controller_settings(base)})
+    spec = spec_of(label, mode, fabric, _controller_mode(base), iso, flows, st)
+    done = out / label / "run.json"
+    if done.exists() and (out / label / "spec.json").exists():
+        import json as _json
+
+        if _json.loads((out / label / "spec.json").read_text()) == _json.loads(_json.dumps(spec)):
+            print(f"[experiment] {label}: already run (its run.json is kept)", flush=True)
+            return _json.loads(done.read_text())
+    return engine_run(out, spec)
 
 
 def _ms(x):

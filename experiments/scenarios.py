@@ -24,6 +24,7 @@ COLLISION_MODES = ("ecmp", "hedera", "efm-biggest", "efm-smallest", "freeway")
 MANY_TO_ONE_MODES = ("ecmp", "ecmp+isolation")
 DEFAULT_MODES = {
     "mixed": "ecmp,hedera,efm-biggest,freeway,freeway+isolation",
+    "permutation": "ecmp,hedera,efm-biggest,freeway",
     "efm-collisions": "ecmp,hedera,efm-biggest,efm-smallest",
     "many-to-one": "ecmp,ecmp+isolation",
 }

@@ -1,0 +1,157 @@
+"""A workload as a list of flows, the same for every engine: generated, or read from a CSV (pure).
+
+A flow: when it starts (seconds from the run's start), its source and destination hosts, its bytes, how
+it is sent and whether it announces itself. ``kind`` ``rr`` is a request/response mouse as
+``experiments/rr.py`` runs it (the source asks the destination for ``bytes``; its completion time is
+measured at the source); ``bulk`` sends ``bytes`` from the source to the destination (``bytes`` 0: until
+``stop``), its completion time measured when the destination has them all. ``announced`` flows send the
+Freeway handshake first (in the Freeway mode; other modes take none).
+
+The CSV (``--flows FILE``): a header line, then one flow per line, columns ``start_s,src,dst,bytes`` and
+optionally ``announced`` (0/1, yes/no), ``kind`` (rr/bulk; by default ``rr`` below the mice boundary and
+``bulk`` from it) and ``stop_s``. Hosts are the description's names. A bad line is refused with its
+number and what is wrong; nothing runs.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+KINDS = ("rr", "bulk")
+MICE_BOUNDARY = 100_000  # bytes: a flow below this is a mouse in the results (the mixed scenario's boundary)
+
+
+class FlowListError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Flow:
+    start: float
+    src: str
+    dst: str
+    bytes: int
+    kind: str = "rr"
+    announced: bool = False
+    stop: float | None = None  # a bulk flow of 0 bytes sends until then
+    sport: int = 0  # its source port (0: the host picks one; an announced flow's is picked to announce it)
+
+    @property
+    def mouse(self) -> bool:
+        return self.kind == "rr" or 0 < self.bytes < MICE_BOUNDARY
+
+
+def check(flows: list[Flow], hosts: set[str], label=lambda n: f"flow {n}") -> None:
+    """Every flow's hosts exist and differ, sizes and times make sense (``label(n)`` names flow n)."""
+    for n, f in enumerate(flows, 1):
+        where = label(n)
+        if f.src not in hosts or f.dst not in hosts:
+            bad = f.src if f.src not in hosts else f.dst
+            raise FlowListError(f"{where}: {bad!r} is not a host of the fabric")
+        if f.src == f.dst:
+            raise FlowListError(f"{where}: source and destination are both {f.src}")
+        if f.start < 0 or f.bytes < 0:
+            raise FlowListError(f"{where}: start and bytes must not be negative")
+        if f.kind not in KINDS:
+            raise FlowListError(f"{where}: kind must be one of {', '.join(KINDS)}, got {f.kind!r}")
+        if f.kind == "rr" and f.bytes == 0:
+            raise FlowListError(f"{where}: a request/response flow needs a size")
+        if f.bytes == 0 and f.stop is None:
+            raise FlowListError(f"{where}: a bulk flow without a size needs a stop time")
+
+
+def _bool(text: str, where: str) -> bool:
+    t = text.strip().lower()
+    if t in ("1", "yes", "true", "y"):
+        return True
+    if t in ("", "0", "no", "false", "n"):
+        return False
+    raise FlowListError(f"{where}: announced must be 0/1 or yes/no, got {text!r}")
+
+
+def read_csv(path: str | Path, hosts: set[str], boundary: int = MICE_BOUNDARY) -> list[Flow]:
+    try:
+        fh = open(path, newline="")
+    except OSError as e:
+        raise FlowListError(f"{path}: cannot read: {e.strerror}") from None
+    with fh:
+        rows = list(csv.DictReader(fh))
+    need = {"start_s", "src", "dst", "bytes"}
+    if not rows or not need <= set(rows[0]):
+        raise FlowListError(f"{path}: the header must name {', '.join(sorted(need))} (and optionally announced, "
+                            "kind, stop_s)")
+    out = []
+    for n, row in enumerate(rows, 2):
+        where = f"{path}: line {n}"
+        try:
+            start, size = float(row["start_s"]), int(float(row["bytes"]))
+            stop = float(row["stop_s"]) if (row.get("stop_s") or "").strip() else None
+        except (TypeError, ValueError):
+            raise FlowListError(f"{where}: start_s, bytes and stop_s must be numbers") from None
+        kind = (row.get("kind") or "").strip() or ("rr" if 0 < size < boundary else "bulk")
+        out.append(Flow(start, row["src"].strip(), row["dst"].strip(), size, kind,
+                        _bool(row.get("announced") or "", where), stop))
+    check(out, hosts, lambda n: f"{path}: line {n + 1}")
+    return out
+
+
+def write_csv(path: str | Path, flows: list[Flow]) -> None:
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["start_s", "src", "dst", "bytes", "kind", "announced", "stop_s"])
+        for f in flows:
+            w.writerow([f"{f.start:.6f}", f.src, f.dst, f.bytes, f.kind, int(f.announced),
+                        "" if f.stop is None else f"{f.stop:.6f}"])
+
+
+# ----- generators ---------------------------------------------------------------------------------
+def from_mixed(wl, fabric, announce: bool, mice_offset: float = 2.0) -> list[Flow]:
+    """The emulator's ``mixed`` workload (``runner.Workload``) as a flow list: its elephants from 0 for the
+    whole duration, announced in the Freeway mode as ``freeway send`` announces them; its mice
+    request/response flows ``mice_offset`` seconds after the elephants, as the emulator starts them."""
+    by_ip = {h.ip: h.name for h in fabric.hosts}
+    out = [Flow(0.0, s, d, 0, "bulk", announce, wl.duration) for s, d in wl.elephants]
+    for client, sched in wl.mice.items():
+        out += [Flow(mice_offset + off, client, by_ip[server], size, "rr") for off, server, size in sched]
+    return sorted(out, key=lambda f: (f.start, f.src))
+
+
+def permutation(fabric, seed: int, duration: float, announce: bool = False) -> list[Flow]:
+    """Every host sends one long flow for ``duration`` seconds to a host in another pod (fat-tree) or under
+    another leaf (leaf-spine), and every host receives one: a random permutation with no flow inside a
+    pod or leaf (seeded)."""
+    group = {h.name: (fabric.switches[h.switch].pod if fabric.topo == "fattree" else h.switch)
+             for h in fabric.hosts}
+    names = [h.name for h in fabric.hosts]
+    if len(set(group.values())) < 2:
+        raise FlowListError("a permutation needs at least two pods or leaves")
+    rng = random.Random(seed)
+    groups: dict = {}
+    for n in names:
+        groups.setdefault(group[n], []).append(n)
+    order = list(groups.values())
+    rng.shuffle(order)
+    for g in order:
+        rng.shuffle(g)
+    ring = [n for g in order for n in g]  # hosts of a group side by side, groups and hosts in random order
+    widest = max(len(g) for g in order)
+    if 2 * widest > len(ring):
+        raise FlowListError("no permutation across pods: one pod holds more than half the hosts")
+    shift = rng.randint(widest, len(ring) - widest)  # never lands inside the sender's own group
+    pairs = [(ring[i], ring[(i + shift) % len(ring)]) for i in range(len(ring))]
+    pairs.sort(key=lambda p: names.index(p[0]))
+    return [Flow(0.0, s, d, 0, "bulk", announce, duration) for s, d in pairs]
+
+
+def mix(flows: list[Flow], boundary: int = MICE_BOUNDARY) -> dict:
+    """How many flows and bytes are mice (below ``boundary``), as the papers describe a workload."""
+    sized = [f for f in flows if f.bytes > 0]
+    mice = [f for f in sized if f.bytes < boundary]
+    total = sum(f.bytes for f in sized)
+    return {"flows": len(flows), "mice": len(mice), "elephants": len(sized) - len(mice),
+            "mice_share_of_flows": round(len(mice) / len(sized), 4) if sized else None,
+            "mice_share_of_bytes": round(sum(f.bytes for f in mice) / total, 4) if total else None,
+            "bytes": total, "boundary_bytes": boundary}

@@ -1,0 +1,281 @@
+"""One run on the packet-level engine: a fabric, a mode and a flow list on ns-3, the results in the shape
+the emulator's runs have (so that ``runner.analyse`` reads both).
+
+A run is one process (ns-3's simulator is one per process, and runs of a sweep go in parallel, one per
+core): ``run_one`` writes the run's spec as JSON, starts ``python -m experiments.ns3.engine SPEC OUT``,
+passes its progress lines on, and reads its results. In the process: the network (``net.build``), TCP
+as Linux hosts run it (settings below), the mode's policy (``ryu_apps.modes``) made from the same
+configuration as ``freeway controller``, the same ``Estimator`` monitoring runs, the controller on
+simulated time (``control.Controller``), each host's flows (``fw::Host``), and at the end every flow's
+outcome, the core switches' drops and the events.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from experiments.flowlist import Flow
+from ryu_apps.host import handshake as hs
+from topology.fabric import Fabric
+
+RR_PORT = 7100
+SINK_PORT = 6000
+TCPS = {"cubic": "ns3::TcpCubic", "newreno": "ns3::TcpNewReno", "bbr": "ns3::TcpBbr", "dctcp": "ns3::TcpDctcp"}
+
+
+class EngineError(RuntimeError):
+    pass
+
+
+@dataclass
+class Settings:
+    """How the engine models what the papers leave open (every one in results.json)."""
+
+    mtu: int = 1500
+    link_delay_s: float = 5e-6  # per link, one way (the emulator's veth and switch hop, roughly)
+    tcp: str = "cubic"  # the hosts' congestion control (Linux's default: Cubic)
+    min_rto_s: float = 0.2  # Linux's
+    queues: str = "fifo"  # every switch port's discipline; with isolation: strict
+    sampling: int = 0  # sFlow 1-in-N (0: the emulator's default for the link rate and MTU)
+    polling_s: float = 1.0  # sFlow counter interval
+    install_s: float = 0.0005
+    barrier_s: float = 0.0002
+    seed: int = 1
+    grace_s: float = 30.0  # after the last flow's start, the longest a run waits for the rest
+    paths: bool = False  # record every flow's path (every packet sampled: for checks, not for speed)
+    controller: dict = field(default_factory=dict)  # settings of the controller's config (sections)
+
+
+def _config(mode: str, iso: bool, extra: dict):
+    from ryu_apps import config
+
+    values = {"fabric": "(the ns-3 engine)", "mode": mode, "isolation": iso, "monitor": "sflow"}
+    if extra:
+        return config.Config.from_mapping({"controller": values, **extra})
+    return config.Config(**values)
+
+
+def run_spec(spec: dict, progress=print) -> dict:
+    """The run a spec describes, in this process; its results."""
+    from experiments.ns3 import control
+    from experiments.ns3 import net as netmod
+    from experiments.ns3.native import load
+    from monitoring.estimator import Estimator
+    from ryu_apps import modes
+    from topology.sflow_agent import SFlowAgentConfig
+
+    t_wall = time.time()
+    fabric = Fabric.from_dict(spec["fabric"])
+    st = Settings(**spec["settings"])
+    flows = [Flow(**f) for f in spec["flows"]]
+    mode, iso = spec["mode"], spec["isolation"]
+    per_packet = mode == "perpkt"
+    cfg = _config("ecmp" if per_packet else mode, iso, st.controller)
+    ns, fw = load()
+    ns.RngSeedManager.SetSeed(st.seed)
+    _tcp_defaults(ns, st)
+    sampling = 1 if st.paths else st.sampling or SFlowAgentConfig.for_rate(fabric.link_rate_mbps, st.mtu).sampling
+    net = netmod.build(fabric, link_delay_s=st.link_delay_s, mtu=st.mtu, queues=st.queues,
+                       iso=cfg.isolation_config(), sampling=sampling, seed=st.seed, per_packet=per_packet)
+    policy = modes.make(cfg, fabric)
+    ctl = control.Controller(net, policy, Estimator(fabric, cfg.monitor_config()),
+                             control.Delays(st.install_s, st.barrier_s), st.polling_s, sampling, st.paths)
+    ctl.program()
+    apps = _hosts(net, fabric, flows, policy.takes_announces)
+    last_start = max((f.start for f in flows), default=0.0)
+    stops = [f.stop for f in flows if f.stop is not None]
+    until = max([last_start] + stops) + st.grace_s
+    wall_at = [time.time()]
+
+    def done(now: float) -> bool:
+        return now > last_start and now >= max(stops, default=0.0) and _all_done(apps, flows)
+
+    def show(now: float) -> None:
+        if time.time() - wall_at[0] >= 10 or now >= until:
+            wall_at[0] = time.time()
+            finished = sum(1 for f, r in _results(apps, flows) if r is not None and r["ok"])
+            progress(f"[{spec['label']}] simulated {now:6.2f} s, wall {time.time() - t_wall:6.0f} s, "
+                     f"{finished}/{len(flows)} flows done")
+
+    end = ctl.run(until, done, show)
+    wall = time.time() - t_wall
+    out = _collect(spec, net, fabric, flows, apps, ctl, end)
+    out.update(seconds=round(wall, 1), simulated_s=round(end, 3), wall_per_simulated_s=round(wall / max(end, 1e-9), 2),
+               engine="ns3", settings=asdict(st) | {"sampling": sampling}, counters=ctl.counters)
+    ns.Simulator.Destroy()
+    return out
+
+
+def _tcp_defaults(ns, st: Settings) -> None:
+    """TCP as a Linux host runs it, where ns-3's defaults differ."""
+    if st.tcp not in TCPS:
+        raise EngineError(f"tcp: unknown {st.tcp!r} (known: {', '.join(TCPS)})")
+    d = ns.Config.SetDefault
+    d("ns3::TcpL4Protocol::SocketType", ns.TypeIdValue(ns.TypeId.LookupByName(TCPS[st.tcp])))
+    d("ns3::TcpSocket::SegmentSize", ns.UintegerValue(st.mtu - 52))  # IP, TCP and timestamps
+    d("ns3::TcpSocket::InitialCwnd", ns.UintegerValue(10))
+    d("ns3::TcpSocket::SndBufSize", ns.UintegerValue(4 << 20))
+    d("ns3::TcpSocket::RcvBufSize", ns.UintegerValue(6 << 20))
+    d("ns3::TcpSocket::DelAckTimeout", ns.TimeValue(ns.MilliSeconds(40)))
+    d("ns3::TcpSocket::ConnTimeout", ns.TimeValue(ns.Seconds(1.0)))
+    d("ns3::TcpSocketBase::MinRto", ns.TimeValue(ns.Seconds(st.min_rto_s)))
+    d("ns3::TcpSocketBase::MaxSegLifetime", ns.DoubleValue(1.0))  # TIME_WAIT: short, or endpoints pile up
+    if st.tcp == "dctcp":
+        d("ns3::TcpSocketBase::UseEcn", ns.StringValue("On"))
+
+
+def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool) -> dict:
+    """One ``fw::Host`` per host with its flows (announced ones carry their handshake's bytes)."""
+    ns, fw = net.ns, net.fw
+    ip = {h.name: h.ip for h in fabric.hosts}
+    apps = {}
+    for h in fabric.hosts:
+        app = ns.CreateObject[fw.Host]()
+        app.Configure(_int(hs.SERVICE_IP), RR_PORT)
+        net.nodes[h.name].AddApplication(app)
+        app.SetStartTime(ns.Seconds(0.0))
+        apps[h.name] = app
+    sinks: dict[str, set[int]] = {}
+    for n, f in enumerate(flows):
+        spec = fw.FlowSpec()
+        spec.id = n
+        spec.start = f.start
+        spec.kind = 0 if f.kind == "rr" else 1
+        spec.dst = _int(ip[f.dst])
+        spec.size = f.bytes
+        spec.stop = -1.0 if f.stop is None else f.stop
+        spec.sport = f.sport
+        if f.kind == "bulk":
+            spec.dport = SINK_PORT + n % 1000
+            sinks.setdefault(f.dst, set()).add(spec.dport)
+        if f.announced and announces:
+            spec.sport = f.sport or 30000 + n % 20000
+            ann = hs.Announce(n + 1, f.bytes or 1_000_000_000, 0,
+                              (hs.Subflow(ip[f.src], ip[f.dst], 6, spec.sport, spec.dport or RR_PORT),))
+            spec.announce = hs.encode(ann)
+        apps[f.src].Add(spec)
+    for host, ports in sinks.items():
+        for p in sorted(ports):
+            apps[host].AddSinkPort(p)
+    return apps
+
+
+def _int(ip: str) -> int:
+    a, b, c, d = (int(x) for x in ip.split("."))
+    return a << 24 | b << 16 | c << 8 | d
+
+
+def _results(apps: dict, flows: list[Flow]):
+    for n, f in enumerate(flows):
+        app = apps[f.src]
+        yield f, ({"ok": bool(app.Result(n).ok)} if app.Has(n) else None)
+
+
+def _all_done(apps: dict, flows: list[Flow]) -> bool:
+    return all(apps[f.src].Has(n) and apps[f.src].Result(n).ok for n, f in enumerate(flows))
+
+
+def _collect(spec: dict, net, fabric: Fabric, flows: list[Flow], apps: dict, ctl, end: float) -> dict:
+    """Every flow's outcome in the emulator's shapes: mice (request/response flows and sized bulk flows
+    under the boundary) with their completion time and timeouts; elephants with their goodput."""
+    ip = {h.name: h.ip for h in fabric.hosts}
+    mice, elephants, bulk = [], [], []
+    for n, f in enumerate(flows):
+        app = apps[f.src]
+        if not app.Has(n):
+            continue
+        r = app.Result(n)
+        if f.kind == "rr":
+            rto = int(r.rto) + int(apps[f.dst].ServerRto(_int(ip[f.src]), r.sport))
+            mice.append({"client": f.src, "server": ip[f.dst], "size": f.bytes, "start": f.start,
+                         "fct_s": round(r.end - f.start, 6) if r.ok else None, "ok": bool(r.ok), "rto": rto,
+                         "sport": int(r.sport), "id": n})
+            continue
+        sink = apps[f.dst]
+        got = int(sink.Sunk(_int(ip[f.src]), r.sport))
+        finished = float(sink.SunkDone(_int(ip[f.src]), r.sport))
+        finished = None if finished < 0 else finished
+        started = float(r.answered) if r.answered >= 0 else f.start
+        answer = {-1: None, 0: "none", 1: "ack", 2: "nack"}[int(r.answer)]
+        if f.bytes == 0:
+            span = (f.stop or end) - f.start
+            elephants.append({"id": n, "src": f.src, "dst": f.dst, "goodput_mbps": got * 8 / span / 1e6 if span > 0
+                              else 0.0, "bytes": got, "announced": answer, "sport": int(r.sport)})
+        else:
+            rec = {"id": n, "src": f.src, "dst": f.dst, "size": f.bytes, "start": f.start, "bytes": got,
+                   "fct_s": round(finished - f.start, 6) if finished is not None else None,
+                   "ok": finished is not None, "rto": int(r.rto), "announced": answer,
+                   "goodput_mbps": got * 8 / (finished - started) / 1e6 if finished and finished > started else None}
+            bulk.append(rec)
+            if f.mouse:
+                mice.append({"client": f.src, "server": ip[f.dst], "size": f.bytes, "start": f.start,
+                             "fct_s": rec["fct_s"], "ok": rec["ok"], "rto": rec["rto"]})
+    paths = None
+    if spec["settings"].get("paths"):
+        paths = {}
+        for n, f in enumerate(flows):
+            app = apps[f.src]
+            if app.Has(n):
+                dport = RR_PORT if f.kind == "rr" else SINK_PORT + n % 1000
+                hops = ctl.paths.get((ip[f.src], ip[f.dst], 6, int(app.Result(n).sport), dport), [])
+                first = {sw: t for t, sw in reversed(hops)}  # each switch's first packet of the flow
+                paths[str(n)] = sorted(first, key=first.get)
+    top = max(s.level for s in fabric.switches.values())
+    drops = {f"{sw}-eth{port}": int(net.fw.Dropped(p.queue)) for (sw, port), p in net.ports.items()
+             if fabric.switches[sw].level == top}
+    return {"label": spec["label"], "mode": spec["label_mode"], "mice": mice, "elephants": elephants, "bulk": bulk,
+            "core_drops": drops, "events": ctl.events, "switch_cpu": None, "paths": paths,
+            "all_drops": sum(int(net.fw.Dropped(p.queue)) for p in net.ports.values())}
+
+
+# ----- one run, in its own process -----------------------------------------------------------------
+def spec_of(label: str, mode_label: str, fabric: Fabric, mode: str, iso: bool, flows: list[Flow],
+            settings: Settings) -> dict:
+    return {"label": label, "label_mode": mode_label, "fabric": fabric.to_dict(), "mode": mode, "isolation": iso,
+            "flows": [asdict(f) for f in flows], "settings": asdict(settings)}
+
+
+def run_one(out: Path, spec: dict, timeout_s: float = 6 * 3600) -> dict:
+    """Run a spec in a child process (its progress lines passed on); its results (also ``run.json``)."""
+    d = out / spec["label"]
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "spec.json").write_text(json.dumps(spec))
+    result = d / "run.json"
+    result.unlink(missing_ok=True)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "experiments.ns3.engine", str(d / "spec.json"), str(result)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            cwd=str(Path(__file__).resolve().parents[2]))
+    tail: list[str] = []
+    deadline = time.time() + timeout_s
+    for line in proc.stdout:
+        if "runStaticInitializersOnce" in line:
+            continue  # cling's notice when ns-3 loads: harmless
+        tail = (tail + [line.rstrip()])[-20:]
+        if line.startswith("["):
+            print(line.rstrip(), flush=True)
+        if time.time() > deadline:
+            proc.kill()
+            raise EngineError(f"{spec['label']}: no result within {timeout_s:.0f} s")
+    proc.wait()
+    if proc.returncode != 0 or not result.exists():
+        raise EngineError(f"{spec['label']}: the engine failed (exit {proc.returncode}):\n" + "\n".join(tail))
+    return json.loads(result.read_text())
+
+
+def main(argv=None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    spec = json.loads(Path(args[0]).read_text())
+    res = run_spec(spec, progress=lambda s: print(s, flush=True))
+    Path(args[1]).write_text(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

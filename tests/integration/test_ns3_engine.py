@@ -1,0 +1,111 @@
+"""The packet-level engine's smoke run (issue 38): physics, not figures, on a k=4 fat-tree at 10 Mbit/s.
+
+Each run is the engine's own process (``freeway experiment --engine ns3`` runs them so), all at once:
+a lone TCP flow fills its link; two elephants the ECMP program hashes onto one uplink share it;
+isolation (strict priority by DSCP) lowers mice completion times under an elephant; and in ECMP and
+Freeway mode every host pair's packets take, in ns-3, the path the message-level simulated switch
+walks for the same 5-tuple: the two carry out one program.
+"""
+
+from __future__ import annotations
+
+import itertools
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from experiments.flowlist import Flow
+from monitoring.sflow import FiveTuple
+from topology.fabric import fattree
+
+F = fattree(4, 10)
+IP = {h.name: h.ip for h in F.hosts}
+LINK_MBPS = 10.0
+
+
+def _uplink_pair():
+    """Two elephants from e0_0's hosts to other pods that the ECMP program sends up the same uplink."""
+    from experiments.ns3.engine import SINK_PORT
+    from ryu_apps import modes
+    from ryu_apps.simswitch.fabric import SimFabric
+
+    sim = SimFabric(F, modes.Policy(F))
+    by_uplink: dict = {}
+    for n, (src, dst) in enumerate([("h0_0_0", "h2_0_0"), ("h0_0_1", "h3_1_1")]):  # flows 0 and 1 of the run
+        for sport in range(41000 + 1000 * n, 41008 + 1000 * n):
+            first = sim.send(src, FiveTuple(IP[src], IP[dst], 6, sport, SINK_PORT + n)).path[1]
+            by_uplink.setdefault((src, first), []).append((src, dst, sport))
+    a = next(v[0] for (s, up), v in by_uplink.items() if s == "h0_0_0")
+    b = next(v[0] for (s, up), v in by_uplink.items() if s == "h0_0_1" and (("h0_0_0", up) in by_uplink)
+             and by_uplink[("h0_0_0", up)][0] == a)
+    return [Flow(0.0, a[0], a[1], 0, "bulk", False, 4.0, a[2]), Flow(0.0, b[0], b[1], 0, "bulk", False, 4.0, b[2])]
+
+
+def _runs(tmp_path):
+    from experiments.ns3.engine import Settings, run_one, spec_of
+
+    fast = dict(grace_s=3.0)
+    mice = [Flow(1.0 + 0.15 * i, "h2_0_0", "h3_0_0", 30_000, "rr") for i in range(16)]
+    under = [Flow(0.0, "h0_0_0", "h2_0_0", 0, "bulk", False, 4.0)] + mice
+    pairs = [Flow(0.05 * i, a.name, b.name, 2000, "rr") for i, (a, b) in
+             enumerate(itertools.permutations(F.hosts, 2))]
+    specs = {
+        "lone": spec_of("lone", "ecmp", F, "ecmp", False, [Flow(0.0, "h0_0_0", "h2_1_1", 0, "bulk", False, 3.0)],
+                        Settings(**fast)),
+        "shared": spec_of("shared", "ecmp", F, "ecmp", False, _uplink_pair(), Settings(**fast)),
+        "fifo": spec_of("fifo", "ecmp", F, "ecmp", False, under, Settings(**fast)),
+        "strict": spec_of("strict", "ecmp+isolation", F, "ecmp", True, under, Settings(queues="strict", **fast)),
+        "paths-ecmp": spec_of("paths-ecmp", "ecmp", F, "ecmp", False, pairs, Settings(paths=True, **fast)),
+        "paths-freeway": spec_of("paths-freeway", "freeway", F, "freeway", False, pairs, Settings(paths=True, **fast)),
+    }
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        done = dict(zip(specs, pool.map(lambda s: run_one(tmp_path, s, timeout_s=240), specs.values()), strict=True))
+    return specs, done
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return _runs(tmp_path_factory.mktemp("ns3"))
+
+
+def test_a_lone_tcp_flow_fills_its_link(runs):
+    _, done = runs
+    (el,) = done["lone"]["elephants"]
+    assert el["goodput_mbps"] >= 0.9 * LINK_MBPS, el
+
+
+def test_two_elephants_hashed_onto_one_uplink_share_it(runs):
+    _, done = runs
+    a, b = done["shared"]["elephants"]
+    assert a["goodput_mbps"] + b["goodput_mbps"] <= 1.01 * LINK_MBPS, (a, b)  # one uplink between them
+    assert a["goodput_mbps"] + b["goodput_mbps"] >= 0.85 * LINK_MBPS, (a, b)
+    assert min(a["goodput_mbps"], b["goodput_mbps"]) >= 0.3 * LINK_MBPS, (a, b)
+
+
+def test_isolation_lowers_mice_completion_times_under_an_elephant(runs):
+    _, done = runs
+    fct = {k: sorted(m["fct_s"] for m in done[k]["mice"] if m["ok"]) for k in ("fifo", "strict")}
+    assert len(fct["fifo"]) == len(fct["strict"]) == 16, fct
+    assert fct["strict"][8] < 0.5 * fct["fifo"][8], fct  # the medians
+    assert done["fifo"]["elephants"][0]["goodput_mbps"] >= 0.8 * LINK_MBPS
+
+
+@pytest.mark.parametrize("mode", ["ecmp", "freeway"])
+def test_ns3_forwards_every_host_pair_as_the_simulated_switch_walks_it(runs, mode):
+    from experiments.ns3.engine import RR_PORT
+    from ryu_apps import modes
+    from ryu_apps.simswitch.fabric import SimFabric
+
+    specs, done = runs
+    res = done[f"paths-{mode}"]
+    policy = modes.FreewayPolicy(F) if mode == "freeway" else modes.Policy(F)
+    sim = SimFabric(F, policy)
+    flows = [Flow(**f) for f in specs[f"paths-{mode}"]["flows"]]
+    assert len(res["mice"]) == len(flows) == 240 and all(m["ok"] for m in res["mice"])
+    differ = []
+    for m in res["mice"]:
+        f = flows[m["id"]]
+        walked = sim.send(f.src, FiveTuple(IP[f.src], IP[f.dst], 6, m["sport"], RR_PORT)).path
+        if tuple(res["paths"][str(m["id"])]) != walked:
+            differ.append((f.src, f.dst, res["paths"][str(m["id"])], walked))
+    assert not differ, differ[:5]

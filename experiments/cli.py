@@ -103,6 +103,16 @@ def cmd_bench(args) -> int:
             f"MiB, after {w['after']['rss_mib']} MiB with {w['after'].get('hedera_edges')} edge entries"
             for w in r["waves"]))
         print(f"results in {Path(args.out) / 'state.json'}")
+    elif args.bench == "crossval":
+        from experiments import crossval
+
+        r = crossval.run(Path(args.emulator), Path(args.ns3), Path(args.out))
+        for key, rk in r["ranking"].items():
+            print(f"{key}: emulator {' < '.join(rk['emulator'])}; ns-3 {' < '.join(rk['ns3'])}: "
+                  f"{'same' if rk['same'] else 'DIFFERENT'} ranking")
+        for key, c in r["checks"].items():
+            print(f"freeway+isolation {key}: emulator {c['emulator']}, ns-3 {c['ns3']} ({c['relative_difference']})")
+        print(f"cross-validation {'met' if r['met'] else 'NOT met'}; results in {Path(args.out) / 'crossval.json'}")
     elif args.bench == "emulator":
         from experiments.emulator import emulator
 
@@ -125,24 +135,37 @@ def cmd_experiment(args) -> int:
     from experiments.workload import WorkloadError
 
     modes = [m for m in (args.modes or scenarios.DEFAULT_MODES[args.scenario]).split(",") if m]
+    k = args.k if args.k is not None else (8 if args.scenario == "paper" else 4)
+    link_mbps = args.link_mbps if args.link_mbps is not None else (100.0 if args.scenario == "paper" else 10.0)
+    duration = args.duration if args.duration is not None else (10.0 if args.scenario == "paper" else 30.0)
     try:
+        if args.scenario == "paper":
+            from experiments import paper
+
+            if args.engine != "ns3":
+                raise ExperimentError("paper: the paper's fabric (k=8, 320 servers) runs on --engine ns3 only")
+            seeds = [int(x) for x in args.seeds.split(",")]
+            r = paper.run(Path(args.out), modes, seeds, k, args.hosts_per_edge, link_mbps, duration, jobs=args.jobs,
+                          settings={"tcp": args.tcp, "link_delay_s": args.link_delay_us * 1e-6, "mtu": args.mtu})
+            paper.print_table(r)
+            return 0
         if args.scenario == "efm-collisions":
             r = scenarios.run_efm_collisions(modes, args.flow_bytes, Path(args.out))
             scenarios.print_collisions(r["table"])
         elif args.scenario == "many-to-one":
-            if args.duration < 5:
+            if duration < 5:
                 raise ExperimentError("--duration: at least 5 seconds")
-            r = scenarios.run_many_to_one(modes, args.duration, Path(args.out))
+            r = scenarios.run_many_to_one(modes, duration, Path(args.out))
             scenarios.print_many_to_one(r["table"])
         else:
             ns3 = {"tcp": args.tcp, "link_delay_s": args.link_delay_us * 1e-6} if args.engine == "ns3" else None
-            r = run_experiment(args.scenario, modes, args.duration, args.seed, Path(args.out), args.k,
+            r = run_experiment(args.scenario, modes, duration, args.seed, Path(args.out), k,
                                args.mice_load, args.distribution, args.mice_boundary, not args.no_references,
-                               link_mbps=args.link_mbps, repeats=args.repeat, announce=args.announce,
+                               link_mbps=link_mbps, repeats=args.repeat, announce=args.announce,
                                controller_config=args.controller_config, static_arp=args.static_arp,
                                mtu=args.mtu, switch_processes=args.switch_processes, engine=args.engine,
                                topo=args.topo, ns3=ns3, jobs=args.jobs)
-    except (ExperimentError, WorkloadError, scenarios.ScenarioError) as e:
+    except (ExperimentError, WorkloadError, scenarios.ScenarioError, ValueError) as e:
         print(f"freeway experiment: error: {e}", file=sys.stderr)
         return 2
     if args.scenario not in ("mixed", "permutation"):
@@ -162,10 +185,13 @@ def add_commands(sub) -> None:
     d.set_defaults(func=cmd_demo)
 
     x = sub.add_parser("experiment", help="run a scenario under several modes; results, CSV and plots")
-    x.add_argument("scenario", choices=["mixed", "permutation", "efm-collisions", "many-to-one"],
+    x.add_argument("scenario", choices=["mixed", "permutation", "paper", "efm-collisions", "many-to-one"],
                    help="mixed: elephants and mice on a fat-tree; permutation: every host sends one long flow to a "
-                        "host of another pod and receives one; efm-collisions: the EFM paper's four tests; "
+                        "host of another pod and receives one; paper: the Freeway paper's comparison (k=8, 320 "
+                        "servers, SWIM's Facebook jobs; --engine ns3); efm-collisions: the EFM paper's four tests; "
                         "many-to-one: the isolation paper's incast on a leaf-spine")
+    x.add_argument("--seeds", default="1,2,3", help="paper: workload and engine seeds, one run each per mode (1,2,3)")
+    x.add_argument("--hosts-per-edge", type=int, default=10, help="paper: servers an edge switch (10, the paper's)")
     x.add_argument("--engine", choices=["emulator", "ns3"], default="emulator",
                    help="mixed, permutation: Open vSwitch under Mininet (emulator, default) or the packet-level ns-3 "
                         "engine, whose switches carry out the same OpenFlow program")
@@ -183,14 +209,15 @@ def add_commands(sub) -> None:
                         "many-to-one: ecmp,ecmp+isolation)")
     x.add_argument("--flow-bytes", type=int, default=6_000_000,
                    help="efm-collisions: bytes per colliding flow (6000000)")
-    x.add_argument("--duration", type=float, default=30.0,
-                   help="seconds of traffic per mode (30; many-to-one: per run)")
+    x.add_argument("--duration", type=float, default=None,
+                   help="seconds of traffic per mode (30; many-to-one: per run; paper: the trace's hour compressed "
+                        "into 10)")
     x.add_argument("--seed", type=int, default=1, help="workload seed (1)")
     x.add_argument("--repeat", type=int, default=1,
                    help="mixed: run every mode this many times, in rounds; FCTs pooled, goodput averaged, "
                         "lowest-highest shown (1)")
-    x.add_argument("--k", type=int, default=4, help="fat-tree arity (4; 8 when asked)")
-    x.add_argument("--link-mbps", type=float, default=10.0, help="link rate in Mbit/s (10)")
+    x.add_argument("--k", type=int, default=None, help="fat-tree arity (4; paper: 8)")
+    x.add_argument("--link-mbps", type=float, default=None, help="link rate in Mbit/s (10; paper: 100)")
     x.add_argument("--mice-load", type=float, default=0.1, help="mice load per host, fraction of its link (0.1)")
     x.add_argument("--distribution", default="websearch", help="mice sizes: websearch or datamining")
     x.add_argument("--mice-boundary", type=float, default=100_000, help="largest mouse in bytes (100000)")
@@ -276,6 +303,10 @@ def add_commands(sub) -> None:
     bl.add_argument("--trials", type=int, default=5, help="silent failures (5)")
     bl.add_argument("--seconds", type=float, default=20.0, help="idle seconds for the CPU cost, each run (20)")
     bl.add_argument("--out", default="results/bench", help="output directory (results/bench)")
+    bx = bsub.add_parser("crossval", help="the same mixed workload on the emulator and on ns-3, compared")
+    bx.add_argument("--emulator", required=True, help="a 'freeway experiment mixed' output directory")
+    bx.add_argument("--ns3", required=True, help="the same with --engine ns3")
+    bx.add_argument("--out", default="results/crossval", help="output directory (results/crossval)")
     be = bsub.add_parser("emulator", help="what a packet costs Open vSwitch's forwarding thread, by ports on its "
                                           "datapath, and with those ports in a second process")
     be.add_argument("--ports", default="0,200,700", help="idle ports to add, comma-separated (0,200,700)")

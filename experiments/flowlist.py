@@ -39,10 +39,6 @@ class Flow:
     stop: float | None = None  # a bulk flow of 0 bytes sends until then
     sport: int = 0  # its source port (0: the host picks one; an announced flow's is picked to announce it)
 
-    @property
-    def mouse(self) -> bool:
-        return self.kind == "rr" or 0 < self.bytes < MICE_BOUNDARY
-
 
 def check(flows: list[Flow], hosts: set[str], label=lambda n: f"flow {n}") -> None:
     """Every flow's hosts exist and differ, sizes and times make sense (``label(n)`` names flow n)."""

@@ -512,7 +512,7 @@ def ns3_run(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
 
     from experiments.flowlist import from_mixed
     from experiments.ns3.engine import run_one as engine_run
-    from experiments.ns3.engine import spec_of
+    from experiments.ns3.engine import spec_of, written
 
     base, iso = _mode_parts(mode)
     work = Workload(wl.elephants if with_elephants else [], wl.mice if with_mice else {}, wl.duration)
@@ -520,13 +520,10 @@ def ns3_run(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
     st = replace(settings, seed=seed, queues="strict" if iso else settings.queues,
                  controller={**controller, **_controller_settings(base)})
     spec = spec_of(label, mode, fabric, _controller_mode(base), iso, flows, st)
-    done = out / label / "run.json"
-    if done.exists() and (out / label / "spec.json").exists():
-        import json as _json
-
-        if _json.loads((out / label / "spec.json").read_text()) == _json.loads(_json.dumps(spec)):
-            print(f"[experiment] {label}: already run (its run.json is kept)", flush=True)
-            return _json.loads(done.read_text())
+    done = written(out, spec)
+    if done is not None:
+        print(f"[experiment] {label}: already run (its run.json is kept)", flush=True)
+        return done
     return engine_run(out, spec)
 
 

@@ -334,16 +334,22 @@ def _check_k(k: object) -> int:
     return k
 
 
-def fattree(k: int, rate_mbps: float = 10.0) -> Fabric:
+def fattree(k: int, rate_mbps: float = 10.0, hosts_per_edge: int | None = None) -> Fabric:
     """A k-ary fat-tree (Al-Fares et al.): k pods of k/2 edge and k/2 aggregation
-    switches, (k/2)^2 cores, k/2 hosts per edge switch at 10.pod.edge.(2..k/2+1).
+    switches, (k/2)^2 cores, k/2 hosts per edge switch at 10.pod.edge.(2..k/2+1)
+    (``hosts_per_edge`` other than k/2: an oversubscribed edge, as the Freeway
+    paper's k=8 with 10 servers a rack).
 
-    Ports: edge 1..k/2 hosts, k/2+1..k aggregation j; aggregation 1..k/2 edge i,
-    k/2+1..k core; core c (1-based) port p+1 to pod p. Aggregation j of every
-    pod connects to cores j*k/2+1 .. (j+1)*k/2, so core numbers sort paths.
+    Ports: edge 1..n hosts (n = hosts per edge), n+1..n+k/2 aggregation j;
+    aggregation 1..k/2 edge i, k/2+1..k core; core c (1-based) port p+1 to pod p.
+    Aggregation j of every pod connects to cores j*k/2+1 .. (j+1)*k/2, so core
+    numbers sort paths.
     """
     _check_k(k)
     h = k // 2
+    n = h if hosts_per_edge is None else hosts_per_edge
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 250:
+        raise FabricError(f"hosts_per_edge: a whole number from 1 to 250, got {hosts_per_edge!r}")
     switches: dict[str, Switch] = {}
     links: list[Link] = []
     hosts: list[Host] = []
@@ -360,15 +366,16 @@ def fattree(k: int, rate_mbps: float = 10.0) -> Fabric:
             add(f"e{p}_{i}", "edge", p, i)
         for e in range(h):
             for j in range(h):
-                links.append(Link(f"e{p}_{e}", h + 1 + j, f"a{p}_{j}", 1 + e, rate_mbps))
+                links.append(Link(f"e{p}_{e}", n + 1 + j, f"a{p}_{j}", 1 + e, rate_mbps))
         for j in range(h):
             for m in range(h):
                 links.append(Link(f"a{p}_{j}", h + 1 + m, f"c{j * h + m + 1}", p + 1, rate_mbps))
         for e in range(h):
-            for x in range(h):
+            for x in range(n):
                 ip = f"10.{p}.{e}.{x + 2}"
                 hosts.append(Host(f"h{p}_{e}_{x}", ip, host_mac(ip), f"e{p}_{e}", 1 + x))
-    return Fabric("fattree", {"k": k}, rate_mbps, switches, links, hosts)
+    params = {"k": k} if n == h else {"k": k, "hosts_per_edge": n}
+    return Fabric("fattree", params, rate_mbps, switches, links, hosts)
 
 
 def leafspine(spines: int, leaves: int, hosts_per_leaf: int, rate_mbps: float = 10.0) -> Fabric:
@@ -427,7 +434,7 @@ def scramble(fabric: Fabric, seed: int) -> Fabric:
 def build(topo: str, rate_mbps: float = 10.0, **params) -> Fabric:
     """Build a fabric by topology name (``fattree`` with k, ``leafspine`` with sizes)."""
     if topo == "fattree":
-        return fattree(params["k"], rate_mbps)
+        return fattree(params["k"], rate_mbps, params.get("hosts_per_edge"))
     if topo == "leafspine":
         return leafspine(params["spines"], params["leaves"], params["hosts_per_leaf"], rate_mbps)
     raise FabricError(f"topo: unknown topology {topo!r} (expected one of {', '.join(TOPOS)})")

@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from experiments.flowlist import Flow
+from experiments.flowlist import MICE_BOUNDARY, Flow
 from ryu_apps.host import handshake as hs
 from topology.fabric import Fabric
 
@@ -185,6 +185,7 @@ def _collect(spec: dict, net, fabric: Fabric, flows: list[Flow], apps: dict, ctl
     """Every flow's outcome in the emulator's shapes: mice (request/response flows and sized bulk flows
     under the boundary) with their completion time and timeouts; elephants with their goodput."""
     ip = {h.name: h.ip for h in fabric.hosts}
+    boundary = spec.get("mice_boundary", MICE_BOUNDARY)
     mice, elephants, bulk = [], [], []
     for n, f in enumerate(flows):
         app = apps[f.src]
@@ -213,7 +214,7 @@ def _collect(spec: dict, net, fabric: Fabric, flows: list[Flow], apps: dict, ctl
                    "ok": finished is not None, "rto": int(r.rto), "announced": answer,
                    "goodput_mbps": got * 8 / (finished - started) / 1e6 if finished and finished > started else None}
             bulk.append(rec)
-            if f.mouse:
+            if f.bytes < boundary:
                 mice.append({"client": f.src, "server": ip[f.dst], "size": f.bytes, "start": f.start,
                              "fct_s": rec["fct_s"], "ok": rec["ok"], "rto": rec["rto"]})
     paths = None
@@ -236,9 +237,19 @@ def _collect(spec: dict, net, fabric: Fabric, flows: list[Flow], apps: dict, ctl
 
 # ----- one run, in its own process -----------------------------------------------------------------
 def spec_of(label: str, mode_label: str, fabric: Fabric, mode: str, iso: bool, flows: list[Flow],
-            settings: Settings) -> dict:
+            settings: Settings, mice_boundary: int = MICE_BOUNDARY) -> dict:
     return {"label": label, "label_mode": mode_label, "fabric": fabric.to_dict(), "mode": mode, "isolation": iso,
-            "flows": [asdict(f) for f in flows], "settings": asdict(settings)}
+            "flows": [asdict(f) for f in flows], "settings": asdict(settings), "mice_boundary": mice_boundary}
+
+
+def written(out: Path, spec: dict) -> dict | None:
+    """The results of a run already written under ``out`` with this very spec (an interrupted sweep resumes),
+    else None."""
+    d = out / spec["label"]
+    if (d / "run.json").exists() and (d / "spec.json").exists() and \
+            json.loads((d / "spec.json").read_text()) == json.loads(json.dumps(spec)):
+        return json.loads((d / "run.json").read_text())
+    return None
 
 
 def run_one(out: Path, spec: dict, timeout_s: float = 6 * 3600) -> dict:

@@ -149,6 +149,36 @@ def cmd_experiment(args) -> int:
                           settings={"tcp": args.tcp, "link_delay_s": args.link_delay_us * 1e-6, "mtu": args.mtu})
             paper.print_table(r)
             return 0
+        if args.scenario in ("cut-in", "flow-control"):
+            from experiments import queueing
+
+            if args.engine != "ns3":
+                raise ExperimentError(f"{args.scenario}: needs --engine ns3 (this kernel has no prio, red or bpf "
+                                      "qdisc: the emulator can neither cut in, evict, mark ECN nor pause)")
+            if args.scenario == "cut-in":
+                rates = [float(x) for x in args.rates.split(",")]
+                dur = {r: (duration if args.duration is not None else (0.3 if r >= 1000 else 10.0)) for r in rates}
+                r = queueing.cut_in(Path(args.out), rates, args.tcps.split(","), args.disciplines.split(","), dur,
+                                    args.seed, args.jobs)
+                for row in r["rows"]:
+                    print(f"{row['rate_mbps']:>7g} {row['tcp']:<8} {row['discipline']:<7} delay "
+                          f"{row['queueing_delay_ms']} ms, drops {row['drop_rate']}, short p99 {row['short_p99_ms']} ms, "
+                          f"long {row['long_mbps']} Mbit/s")
+                for c in r["checks"]:
+                    print(f"cq at {c['rate_mbps']:g} Mbit/s, {c['tcp']}: p99 {c['p99_vs_fifo']} x fifo, "
+                          f"{c['p99_vs_strict']} x strict, long {c['long_vs_fifo']} x fifo: "
+                          f"{'met' if c['met'] else 'NOT met'}")
+            else:
+                rate = args.link_mbps if args.link_mbps is not None else 10_000.0
+                dur = args.duration if args.duration is not None else 0.3
+                r = queueing.flow_control(Path(args.out), rate, dur, list(queueing.FC_CONFIGS),
+                                          list(queueing.FC_TRAFFIC), args.seed, args.jobs)
+                for row in r["rows"]:
+                    print(f"{row['config']:<9} {row['traffic']:<10} mice mean {row['mice_mean_us']} us, p99 "
+                          f"{row['mice_p99_us']} us, utilisation {row['utilisation']}, pauses {row['pause_frames']}")
+                print(f"isolated vs hybrid: {r['checks']}")
+            print(f"results in {args.out}/results.json, plots: " + ", ".join(r["plots"]))
+            return 0
         if args.scenario == "efm-collisions":
             r = scenarios.run_efm_collisions(modes, args.flow_bytes, Path(args.out))
             scenarios.print_collisions(r["table"])
@@ -164,7 +194,7 @@ def cmd_experiment(args) -> int:
                                link_mbps=link_mbps, repeats=args.repeat, announce=args.announce,
                                controller_config=args.controller_config, static_arp=args.static_arp,
                                mtu=args.mtu, switch_processes=args.switch_processes, engine=args.engine,
-                               topo=args.topo, ns3=ns3, jobs=args.jobs)
+                               topo=args.topo, ns3=ns3, jobs=args.jobs, queues=args.queues)
     except (ExperimentError, WorkloadError, scenarios.ScenarioError, ValueError) as e:
         print(f"freeway experiment: error: {e}", file=sys.stderr)
         return 2
@@ -185,11 +215,17 @@ def add_commands(sub) -> None:
     d.set_defaults(func=cmd_demo)
 
     x = sub.add_parser("experiment", help="run a scenario under several modes; results, CSV and plots")
-    x.add_argument("scenario", choices=["mixed", "permutation", "paper", "efm-collisions", "many-to-one"],
+    x.add_argument("scenario", choices=["mixed", "permutation", "paper", "efm-collisions", "many-to-one", "cut-in",
+                                        "flow-control"],
                    help="mixed: elephants and mice on a fat-tree; permutation: every host sends one long flow to a "
                         "host of another pod and receives one; paper: the Freeway paper's comparison (k=8, 320 "
                         "servers, SWIM's Facebook jobs; --engine ns3); efm-collisions: the EFM paper's four tests; "
-                        "many-to-one: the isolation paper's incast on a leaf-spine")
+                        "many-to-one: the isolation paper's incast on a leaf-spine; cut-in: the CQ slides' many-to-one "
+                        "under fifo, strict and cq (ns3); flow-control: the isolation paper's Fig. 1 with PFC, ECN "
+                        "and isolated queues (ns3)")
+    x.add_argument("--rates", default="10000,100", help="cut-in: link rates in Mbit/s (10000,100)")
+    x.add_argument("--tcps", default="newreno,cubic,bbr,dctcp", help="cut-in: congestion controls (all four)")
+    x.add_argument("--disciplines", default="fifo,strict,cq", help="cut-in: port disciplines (fifo,strict,cq)")
     x.add_argument("--seeds", default="1,2,3", help="paper: workload and engine seeds, one run each per mode (1,2,3)")
     x.add_argument("--hosts-per-edge", type=int, default=10, help="paper: servers an edge switch (10, the paper's)")
     x.add_argument("--engine", choices=["emulator", "ns3"], default="emulator",
@@ -201,6 +237,11 @@ def add_commands(sub) -> None:
     x.add_argument("--tcp", choices=["cubic", "newreno", "bbr", "dctcp"], default="cubic",
                    help="ns3: the hosts' congestion control (cubic, as Linux hosts run)")
     x.add_argument("--link-delay-us", type=float, default=5.0, help="ns3: each link's one-way delay in us (5)")
+    x.add_argument("--queues", default=None,
+                   help="ns3: every switch port's discipline: fifo, strict (mice first, by DSCP) or cq (cut-in with "
+                        "eviction over one buffer), with +ecn (CE marks on the elephant band above K) and +pfc (the "
+                        "mice band paused hop by hop); by default strict with +isolation, fifo without (the "
+                        "emulator carries only those)")
     x.add_argument("--modes", default=None,
                    help="comma-separated: ecmp, hedera (polls every 5 s), hedera-1s (every second), efm-biggest, "
                         "efm-smallest, freeway, perpkt (ns3 only: per-packet load balancing), with +isolation "

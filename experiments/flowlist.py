@@ -38,6 +38,7 @@ class Flow:
     announced: bool = False
     stop: float | None = None  # a bulk flow of 0 bytes sends until then
     sport: int = 0  # its source port (0: the host picks one; an announced flow's is picked to announce it)
+    dscp: int = 0  # the DSCP the host marks it with itself (a DCB host's priority; 0: none)
 
 
 def check(flows: list[Flow], hosts: set[str], label=lambda n: f"flow {n}") -> None:

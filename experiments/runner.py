@@ -355,9 +355,12 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
                    references: bool = True, link_mbps: float = 10.0, repeats: int = 1,
                    announce: str = "send", controller_config: str | None = None, static_arp: bool = False,
                    mtu: int = 1500, switch_processes: int = 1, engine: str = "emulator", topo: str = "fattree",
-                   ns3: dict | None = None, jobs: int = 0) -> dict:
+                   ns3: dict | None = None, jobs: int = 0, queues: str | None = None) -> dict:
     """``engine``: ``emulator`` or ``ns3`` (``ns3``: the engine's ``Settings`` fields to set, e.g. tcp,
-    link_delay_s, queues; ``jobs``: runs at once, 0 for one per core)."""
+    link_delay_s; ``jobs``: runs at once, 0 for one per core). ``queues``: every switch port's discipline
+    in every run (``topology.queues``: fifo, strict, cq, with +ecn, +pfc); by default a mode's own: strict
+    with +isolation, fifo without. ``+isolation`` is the controller's program (marks, classification,
+    meters), ``queues`` what the ports do with it; the emulator carries only the defaults."""
     if scenario not in SCENARIOS:
         raise ExperimentError(f"scenario: unknown {scenario!r} (known: {', '.join(SCENARIOS)})")
     if engine not in ENGINES:
@@ -376,6 +379,17 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
         raise ExperimentError(f"--repeat: must be between 1 and 20, got {repeats}")
     if announce not in ANNOUNCERS:
         raise ExperimentError(f"--announce: must be one of {', '.join(ANNOUNCERS)}, got {announce!r}")
+    if queues is not None:
+        from topology.queues import SettingError as QueueError
+        from topology.queues import check_discipline
+
+        try:
+            check_discipline(queues, engine)
+        except QueueError as e:
+            raise ExperimentError(f"--{e}") from None
+        if engine == "emulator":
+            raise ExperimentError("--queues: the emulator's ports follow the mode (strict with +isolation, fifo "
+                                  "without); other disciplines need --engine ns3")
     if engine == "ns3" and (announce != "send" or static_arp or switch_processes != 1):
         raise ExperimentError("--announce hook, --static-arp and --switch-processes are the emulator's; ns-3 hosts "
                               "announce as freeway send does, have no ARP and no Open vSwitch process")
@@ -423,6 +437,7 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
 
         settings = Settings(mtu=mtu, seed=seed, **(ns3 or {}))
         config["ns3"] = dict(settings.__dict__)
+        config["queues"] = queues
     print(f"[experiment] {scenario} on a {topo} {fabric.params} ({engine}): {len(wl.elephants)} elephants, "
           f"{config['mice_flows']} mice over {duration:.0f} s, modes {', '.join(modes)}", flush=True)
     with_mice = bool(config["mice_flows"])
@@ -443,7 +458,7 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
         print(f"[experiment] run {i}/{len(todo)}: {label}{tag}", flush=True)
         name = label.split(" ")[0] + (f"-{rep + 1}" if repeats > 1 else "")
         if engine == "ns3":
-            return ns3_run(out, name, fab, mode, work, with_mice, el_on, settings, loaded, seed + rep)
+            return ns3_run(out, name, fab, mode, work, with_mice, el_on, settings, loaded, seed + rep, queues)
         return run_one(out, name, fab, mode, work, with_mice, el_on, announce, controller_config, static_arp, mtu,
                        switch_processes)
 
@@ -505,7 +520,7 @@ def build_fabric(topo: str, k: int, link_mbps: float) -> Fabric:
 
 
 def ns3_run(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with_mice: bool, with_elephants: bool,
-            settings, controller: dict, seed: int) -> dict:
+            settings, controller: dict, seed: int, queues: str | None = None) -> dict:
     """One run on the packet-level engine: the same workload as a flow list, the same mode; a run already
     written with the same spec is read back, not run again."""
     from dataclasses import replace
@@ -517,7 +532,7 @@ def ns3_run(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
     base, iso = _mode_parts(mode)
     work = Workload(wl.elephants if with_elephants else [], wl.mice if with_mice else {}, wl.duration)
     flows = from_mixed(work, fabric, announce=_controller_mode(base) == "freeway")
-    st = replace(settings, seed=seed, queues="strict" if iso else settings.queues,
+    st = replace(settings, seed=seed, queues=queues or ("strict" if iso else "fifo"),
                  controller={**controller, **_controller_settings(base)})
     spec = spec_of(label, mode, fabric, _controller_mode(base), iso, flows, st)
     done = written(out, spec)

@@ -25,6 +25,9 @@ MANY_TO_ONE_MODES = ("ecmp", "ecmp+isolation")
 DEFAULT_MODES = {
     "mixed": "ecmp,hedera,efm-biggest,freeway,freeway+isolation",
     "permutation": "ecmp,hedera,efm-biggest,freeway",
+    "paper": "ecmp,hedera-1s,perpkt,freeway+isolation",
+    "cut-in": "ecmp",
+    "flow-control": "ecmp",
     "efm-collisions": "ecmp,hedera,efm-biggest,efm-smallest",
     "many-to-one": "ecmp,ecmp+isolation",
 }

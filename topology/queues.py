@@ -43,6 +43,18 @@ class IsolationConfig:
                                     "rate-less elephants share the room divided by it, so that above their floors "
                                     "the meters on a link add up to its capacity", min=1)
     mice_meter_mbps: float = setting(0.0, "optional cap on all mice from one host port (0: off)", "Mbit/s")
+    ecn_k_frames: int = setting(20, "disciplines with +ecn: mark CE on a packet entering the elephant band (the "
+                                "only band under fifo) above this many standard frames (DCTCP's K)", "frames",
+                                min=1)
+    pfc_xoff_bytes: int = setting(48_000, "disciplines with +pfc: pause the mice band upstream when the mice "
+                                  "an ingress port brought in hold more than this (the isolation paper's "
+                                  "Section 4.1 threshold)", "bytes", min=1)
+    pfc_xon_bytes: int = setting(24_470, "... and resume it at or below this (the paper's K of Section 5)",
+                                 "bytes", min=0)
+    cq_short_bytes: int = setting(100_000, "cq: an unmarked flow is short while it has sent fewer bytes than "
+                                  "this through a port", "bytes", min=1)
+    cq_decay_ms: float = setting(1.0, "cq: the short flows' headroom fades with this time constant once they "
+                                 "stop", "ms", min=0.001)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -53,6 +65,36 @@ class IsolationConfig:
             raise SettingError("elephant_dscp: must differ from mice_dscp")
         if self.elephant_min_share >= 1:
             raise SettingError("elephant_min_share: must be below 1")
+        if self.pfc_xon_bytes >= self.pfc_xoff_bytes:
+            raise SettingError("pfc_xon_bytes: must be below pfc_xoff_bytes")
+
+
+# ----- port disciplines --------------------------------------------------------------
+DISCIPLINES = ("fifo", "strict", "cq")
+MODIFIERS = ("ecn", "pfc")
+EMULATED = ("fifo", "strict")  # what this kernel's qdiscs (htb, tbf, u32) can carry
+
+
+def parse_discipline(text: str) -> tuple[str, frozenset[str]]:
+    """``fifo``, ``strict`` or ``cq``, with ``+ecn`` and ``+pfc`` modifiers: (discipline, modifiers)."""
+    base, *mods = text.strip().split("+")
+    if base not in DISCIPLINES:
+        raise SettingError(f"queues: unknown discipline {base!r} (known: {', '.join(DISCIPLINES)}, "
+                           f"with +{', +'.join(MODIFIERS)})")
+    bad = [m for m in mods if m not in MODIFIERS]
+    if bad or len(set(mods)) != len(mods):
+        raise SettingError(f"queues: {text!r}: modifiers are +{' and +'.join(MODIFIERS)}, each once")
+    return base, frozenset(mods)
+
+
+def check_discipline(text: str, engine: str) -> str:
+    """The discipline if ``engine`` can carry it, else why not (naming the engine)."""
+    base, mods = parse_discipline(text)
+    if engine == "emulator" and (base not in EMULATED or mods):
+        raise SettingError(f"queues: {text!r} needs the ns-3 engine (--engine ns3): the emulator's kernel has "
+                           "htb, tbf and u32 but no prio, red or bpf qdisc, so it can cut in, evict, mark ECN or "
+                           "pause nothing; it carries fifo and strict")
+    return text
 
 
 # ----- switch side ---------------------------------------------------------------

@@ -28,6 +28,7 @@ import heapq
 import itertools
 import logging
 import math
+import time
 from dataclasses import dataclass
 
 from experiments.ns3.compile import Mirror
@@ -80,6 +81,7 @@ class Controller:
         self._early_at = -1e9
         self._flow_seq = 0
         self.paths: dict | None = {} if paths else None  # 5-tuple -> [(time, switch)] of its sampled packets
+        self.timing: dict[str, list[float]] = {"period": [], "packet_in": [], "hot": []}  # the policy's own time
         self.counters = {"punts": 0, "packet_outs": 0, "injected": 0, "resumed": 0, "expired": 0,
                          "flow_removed": 0, "samples": 0, "transactions": 0}
 
@@ -163,7 +165,10 @@ class Controller:
                 self.counters["punts"] += 1
                 frame = self._frame(name, p)
                 self.held[frame] = (name, p.id)
-                self.react(now, self.policy.on_packet(now, name, p.inPort, frame))
+                t0 = time.perf_counter()
+                r = self.policy.on_packet(now, name, p.inPort, frame)
+                self.timing["packet_in"].append(time.perf_counter() - t0)
+                self.react(now, r)
 
     def _frame(self, name: str, p) -> bytes:
         ip = bytes(self.net.fw.Datagram(p))
@@ -228,10 +233,18 @@ class Controller:
         self.expire(now)
         if now - self._early_at >= EARLY_ROUND_S and self.estimator.take_hot():
             self._early_at = now
-            self.react(now, self.policy.on_hot(now, self.estimator.view(now)))
+            view = self.estimator.view(now)
+            t0 = time.perf_counter()
+            r = self.policy.on_hot(now, view)
+            self.timing["hot"].append(time.perf_counter() - t0)
+            self.react(now, r)
         if now >= self._next_period:
             self._next_period = now + PERIOD_S
-            self.react(now, self.policy.on_period(now, self.estimator.view(now)))
+            view = self.estimator.view(now)
+            t0 = time.perf_counter()
+            r = self.policy.on_period(now, view)
+            self.timing["period"].append(time.perf_counter() - t0)
+            self.react(now, r)
         if now >= self._next_snapshot:
             self._next_snapshot = now + PERIOD_S
             self.snapshot(now)

@@ -49,6 +49,8 @@ class Settings:
     seed: int = 1
     grace_s: float = 30.0  # after the last flow's start, the longest a run waits for the rest
     paths: bool = False  # record every flow's path (every packet sampled: for checks, not for speed)
+    own_queues: bool = False  # every port on fw::PortQueue, with its counters (plain fifo and strict too)
+    rr_dscp: int = 0  # the DSCP request/response servers mark their answers with (hosts marking priorities)
     controller: dict = field(default_factory=dict)  # settings of the controller's config (sections)
 
 
@@ -82,12 +84,13 @@ def run_spec(spec: dict, progress=print) -> dict:
     _tcp_defaults(ns, st)
     sampling = 1 if st.paths else st.sampling or SFlowAgentConfig.for_rate(fabric.link_rate_mbps, st.mtu).sampling
     net = netmod.build(fabric, link_delay_s=st.link_delay_s, mtu=st.mtu, queues=st.queues,
-                       iso=cfg.isolation_config(), sampling=sampling, seed=st.seed, per_packet=per_packet)
+                       iso=cfg.isolation_config(), sampling=sampling, seed=st.seed, per_packet=per_packet,
+                       own_queues=st.own_queues)
     policy = modes.make(cfg, fabric)
     ctl = control.Controller(net, policy, Estimator(fabric, cfg.monitor_config()),
                              control.Delays(st.install_s, st.barrier_s), st.polling_s, sampling, st.paths)
     ctl.program()
-    apps = _hosts(net, fabric, flows, policy.takes_announces)
+    apps = _hosts(net, fabric, flows, policy.takes_announces, st.rr_dscp)
     last_start = max((f.start for f in flows), default=0.0)
     stops = [f.stop for f in flows if f.stop is not None]
     until = max([last_start] + stops) + st.grace_s
@@ -107,9 +110,20 @@ def run_spec(spec: dict, progress=print) -> dict:
     wall = time.time() - t_wall
     out = _collect(spec, net, fabric, flows, apps, ctl, end)
     out.update(seconds=round(wall, 1), simulated_s=round(end, 3), wall_per_simulated_s=round(wall / max(end, 1e-9), 2),
-               engine="ns3", settings=asdict(st) | {"sampling": sampling}, counters=ctl.counters)
+               engine="ns3", settings=asdict(st) | {"sampling": sampling}, counters=ctl.counters,
+               policy_time=_timing(ctl.timing))
     ns.Simulator.Destroy()
     return out
+
+
+def _timing(timing: dict[str, list[float]]) -> dict:
+    """The policy's own time per call (the controller's decisions, without the simulation): count, median,
+    p99 and the largest, in ms."""
+    from experiments.stats import percentile
+
+    return {k: {"calls": len(v), "median_ms": round(percentile(v, 50) * 1e3, 3) if v else None,
+                "p99_ms": round(percentile(v, 99) * 1e3, 3) if v else None,
+                "max_ms": round(max(v) * 1e3, 3) if v else None} for k, v in timing.items()}
 
 
 def _tcp_defaults(ns, st: Settings) -> None:
@@ -130,14 +144,14 @@ def _tcp_defaults(ns, st: Settings) -> None:
         d("ns3::TcpSocketBase::UseEcn", ns.StringValue("On"))
 
 
-def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool) -> dict:
+def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool, rr_dscp: int = 0) -> dict:
     """One ``fw::Host`` per host with its flows (announced ones carry their handshake's bytes)."""
     ns, fw = net.ns, net.fw
     ip = {h.name: h.ip for h in fabric.hosts}
     apps = {}
     for h in fabric.hosts:
         app = ns.CreateObject[fw.Host]()
-        app.Configure(_int(hs.SERVICE_IP), RR_PORT)
+        app.Configure(_int(hs.SERVICE_IP), RR_PORT, rr_dscp << 2)
         net.nodes[h.name].AddApplication(app)
         app.SetStartTime(ns.Seconds(0.0))
         apps[h.name] = app
@@ -151,6 +165,7 @@ def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool) -> dict:
         spec.size = f.bytes
         spec.stop = -1.0 if f.stop is None else f.stop
         spec.sport = f.sport
+        spec.tos = f.dscp << 2
         if f.kind == "bulk":
             spec.dport = SINK_PORT + n % 1000
             sinks.setdefault(f.dst, set()).add(spec.dport)
@@ -230,7 +245,21 @@ def _collect(spec: dict, net, fabric: Fabric, flows: list[Flow], apps: dict, ctl
     top = max(s.level for s in fabric.switches.values())
     drops = {f"{sw}-eth{port}": int(net.fw.Dropped(p.queue)) for (sw, port), p in net.ports.items()
              if fabric.switches[sw].level == top}
+    queues = {}
+    for (sw, port), p in net.ports.items():
+        q = p.queue
+        if hasattr(q, "evictions"):  # fw::PortQueue: its own counters
+            queues[f"{sw}-eth{port}"] = {
+                "drops": [int(q.drops[0]), int(q.drops[1])], "marks": [int(q.marks[0]), int(q.marks[1])],
+                "sent": [int(q.sent[0]), int(q.sent[1])], "evictions": int(q.evictions), "cut_ins": int(q.cutIns),
+                "blocked": int(q.blocked), "pauses": [int(q.pauses[0]), int(q.pauses[1])],
+                "paused_s": [round(q.PausedTime(0), 6), round(q.PausedTime(1), 6)], "peak_bytes": int(q.peak),
+                "average_bytes": round(q.AverageBytes(), 1),
+                "tx_bytes": int(net.switches[sw].txBytes(port))}
+    pfc = {name: {"pause_frames": int(sw.pauseFrames), "resume_frames": int(sw.resumeFrames)}
+           for name, sw in net.switches.items() if sw.pfc}
     return {"label": spec["label"], "mode": spec["label_mode"], "mice": mice, "elephants": elephants, "bulk": bulk,
+            "queues": queues, "pfc": pfc,
             "core_drops": drops, "events": ctl.events, "switch_cpu": None, "paths": paths,
             "all_drops": sum(int(net.fw.Dropped(p.queue)) for p in net.ports.values())}
 

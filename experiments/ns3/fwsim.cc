@@ -206,7 +206,366 @@ FlowHash(uint32_t salt, const Fields& f)
     return Fnv1a(b, 17);
 }
 
-class Switch : public Ipv4RoutingProtocol
+// ----- port disciplines of our own (issue 39): cut-in queueing, ECN marks, per-priority pause ---------
+// Which switch, and which of its ports, a packet entered by: the switch counts the bytes each ingress port
+// holds in its egress queues (per-priority pause judges them), the queue uncounts them as they leave.
+class IngressTag : public Tag
+{
+  public:
+    uint32_t node = 0;
+    uint32_t port = 0;
+
+    static TypeId GetTypeId()
+    {
+        static TypeId tid = TypeId("fw::IngressTag").SetParent<Tag>().SetGroupName("Network").AddConstructor<IngressTag>();
+        return tid;
+    }
+
+    TypeId GetInstanceTypeId() const override
+    {
+        return GetTypeId();
+    }
+
+    uint32_t GetSerializedSize() const override
+    {
+        return 8;
+    }
+
+    void Serialize(TagBuffer b) const override
+    {
+        b.WriteU32(node);
+        b.WriteU32(port);
+    }
+
+    void Deserialize(TagBuffer b) override
+    {
+        node = b.ReadU32();
+        port = b.ReadU32();
+    }
+
+    void Print(std::ostream& os) const override
+    {
+        os << "ingress=" << node << ":" << port;
+    }
+};
+
+class PortQueue;
+
+// What a switch (or host) does when one of its queues lets a counted packet go.
+class PauseSource
+{
+  public:
+    virtual ~PauseSource() = default;
+    virtual void Left(uint32_t port, uint32_t bytes) = 0;
+};
+
+// One port's queue: one or two bands over the port's buffer.
+//  - strict: band 0 (mice) always first; each band its own byte limit (the emulator's 60/40 frames).
+//  - cq (cut-in, Liu et al., ICPP 2021): one shared buffer. The judging function: a packet is short if
+//    it carries the mice DSCP, long if the elephant DSCP, else short while its flow has sent fewer than
+//    ``shortBytes`` through this port. The pulling function: short packets leave first (they cut in
+//    ahead of the long backlog). A short packet finding the buffer full evicts long packets from the
+//    head of their queue (the oldest: their senders learn of the loss a queue's time sooner than from a
+//    tail drop, and the packets nearest to leaving are the ones whose room is needed now). Long
+//    packets may fill only what the short ones' recent peak leaves (``headroom``), and that headroom
+//    decays with ``decay`` seconds once short packets stop: long flows use the whole buffer while
+//    short ones are OFF and give it up while they are ON.
+//  - ECN: a packet enqueued into a band holding more than ``ecnK`` bytes is marked CE (if ECT; else
+//    left alone), DCTCP's step marking.
+//  - pause: a band that is paused (its downstream's per-priority pause) sends nothing until resumed.
+class PortQueue : public QueueDisc
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid = TypeId("fw::PortQueue").SetParent<QueueDisc>().SetGroupName("TrafficControl")
+                                .AddConstructor<PortQueue>();
+        return tid;
+    }
+
+    PortQueue()
+        : QueueDisc(QueueDiscSizePolicy::NO_LIMITS)
+    {
+    }
+
+    // knobs (set through methods: cppyy's Ptr forwards calls)
+    void Configure(uint32_t bands_, bool cutIn_, uint32_t limit0, uint32_t limit1, uint8_t miceDscp_,
+                   uint8_t elephantDscp_)
+    {
+        bands = bands_;
+        cutIn = cutIn_;
+        limit[0] = limit0;
+        limit[1] = limit1;
+        miceDscp = miceDscp_;
+        elephantDscp = elephantDscp_;
+    }
+
+    void SetEcn(uint32_t k0, uint32_t k1)
+    {
+        ecnK[0] = k0;
+        ecnK[1] = k1;
+    }
+
+    void SetCutIn(uint32_t shortBytes_, double decay_)
+    {
+        shortBytes = shortBytes_;
+        decay = decay_;
+    }
+
+    void Counter(PauseSource* owner_, uint32_t node_)
+    {
+        owner = owner_;
+        node = node_;
+    }
+
+    void SetPaused(uint32_t band, bool p)
+    {
+        double now = Simulator::Now().GetSeconds();
+        if (p && !paused[band])
+        {
+            pausedSince[band] = now;
+            pauses[band]++;
+        }
+        if (!p && paused[band])
+        {
+            pausedTime[band] += now - pausedSince[band];
+        }
+        paused[band] = p;
+        if (!p && GetNetDeviceQueueInterface())
+        {
+            Run(); // resumed: what waited goes now (a queue on a device; a test's bare queue has none)
+        }
+    }
+
+    bool IsPaused(uint32_t band) const
+    {
+        return paused[band];
+    }
+
+    double PausedTime(uint32_t band) const
+    {
+        return pausedTime[band] + (paused[band] ? Simulator::Now().GetSeconds() - pausedSince[band] : 0.0);
+    }
+
+    // The time-averaged backlog since the start (bytes), and the packets that went through.
+    double AverageBytes()
+    {
+        Account();
+        double now = Simulator::Now().GetSeconds();
+        return now > 0 ? m_area / now : 0.0;
+    }
+
+    uint64_t sent[2] = {0, 0};
+
+    // what happened here
+    uint64_t drops[2] = {0, 0};
+    uint64_t marks[2] = {0, 0};
+    uint64_t evictions = 0;
+    uint64_t cutIns = 0; // short packets sent while long ones were waiting
+    uint64_t blocked = 0; // packets that arrived at a paused band (head-of-line blocking by pause)
+    uint64_t pauses[2] = {0, 0};
+    uint32_t peak = 0;
+
+    uint32_t bands = 1;
+    bool cutIn = false;
+    uint32_t limit[2] = {0, 0};
+    uint32_t ecnK[2] = {0, 0};
+    uint8_t miceDscp = 46;
+    uint8_t elephantDscp = 8;
+    uint32_t shortBytes = 100000;
+    double decay = 0.001;
+
+  private:
+    uint32_t Band(Ptr<QueueDiscItem> item)
+    {
+        if (bands < 2)
+        {
+            return 0;
+        }
+        Ptr<Ipv4QueueDiscItem> ip = DynamicCast<Ipv4QueueDiscItem>(item);
+        if (!ip)
+        {
+            return 0;
+        }
+        uint8_t d = ip->GetHeader().GetDscp();
+        if (d == elephantDscp)
+        {
+            return 1;
+        }
+        if (d == miceDscp || !cutIn)
+        {
+            return 0;
+        }
+        uint64_t key = (uint64_t(ip->GetHeader().GetSource().Get()) << 32) ^ ip->GetHeader().GetDestination().Get()
+                       ^ (uint64_t(ip->Hash(0)) << 16);
+        double now = Simulator::Now().GetSeconds();
+        auto& f = m_flowBytes[key];
+        if (now - f.second > 1.0)
+        {
+            f.first = 0; // a flow silent for a second starts over (the table stays small)
+        }
+        f.first += item->GetSize();
+        f.second = now;
+        if (m_flowBytes.size() > 65536)
+        {
+            m_flowBytes.clear();
+        }
+        return f.first > shortBytes ? 1 : 0;
+    }
+
+    double Headroom(double now)
+    {
+        m_headroom *= std::exp(-(now - m_headroomAt) / decay);
+        m_headroomAt = now;
+        return m_headroom;
+    }
+
+    // the two bands are internal queues, so that the queue disc's own counters follow every packet
+    uint32_t Bytes(uint32_t b)
+    {
+        return b < GetNInternalQueues() ? GetInternalQueue(b)->GetNBytes() : 0;
+    }
+
+    bool Empty(uint32_t b)
+    {
+        return b >= GetNInternalQueues() || GetInternalQueue(b)->IsEmpty();
+    }
+
+    bool DoEnqueue(Ptr<QueueDiscItem> item) override
+    {
+        uint32_t band = Band(item);
+        uint32_t size = item->GetSize();
+        double now = Simulator::Now().GetSeconds();
+        if (paused[band])
+        {
+            blocked++;
+        }
+        if (cutIn)
+        {
+            uint32_t buffer = limit[0];
+            if (band == 0)
+            {
+                while (Bytes(0) + Bytes(1) + size > buffer && !Empty(1))
+                {
+                    Account();
+                    Ptr<QueueDiscItem> old = GetInternalQueue(1)->Dequeue();
+                    evictions++;
+                    Uncount(old);
+                    DropAfterDequeue(old, "evicted");
+                }
+                if (Bytes(0) + Bytes(1) + size > buffer)
+                {
+                    return Drop(item, band);
+                }
+                m_headroom = std::max(Headroom(now), double(Bytes(0) + size));
+            }
+            else if (Bytes(0) + Bytes(1) + size + Headroom(now) > buffer)
+            {
+                return Drop(item, band);
+            }
+        }
+        else if (Bytes(band) + size > limit[band])
+        {
+            return Drop(item, band);
+        }
+        if (ecnK[band] && Bytes(band) > ecnK[band] && Mark(item, "ecn"))
+        {
+            marks[band]++;
+        }
+        Account();
+        GetInternalQueue(band)->Enqueue(item);
+        peak = std::max(peak, Bytes(0) + Bytes(1));
+        return true;
+    }
+
+    void Account()
+    {
+        double now = Simulator::Now().GetSeconds();
+        m_area += (Bytes(0) + Bytes(1)) * (now - m_changed);
+        m_changed = now;
+    }
+
+    bool Drop(Ptr<QueueDiscItem> item, uint32_t band)
+    {
+        drops[band]++;
+        Uncount(item);
+        DropBeforeEnqueue(item, "full");
+        return false;
+    }
+
+    void Uncount(Ptr<QueueDiscItem> item)
+    {
+        if (!owner)
+        {
+            return;
+        }
+        IngressTag tag;
+        if (item->GetPacket()->PeekPacketTag(tag) && tag.node == node)
+        {
+            owner->Left(tag.port, item->GetSize());
+        }
+    }
+
+    Ptr<QueueDiscItem> DoDequeue() override
+    {
+        for (uint32_t b = 0; b < bands; b++)
+        {
+            if (paused[b] || Empty(b))
+            {
+                continue;
+            }
+            Account();
+            Ptr<QueueDiscItem> item = GetInternalQueue(b)->Dequeue();
+            sent[b]++;
+            if (b == 0 && !Empty(1))
+            {
+                cutIns++;
+            }
+            Uncount(item);
+            return item;
+        }
+        return nullptr;
+    }
+
+    bool CheckConfig() override
+    {
+        if (GetNInternalQueues() == 0)
+        {
+            for (int b = 0; b < 2; b++)
+            {
+                AddInternalQueue(CreateObjectWithAttributes<DropTailQueue<QueueDiscItem>>(
+                    "MaxSize", QueueSizeValue(QueueSize("1000000p"))));
+            }
+        }
+        return limit[0] > 0;
+    }
+
+    void InitializeParams() override
+    {
+    }
+
+    bool paused[2] = {false, false};
+    double pausedSince[2] = {0, 0};
+    double pausedTime[2] = {0, 0};
+    double m_headroom = 0;
+    double m_headroomAt = 0;
+    double m_area = 0;
+    double m_changed = 0;
+    std::unordered_map<uint64_t, std::pair<uint64_t, double>> m_flowBytes;
+    PauseSource* owner = nullptr;
+    uint32_t node = 0;
+};
+
+inline Ptr<PortQueue>
+InstallPortQueue(Ptr<NetDevice> dev)
+{
+    Ptr<PortQueue> q = CreateObject<PortQueue>();
+    Ptr<TrafficControlLayer> tc = dev->GetNode()->GetObject<TrafficControlLayer>();
+    tc->SetRootQueueDiscOnDevice(dev, q);
+    return q;
+}
+
+class Switch : public Ipv4RoutingProtocol, public PauseSource
 {
   public:
     static TypeId GetTypeId()
@@ -422,6 +781,46 @@ class Switch : public Ipv4RoutingProtocol
         return it == m_txBytes.end() ? 0 : it->second;
     }
 
+    // ----- per-priority pause of the mice band (PFC), judged at this switch's ingress ports -----------
+    // ``everything``: the ports have one band, so pause judges all traffic (not only the mice band)
+    void SetPfc(uint32_t xoffBytes, uint32_t xonBytes, uint8_t elephantDscp_, bool everything)
+    {
+        pfc = true;
+        pfcAll = everything;
+        xoff = xoffBytes;
+        xon = xonBytes;
+        elephantDscp = elephantDscp_;
+    }
+
+    bool pfcAll = false;
+
+    // The queue at the other end of a port's link (the one this switch pauses), and the link's delay.
+    void Upstream(uint32_t port, Ptr<PortQueue> q, double delay)
+    {
+        m_up[port] = q;
+        m_upDelay[port] = delay;
+    }
+
+    void Left(uint32_t port, uint32_t bytes) override
+    {
+        auto& c = m_ingress[port];
+        c = c > bytes ? c - bytes : 0;
+        JudgePause(port);
+    }
+
+    uint32_t IngressBytes(uint32_t port) const
+    {
+        auto it = m_ingress.find(port);
+        return it == m_ingress.end() ? 0 : it->second;
+    }
+
+    uint64_t pauseFrames = 0;  // PAUSE (XOFF) frames sent
+    uint64_t resumeFrames = 0; // RESUME (XON) frames sent
+    bool pfc = false;
+    uint32_t xoff = 0;
+    uint32_t xon = 0;
+    uint8_t elephantDscp = 8;
+
     uint64_t tableDrops = 0;  // no entry matched, or an entry without an output
     uint64_t meterDrops = 0;
     uint64_t forwarded = 0;
@@ -554,7 +953,17 @@ class Switch : public Ipv4RoutingProtocol
             {
                 continue; // OpenFlow: output to the input port is dropped (OFPP_IN_PORT is not used)
             }
-            Send(p->Copy(), h, o.port, o.dscp);
+            Ptr<Packet> c = p->Copy();
+            if (pfc && (pfcAll || o.dscp != elephantDscp) && m_up.count(f.inPort))
+            {
+                IngressTag tag;
+                tag.node = m_ipv4->GetObject<Node>()->GetId();
+                tag.port = f.inPort;
+                c->ReplacePacketTag(tag);
+                m_ingress[f.inPort] += c->GetSize() + h.GetSerializedSize();
+                JudgePause(f.inPort);
+            }
+            Send(c, h, o.port, o.dscp);
         }
         return true;
     }
@@ -574,6 +983,34 @@ class Switch : public Ipv4RoutingProtocol
     }
 
   private:
+    void JudgePause(uint32_t port)
+    {
+        auto up = m_up.find(port);
+        if (up == m_up.end())
+        {
+            return;
+        }
+        uint32_t c = m_ingress[port];
+        bool& sent = m_pausing[port];
+        if (!sent && c > xoff)
+        {
+            sent = true;
+            pauseFrames++;
+            Simulator::Schedule(Seconds(m_upDelay[port]), &PortQueue::SetPaused, up->second, 0, true);
+        }
+        else if (sent && c <= xon)
+        {
+            sent = false;
+            resumeFrames++;
+            Simulator::Schedule(Seconds(m_upDelay[port]), &PortQueue::SetPaused, up->second, 0, false);
+        }
+    }
+
+    std::map<uint32_t, uint32_t> m_ingress;
+    std::map<uint32_t, Ptr<PortQueue>> m_up;
+    std::map<uint32_t, double> m_upDelay;
+    std::map<uint32_t, bool> m_pausing;
+
     static void ReadActions(std::istringstream& in, uint32_t n, std::vector<Action>& out)
     {
         for (uint32_t i = 0; i < n; i++)
@@ -916,6 +1353,13 @@ class Switch : public Ipv4RoutingProtocol
     std::mt19937 m_rng{1};
 };
 
+// A switch's port queue counts, as packets leave, the bytes each ingress port brought (per-priority pause).
+inline void
+Attach(Ptr<PortQueue> q, Ptr<Switch> sw, uint32_t node)
+{
+    q->Counter(PeekPointer(sw), node);
+}
+
 // Counting what a switch port transmits (sFlow's ifOutOctets) from its device's trace.
 inline void
 TxTrace(Switch* sw, uint32_t port, Ptr<const Packet> p)
@@ -981,6 +1425,7 @@ struct FlowSpec
     uint16_t sport = 0; // 0: any
     uint64_t size = 0;  // bytes; a bulk flow of size 0 sends until ``stop``
     double stop = -1;   // a bulk sender stops sending then (< 0: when its bytes are sent)
+    uint8_t tos = 0;    // the IP TOS the source's socket sets (a host marking its own priority)
     std::string announce; // the handshake's bytes ('' : not announced)
 };
 
@@ -1021,11 +1466,14 @@ class Host : public Application
     std::map<uint64_t, uint32_t> serverRto; // (client address << 16 | client port) -> the rr server's RTOs
     std::vector<uint16_t> sinkPorts;
 
-    void Configure(uint32_t service, uint16_t rr)
+    void Configure(uint32_t service, uint16_t rr, uint8_t rrServerTos = 0)
     {
         serviceAddr = service;
         rrPort = rr;
+        rrTos = rrServerTos;
     }
+
+    uint8_t rrTos = 0; // the TOS of the request/response server's answers
 
     void Add(const FlowSpec& f)
     {
@@ -1204,6 +1652,10 @@ class Host : public Application
         Address local;
         s->GetSockName(local);
         results[f.id].sport = InetSocketAddress::ConvertFrom(local).GetPort();
+        if (f.tos)
+        {
+            s->SetIpTos(f.tos);
+        }
         s->TraceConnectWithoutContext("CongState", MakeBoundCallback(&Host::CongState, this, f.id));
         m_flowOf[PeekPointer(s)] = f.id;
         if (f.kind == K_RR)
@@ -1368,6 +1820,10 @@ class Host : public Application
         InetSocketAddress a = InetSocketAddress::ConvertFrom(from);
         uint64_t key = (uint64_t(a.GetIpv4().Get()) << 16) | a.GetPort();
         s->TraceConnectWithoutContext("CongState", MakeBoundCallback(&Host::ServerCongState, this, key));
+        if (rrTos)
+        {
+            s->SetIpTos(rrTos);
+        }
         m_server[PeekPointer(s)] = ServerConn();
         s->SetRecvCallback(MakeCallback(&Host::RrRecv, this));
         s->SetSendCallback(MakeCallback(&Host::RrSend, this));
@@ -1553,6 +2009,45 @@ Datagram(const Punt& p)
     return out;
 }
 
+// A packet as a port queue sees it, for the queue-level tests: ``bytes`` of IPv4 with a DSCP, ECT or not.
+inline Ptr<QueueDiscItem>
+TestItem(uint32_t bytes, uint8_t dscp, bool ect, uint32_t src, uint32_t dst, uint16_t sport)
+{
+    Ptr<Packet> p = Create<Packet>(bytes > 48 ? bytes - 48 : 0);
+    UdpHeader u;
+    u.SetSourcePort(sport);
+    u.SetDestinationPort(9);
+    p->AddHeader(u);
+    Ipv4Header h;
+    h.SetSource(Ipv4Address(src));
+    h.SetDestination(Ipv4Address(dst));
+    h.SetProtocol(17);
+    h.SetPayloadSize(p->GetSize());
+    h.SetDscp(static_cast<Ipv4Header::DscpType>(dscp));
+    h.SetEcn(ect ? Ipv4Header::ECN_ECT0 : Ipv4Header::ECN_NotECT);
+    return Create<Ipv4QueueDiscItem>(p, Address(), 0x0800, h);
+}
+
+inline uint8_t
+EcnOf(Ptr<QueueDiscItem> item)
+{
+    return DynamicCast<Ipv4QueueDiscItem>(item)->GetHeader().GetEcn();
+}
+
+inline uint8_t
+DscpOf(Ptr<QueueDiscItem> item)
+{
+    return DynamicCast<Ipv4QueueDiscItem>(item)->GetHeader().GetDscp();
+}
+
+inline uint16_t
+SportOf(Ptr<QueueDiscItem> item)
+{
+    UdpHeader u;
+    item->GetPacket()->PeekHeader(u);
+    return u.GetSourcePort();
+}
+
 // Register the TypeIds (a TypeId defined at run time exists once GetTypeId ran).
 inline void
 Register()
@@ -1560,6 +2055,8 @@ Register()
     Switch::GetTypeId();
     DscpFilter::GetTypeId();
     Host::GetTypeId();
+    PortQueue::GetTypeId();
+    IngressTag::GetTypeId();
 }
 
 } // namespace fw

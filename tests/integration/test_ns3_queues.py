@@ -1,0 +1,99 @@
+"""The port disciplines of the packet-level engine at the queue level (issue 39): cut-in order, eviction
+under a full buffer, the short flows' headroom, ECN marks above K, a paused band. One ns-3 process: the
+queue is fed packets directly, no simulation runs."""
+
+from __future__ import annotations
+
+import pytest
+
+MICE, ELEPHANT = 46, 8
+FRAME = 1514
+
+
+@pytest.fixture(scope="module")
+def fw():
+    from experiments.ns3.native import load
+
+    return load()[1]
+
+
+def _queue(fw, bands=2, cut_in=False, limit0=10 * FRAME, limit1=10 * FRAME):
+    from ns import ns
+
+    q = ns.CreateObject[fw.PortQueue]()
+    q.Configure(bands, cut_in, limit0, limit1, MICE, ELEPHANT)
+    q.Initialize()
+    return q
+
+
+def _item(fw, dscp, sport, size=FRAME, ect=False):
+    return fw.TestItem(size, dscp, ect, 0x0A000002, 0x0A010002, sport)
+
+
+def _drain(fw, q):
+    out = []
+    while True:
+        item = q.Dequeue()
+        if not item:
+            return out
+        out.append(int(fw.SportOf(item)))
+
+
+def test_short_packets_cut_in_ahead_of_the_long_backlog(fw):
+    q = _queue(fw, cut_in=True, limit0=20 * FRAME)
+    for sport, dscp in ((1, ELEPHANT), (2, ELEPHANT), (3, MICE), (4, ELEPHANT), (5, MICE)):
+        assert q.Enqueue(_item(fw, dscp, sport))
+    assert _drain(fw, q) == [3, 5, 1, 2, 4]
+    assert q.cutIns == 2
+
+
+def test_a_short_packet_finding_the_buffer_full_evicts_the_oldest_long_one(fw):
+    q = _queue(fw, cut_in=True, limit0=4 * FRAME)
+    for sport in (1, 2, 3, 4):
+        assert q.Enqueue(_item(fw, ELEPHANT, sport))
+    assert q.Enqueue(_item(fw, MICE, 9))
+    assert q.evictions == 1 and list(q.drops) == [0, 0]
+    assert _drain(fw, q) == [9, 2, 3, 4]  # the head (1) went
+
+
+def test_long_packets_leave_the_short_ones_recent_peak_free(fw):
+    q = _queue(fw, cut_in=True, limit0=6 * FRAME)
+    for sport in (1, 2, 3):
+        q.Enqueue(_item(fw, MICE, sport))
+    _drain(fw, q)
+    admitted = sum(bool(q.Enqueue(_item(fw, ELEPHANT, 10 + n))) for n in range(6))
+    assert admitted == 3 and q.drops[1] == 3  # 6 frames less the 3 short ones just seen (no time passed)
+
+
+def test_strict_bands_keep_their_own_limits_and_mice_go_first(fw):
+    q = _queue(fw, limit0=2 * FRAME, limit1=2 * FRAME)
+    results = [bool(q.Enqueue(_item(fw, d, s))) for s, d in
+               ((1, ELEPHANT), (2, ELEPHANT), (3, ELEPHANT), (4, MICE), (5, MICE), (6, MICE))]
+    assert results == [True, True, False, True, True, False] and list(q.drops) == [1, 1]
+    assert _drain(fw, q) == [4, 5, 1, 2]
+
+
+def test_ecn_marks_ect_packets_above_k_and_leaves_the_others(fw):
+    q = _queue(fw, bands=1, limit0=20 * FRAME)
+    q.SetEcn(3 * FRAME, 0)
+    for n in range(6):
+        q.Enqueue(_item(fw, 0, n, ect=True))
+    q.Enqueue(_item(fw, 0, 99, ect=False))
+    ecn = []
+    while True:
+        item = q.Dequeue()
+        if not item:
+            break
+        ecn.append(int(fw.EcnOf(item)))
+    assert ecn == [2, 2, 2, 2, 3, 3, 0]  # ECT(0) until the band held more than K, then CE; not-ECT left alone
+    assert q.marks[0] == 2
+
+
+def test_a_paused_band_sends_nothing_and_counts_who_waited(fw):
+    q = _queue(fw)
+    q.SetPaused(0, True)
+    q.Enqueue(_item(fw, MICE, 1))
+    q.Enqueue(_item(fw, ELEPHANT, 2))
+    assert _drain(fw, q) == [2] and q.blocked == 1 and q.IsPaused(0)
+    q.SetPaused(0, False)
+    assert _drain(fw, q) == [1] and q.pauses[0] == 1

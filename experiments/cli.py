@@ -188,7 +188,8 @@ def cmd_experiment(args) -> int:
             r = scenarios.run_many_to_one(modes, duration, Path(args.out))
             scenarios.print_many_to_one(r["table"])
         else:
-            ns3 = {"tcp": args.tcp, "link_delay_s": args.link_delay_us * 1e-6} if args.engine == "ns3" else None
+            ns3 = ({"tcp": args.tcp, "link_delay_s": args.link_delay_us * 1e-6, "host_send": args.host_send}
+                   if args.engine == "ns3" else None)
             r = run_experiment(args.scenario, modes, duration, args.seed, Path(args.out), k,
                                args.mice_load, args.distribution, args.mice_boundary, not args.no_references,
                                link_mbps=link_mbps, repeats=args.repeat, announce=args.announce,
@@ -237,6 +238,9 @@ def add_commands(sub) -> None:
     x.add_argument("--tcp", choices=["cubic", "newreno", "bbr", "dctcp"], default="cubic",
                    help="ns3: the hosts' congestion control (cubic, as Linux hosts run)")
     x.add_argument("--link-delay-us", type=float, default=5.0, help="ns3: each link's one-way delay in us (5)")
+    x.add_argument("--host-send", choices=["link", "unshaped"], default="link",
+                   help="ns3: hosts send at their link's rate (link), or unshaped into their switch, as the "
+                        "emulator's hosts do (only switch ports are shaped there): for comparing the engines")
     x.add_argument("--queues", default=None,
                    help="ns3: every switch port's discipline: fifo, strict (mice first, by DSCP) or cq (cut-in with "
                         "eviction over one buffer), with +ecn (CE marks on the elephant band above K) and +pfc (the "

@@ -108,8 +108,8 @@ def _mode_parts(mode: str) -> tuple[str, bool]:
 
 
 def _controller_settings(base: str) -> dict:
-    """Config-file sections a mode's name implies (``hedera-1s``: a poll a second)."""
-    return {"controller": {"hedera_poll_s": 1.0}} if base == "hedera-1s" else {}
+    """Settings a mode's name implies, as a config file gives them (``hedera-1s``: a poll a second)."""
+    return {"hedera_poll_s": 1.0} if base == "hedera-1s" else {}
 
 
 def _controller_mode(base: str) -> str:
@@ -451,6 +451,18 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
     runs: dict[str, list[dict]] = {label: [] for label, *_ in plan}
     each: list[dict] = [{} for _ in range(repeats)]  # per repeat: label -> analysis
     todo = [(rep, item) for rep in range(repeats) for item in plan]  # whole rounds: slow drifts hit every mode alike
+    if engine == "ns3" and repeats > 1 and scenario == "mixed":
+        # a simulator repeats itself exactly: its rounds are the workload drawn with seeds seed, seed+1, ...
+        todo = []
+        for rep in range(repeats):
+            wl_rep = mixed_workload(fabric, duration, seed + rep, mice_load, dist, boundary)
+            for label, mode, fab, work, el_on in plan:
+                if fab is not fabric:
+                    work = remap_workload(wl_rep, fabric, fab, non_blocking(fabric)[1])
+                else:
+                    work = wl_rep
+                todo.append((rep, (label, mode, fab, work, el_on)))
+        config["ns3_rounds"] = "the workload drawn with seeds seed .. seed + repeats - 1 (ns-3 is deterministic)"
 
     def one(i: int, rep: int, item) -> dict:
         label, mode, fab, work, el_on = item
@@ -467,7 +479,7 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-            done = list(pool.map(lambda a: one(a[0], *a[1]), [(i + 1, rep, item) for i, (rep, item) in enumerate(todo)]))
+            done = list(pool.map(lambda a: one(*a), [(i + 1, rep, item) for i, (rep, item) in enumerate(todo)]))
     else:
         done = [one(i + 1, rep, item) for i, (rep, item) in enumerate(todo)]
     for (rep, (label, _mode, fab, _work, _el)), run in zip(todo, done, strict=True):

@@ -51,16 +51,18 @@ class Settings:
     paths: bool = False  # record every flow's path (every packet sampled: for checks, not for speed)
     own_queues: bool = False  # every port on fw::PortQueue, with its counters (plain fifo and strict too)
     rr_dscp: int = 0  # the DSCP request/response servers mark their answers with (hosts marking priorities)
+    host_send: str = "link"  # hosts send at their link's rate; "unshaped": as the emulator's, into the switch
     controller: dict = field(default_factory=dict)  # settings of the controller's config (sections)
 
 
 def _config(mode: str, iso: bool, extra: dict):
+    """The controller's configuration, as ``freeway controller`` would make it: ``extra`` is what a config
+    file gives (``config.load_file``: settings by name, module sections as pairs), the run's mode over it."""
     from ryu_apps import config
 
-    values = {"fabric": "(the ns-3 engine)", "mode": mode, "isolation": iso, "monitor": "sflow"}
-    if extra:
-        return config.Config.from_mapping({"controller": values, **extra})
-    return config.Config(**values)
+    values = {k: (tuple(tuple(kv) for kv in v) if k in config.SECTIONS else v) for k, v in (extra or {}).items()}
+    values.update({"fabric": "(the ns-3 engine)", "mode": mode, "isolation": iso, "monitor": "sflow"})
+    return config.Config.from_mapping(values)
 
 
 def run_spec(spec: dict, progress=print) -> dict:
@@ -85,12 +87,12 @@ def run_spec(spec: dict, progress=print) -> dict:
     sampling = 1 if st.paths else st.sampling or SFlowAgentConfig.for_rate(fabric.link_rate_mbps, st.mtu).sampling
     net = netmod.build(fabric, link_delay_s=st.link_delay_s, mtu=st.mtu, queues=st.queues,
                        iso=cfg.isolation_config(), sampling=sampling, seed=st.seed, per_packet=per_packet,
-                       own_queues=st.own_queues)
+                       own_queues=st.own_queues, host_send=st.host_send)
     policy = modes.make(cfg, fabric)
     ctl = control.Controller(net, policy, Estimator(fabric, cfg.monitor_config()),
                              control.Delays(st.install_s, st.barrier_s), st.polling_s, sampling, st.paths)
     ctl.program()
-    apps = _hosts(net, fabric, flows, policy.takes_announces, st.rr_dscp)
+    apps = _hosts(net, fabric, flows, policy.takes_announces, st.rr_dscp, st.seed)
     last_start = max((f.start for f in flows), default=0.0)
     stops = [f.stop for f in flows if f.stop is not None]
     until = max([last_start] + stops) + st.grace_s
@@ -106,9 +108,21 @@ def run_spec(spec: dict, progress=print) -> dict:
             progress(f"[{spec['label']}] simulated {now:6.2f} s, wall {time.time() - t_wall:6.0f} s, "
                      f"{finished}/{len(flows)} flows done")
 
+    at_stop: dict[int, int] = {}  # an elephant's bytes received when its sender stopped (as iperf3 -t counts)
+
+    def received(now: float, which: list[int]) -> None:
+        for n in which:
+            f = flows[n]
+            app = apps[f.src]
+            if app.Has(n):
+                at_stop[n] = int(apps[f.dst].Sunk(_int(_ip_of(fabric, f.src)), app.Result(n).sport))
+
+    for stop in sorted({f.stop for f in flows if f.stop is not None and f.bytes == 0}):
+        ctl.at(stop, lambda now, st=stop: received(now, [n for n, f in enumerate(flows)
+                                                          if f.stop == st and f.bytes == 0]))
     end = ctl.run(until, done, show)
     wall = time.time() - t_wall
-    out = _collect(spec, net, fabric, flows, apps, ctl, end)
+    out = _collect(spec, net, fabric, flows, apps, ctl, end, at_stop)
     out.update(seconds=round(wall, 1), simulated_s=round(end, 3), wall_per_simulated_s=round(wall / max(end, 1e-9), 2),
                engine="ns3", settings=asdict(st) | {"sampling": sampling}, counters=ctl.counters,
                policy_time=_timing(ctl.timing))
@@ -144,9 +158,16 @@ def _tcp_defaults(ns, st: Settings) -> None:
         d("ns3::TcpSocketBase::UseEcn", ns.StringValue("On"))
 
 
-def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool, rr_dscp: int = 0) -> dict:
-    """One ``fw::Host`` per host with its flows (announced ones carry their handshake's bytes)."""
+def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool, rr_dscp: int = 0, seed: int = 1) -> dict:
+    """One ``fw::Host`` per host with its flows (announced ones carry their handshake's bytes). A flow
+    without a source port of its own gets one drawn from Linux's ephemeral range (seeded), as a Linux
+    host's connect() does: ns-3 would give every host the same ports in the same order, and the same
+    hash in every run."""
+    import random
+
     ns, fw = net.ns, net.fw
+    rng = random.Random(seed)
+    used: dict[str, set[int]] = {}
     ip = {h.name: h.ip for h in fabric.hosts}
     apps = {}
     for h in fabric.hosts:
@@ -164,13 +185,17 @@ def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool, rr_dscp: int
         spec.dst = _int(ip[f.dst])
         spec.size = f.bytes
         spec.stop = -1.0 if f.stop is None else f.stop
-        spec.sport = f.sport
+        sport = f.sport
+        while not sport or sport in used.setdefault(f.src, set()):
+            sport = rng.randint(32768, 60999)
+        used.setdefault(f.src, set()).add(sport)
+        spec.sport = sport
         spec.tos = f.dscp << 2
         if f.kind == "bulk":
             spec.dport = SINK_PORT + n % 1000
             sinks.setdefault(f.dst, set()).add(spec.dport)
         if f.announced and announces:
-            spec.sport = f.sport or 30000 + n % 20000
+            spec.sport = sport
             ann = hs.Announce(n + 1, f.bytes or 1_000_000_000, 0,
                               (hs.Subflow(ip[f.src], ip[f.dst], 6, spec.sport, spec.dport or RR_PORT),))
             spec.announce = hs.encode(ann)
@@ -196,7 +221,12 @@ def _all_done(apps: dict, flows: list[Flow]) -> bool:
     return all(apps[f.src].Has(n) and apps[f.src].Result(n).ok for n, f in enumerate(flows))
 
 
-def _collect(spec: dict, net, fabric: Fabric, flows: list[Flow], apps: dict, ctl, end: float) -> dict:
+def _ip_of(fabric: Fabric, host: str) -> str:
+    return next(h.ip for h in fabric.hosts if h.name == host)
+
+
+def _collect(spec: dict, net, fabric: Fabric, flows: list[Flow], apps: dict, ctl, end: float,
+             at_stop: dict[int, int] | None = None) -> dict:
     """Every flow's outcome in the emulator's shapes: mice (request/response flows and sized bulk flows
     under the boundary) with their completion time and timeouts; elephants with their goodput."""
     ip = {h.name: h.ip for h in fabric.hosts}
@@ -220,6 +250,7 @@ def _collect(spec: dict, net, fabric: Fabric, flows: list[Flow], apps: dict, ctl
         started = float(r.answered) if r.answered >= 0 else f.start
         answer = {-1: None, 0: "none", 1: "ack", 2: "nack"}[int(r.answer)]
         if f.bytes == 0:
+            got = (at_stop or {}).get(n, got)  # what had arrived when the sender stopped
             span = (f.stop or end) - f.start
             elephants.append({"id": n, "src": f.src, "dst": f.dst, "goodput_mbps": got * 8 / span / 1e6 if span > 0
                               else 0.0, "bytes": got, "announced": answer, "sport": int(r.sport)})

@@ -1948,6 +1948,14 @@ Link(Ptr<Node> a, Ptr<Node> b, double bps, double delay, uint32_t mtu)
     return p2p.Install(a, b);
 }
 
+// One end of a link sending at another rate (a host that sends into its switch unshaped, as the
+// emulator's hosts do: only switch ports are shaped there).
+inline void
+SetRate(Ptr<NetDevice> dev, double bps)
+{
+    dev->SetAttribute("DataRate", DataRateValue(DataRate(static_cast<uint64_t>(bps))));
+}
+
 // An interface for ``dev`` with one address, up; returns its index.
 inline uint32_t
 Interface(Ptr<Node> node, Ptr<NetDevice> dev, uint32_t addr, uint32_t mask)

@@ -55,7 +55,7 @@ class Net:
 
 def build(fabric: Fabric, *, link_delay_s: float = 5e-6, mtu: int = 1500, queues: str = "fifo",
           iso: IsolationConfig | None = None, sampling: int = 0, seed: int = 1, per_packet: bool = False,
-          own_queues: bool = False) -> Net:
+          own_queues: bool = False, host_send: str = "link") -> Net:
     """The network for ``fabric``; ``queues``: every switch port's discipline (``topology.queues``): ``fifo``
     (one drop-tail queue of the emulator's 100 standard frames) and ``strict`` (mice first, 60 and 40
     frames, by DSCP) as ns-3's own FifoQueueDisc and PrioQueueDisc; ``cq`` (cut-in over one 100-frame
@@ -124,6 +124,10 @@ def build(fabric: Fabric, *, link_delay_s: float = 5e-6, mtu: int = 1500, queues
     for h in fabric.hosts:
         rate = fabric.capacity_bps((h.name, h.switch))
         devs = fw.Link(net.nodes[h.name], net.nodes[h.switch], rate, link_delay_s, mtu)
+        if host_send == "unshaped":
+            fw.SetRate(devs.Get(0), rate * 100)
+        elif host_send != "link":
+            raise NetError(f"host_send: 'link' or 'unshaped', got {host_send!r}")
         host_queues[h.name] = port_queue(devs.Get(0), host=True) if "pfc" in mods else fw.HostQueue(devs.Get(0))
         fw.Interface(net.nodes[h.name], devs.Get(0), int(ipaddress.IPv4Address(h.ip)), 0xFF000000)
         switch_port(h.switch, h.port, devs.Get(1), h.name, mac_int(h.mac), rate)

@@ -184,7 +184,8 @@ Fnv1a(const uint8_t* data, size_t n, uint32_t h = 2166136261u)
 }
 
 // The select-group hash: FNV-1a over the switch's salt (4 bytes) then src, dst (4 each), proto (1),
-// sport, dport (2 each), all big-endian. ryu_apps/simswitch/tables.py computes the same.
+// sport, dport (2 each), all big-endian, then MurmurHash3's finalizer (FNV-1a's low bits follow the
+// bytes' low bits alone). ryu_apps/simswitch/tables.py computes the same.
 inline uint32_t
 FlowHash(uint32_t salt, const Fields& f)
 {
@@ -203,7 +204,12 @@ FlowHash(uint32_t salt, const Fields& f)
     b[14] = f.sport;
     b[15] = f.dport >> 8;
     b[16] = f.dport;
-    return Fnv1a(b, 17);
+    uint32_t h = Fnv1a(b, 17);
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    return h ^ (h >> 16);
 }
 
 // ----- port disciplines of our own (issue 39): cut-in queueing, ECN marks, per-priority pause ---------

@@ -11,7 +11,7 @@ type and code a real switch would answer.
 
 A packet is a dict of OpenFlow match fields (``packet``). It goes through goto-table, meters,
 set_field, set_queue, output and group actions; a select group picks a live bucket (its watch port up)
-by a hash of the 5-tuple, weighted, as Open vSwitch does. The hash is ``flow_hash``: FNV-1a over the
+by a hash of the 5-tuple, weighted, as Open vSwitch does. The hash is ``flow_hash``: FNV-1a (finalized as MurmurHash3) over the
 switch's salt and the 5-tuple, so that switches do not all pick alike, and so that the packet-level
 engine (``experiments/ns3/fwsim.cc``) picks the same bucket for the same flow. Every change of the
 tables is told to ``listener`` when one is set (the packet-level engine mirrors the tables so). How messages reach the tables is
@@ -72,7 +72,9 @@ def _ip(v) -> int:
 
 def flow_hash(salt: int, pkt: dict) -> int:
     """FNV-1a (32 bits) over the salt and the packet's 5-tuple, big-endian: salt, src, dst (4 bytes each),
-    proto (1), source and destination port (2 each; 0 for a packet without them)."""
+    proto (1), source and destination port (2 each; 0 for a packet without them), then MurmurHash3's
+    finalizer (FNV-1a's low bits depend only on the bytes' low bits: a bucket picked by ``% 2`` would be
+    the same at every switch, every path polarized)."""
     proto = pkt.get("ip_proto") or 0
     l4 = ("tcp_src", "tcp_dst") if proto == 6 else ("udp_src", "udp_dst")
     data = struct.pack("!IIIBHH", salt & 0xFFFFFFFF, _ip(pkt.get("ipv4_src") or 0), _ip(pkt.get("ipv4_dst") or 0),
@@ -80,7 +82,11 @@ def flow_hash(salt: int, pkt: dict) -> int:
     h = 2166136261
     for b in data:
         h = ((h ^ b) * 16777619) & 0xFFFFFFFF
-    return h
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    return h ^ (h >> 16)
 
 
 def _covers(match, fields: dict) -> bool:

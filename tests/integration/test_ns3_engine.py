@@ -57,6 +57,8 @@ def _runs(tmp_path):
         "strict": spec_of("strict", "ecmp+isolation", F, "ecmp", True, under, Settings(queues="strict", **fast)),
         "paths-ecmp": spec_of("paths-ecmp", "ecmp", F, "ecmp", False, pairs, Settings(paths=True, **fast)),
         "paths-freeway": spec_of("paths-freeway", "freeway", F, "freeway", False, pairs, Settings(paths=True, **fast)),
+        "announced": spec_of("announced", "freeway", F, "freeway", False,
+                             [Flow(0.0, "h0_0_0", "h3_1_1", 0, "bulk", True, 2.0)], Settings(paths=True, **fast)),
     }
     with ThreadPoolExecutor(max_workers=3) as pool:
         done = dict(zip(specs, pool.map(lambda s: run_one(tmp_path, s, timeout_s=240), specs.values()), strict=True))
@@ -88,6 +90,20 @@ def test_isolation_lowers_mice_completion_times_under_an_elephant(runs):
     assert len(fct["fifo"]) == len(fct["strict"]) == 16, fct
     assert fct["strict"][8] < 0.5 * fct["fifo"][8], fct  # the medians
     assert done["fifo"]["elephants"][0]["goodput_mbps"] >= 0.8 * LINK_MBPS
+
+
+def test_an_announced_elephant_is_placed_acked_and_carried_on_its_placement(runs):
+    """The handshake travels as a packet to the controller (a punt), the Freeway policy places it, the
+    switches get its entries through the message builder, the ACK comes back to the host as a packet, and
+    the flow then takes exactly the path it was placed on."""
+    _, done = runs
+    res = done["announced"]
+    (el,) = res["elephants"]
+    (placed,) = [e for e in res["events"] if e.get("type") == "placement"]
+    assert el["announced"] == "ack" and placed["how"] == "announced" and placed["flows"][0]["sport"] == el["sport"]
+    assert 0 < placed["latency_s"] < 0.01  # the modelled install and barrier, not a simulation step
+    assert tuple(res["paths"]["0"]) == tuple(placed["paths"][0])
+    assert el["goodput_mbps"] >= 0.8 * LINK_MBPS
 
 
 @pytest.mark.parametrize("mode", ["ecmp", "freeway"])

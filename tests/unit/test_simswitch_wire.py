@@ -107,6 +107,20 @@ def test_a_select_group_hashes_over_the_buckets_whose_watched_port_is_up():
     assert ports == {2}
 
 
+def test_switches_with_different_salts_pick_buckets_independently():
+    """Two switches on one path, each choosing one of two buckets: with independent hashes a flow's
+    two choices agree about half the time. FNV-1a alone agrees every time (its low bit is the bytes' low
+    bits XORed), so every flow took the same side at every switch: polarized paths."""
+    from ryu_apps.simswitch.tables import flow_hash
+
+    flows = [{"ipv4_src": f"10.0.{s}.2", "ipv4_dst": "10.3.1.3", "ip_proto": 6, "tcp_src": p, "tcp_dst": 5001}
+             for s in range(4) for p in range(32768, 32768 + 250)]
+    agree = sum(flow_hash(0x1234, f) % 2 == flow_hash(0x9ABC, f) % 2 for f in flows) / len(flows)
+    assert 0.4 < agree < 0.6
+    spread = [sum(flow_hash(0x1234, f) % 4 == b for f in flows) / len(flows) for b in range(4)]
+    assert all(0.2 < s < 0.3 for s in spread)
+
+
 def test_a_packet_out_leaves_by_its_actions_and_the_rest_of_the_protocol_is_answered():
     sw = Switch("s1", 0xABC, {1: Port(1, "s1-eth1"), 2: Port(2, "s1-eth2", up=False)})
     replies, sent = sw.receive(serialize(ofmsg.messages([PacketOut(2, b"\x02" * 60)])[0], 1))

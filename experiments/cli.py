@@ -179,17 +179,27 @@ def cmd_experiment(args) -> int:
                 print(f"isolated vs hybrid: {r['checks']}")
             print(f"results in {args.out}/results.json, plots: " + ", ".join(r["plots"]))
             return 0
-        if args.scenario == "efm-collisions":
-            r = scenarios.run_efm_collisions(modes, args.flow_bytes, Path(args.out))
+        ns3 = ({"tcp": args.tcp, "link_delay_s": args.link_delay_us * 1e-6, "host_send": args.host_send}
+               if args.engine == "ns3" else None)
+        own = None if ns3 is None else {**ns3, "mtu": args.mtu, "seed": args.seed}
+        if args.scenario == "flows":
+            from experiments.runner import build_fabric
+
+            if not args.flows_file:
+                raise ExperimentError("flows: give the flow list with --flows FILE")
+            r = scenarios.run_flow_list(args.flows_file, modes, Path(args.out), build_fabric(args.topo, k, link_mbps),
+                                        args.engine, args.mtu, args.jobs, ns3, args.controller_config)
+            scenarios.print_flow_list(r["table"])
+        elif args.scenario == "efm-collisions":
+            r = scenarios.run_efm_collisions(modes, args.flow_bytes, Path(args.out), args.engine, args.jobs, own)
             scenarios.print_collisions(r["table"])
         elif args.scenario == "many-to-one":
             if duration < 5:
                 raise ExperimentError("--duration: at least 5 seconds")
-            r = scenarios.run_many_to_one(modes, duration, Path(args.out))
+            r = scenarios.run_many_to_one(modes, duration, Path(args.out), engine=args.engine, jobs=args.jobs,
+                                          ns3=own)
             scenarios.print_many_to_one(r["table"])
         else:
-            ns3 = ({"tcp": args.tcp, "link_delay_s": args.link_delay_us * 1e-6, "host_send": args.host_send}
-                   if args.engine == "ns3" else None)
             r = run_experiment(args.scenario, modes, duration, args.seed, Path(args.out), k,
                                args.mice_load, args.distribution, args.mice_boundary, not args.no_references,
                                link_mbps=link_mbps, repeats=args.repeat, announce=args.announce,
@@ -217,23 +227,26 @@ def add_commands(sub) -> None:
 
     x = sub.add_parser("experiment", help="run a scenario under several modes; results, CSV and plots")
     x.add_argument("scenario", choices=["mixed", "permutation", "paper", "efm-collisions", "many-to-one", "cut-in",
-                                        "flow-control"],
+                                        "flow-control", "flows"],
                    help="mixed: elephants and mice on a fat-tree; permutation: every host sends one long flow to a "
                         "host of another pod and receives one; paper: the Freeway paper's comparison (k=8, 320 "
                         "servers, SWIM's Facebook jobs; --engine ns3); efm-collisions: the EFM paper's four tests; "
                         "many-to-one: the isolation paper's incast on a leaf-spine; cut-in: the CQ slides' many-to-one "
                         "under fifo, strict and cq (ns3); flow-control: the isolation paper's Fig. 1 with PFC, ECN "
-                        "and isolated queues (ns3)")
+                        "and isolated queues (ns3); flows: the flows of a CSV (--flows FILE), on either engine")
+    x.add_argument("--flows", metavar="FILE", dest="flows_file",
+                   help="flows: a CSV of flows (start_s,src,dst,bytes and optionally announced, kind, stop_s, sport, "
+                        "dport, rate_mbps; hosts by the description's names: docs/ns3.md)")
     x.add_argument("--rates", default="10000,100", help="cut-in: link rates in Mbit/s (10000,100)")
     x.add_argument("--tcps", default="newreno,cubic,bbr,dctcp", help="cut-in: congestion controls (all four)")
     x.add_argument("--disciplines", default="fifo,strict,cq", help="cut-in: port disciplines (fifo,strict,cq)")
     x.add_argument("--seeds", default="1,2,3", help="paper: workload and engine seeds, one run each per mode (1,2,3)")
     x.add_argument("--hosts-per-edge", type=int, default=10, help="paper: servers an edge switch (10, the paper's)")
     x.add_argument("--engine", choices=["emulator", "ns3"], default="emulator",
-                   help="mixed, permutation: Open vSwitch under Mininet (emulator, default) or the packet-level ns-3 "
-                        "engine, whose switches carry out the same OpenFlow program")
+                   help="mixed, permutation, efm-collisions, many-to-one, flows: Open vSwitch under Mininet (emulator, "
+                        "default) or the packet-level ns-3 engine, whose switches carry out the same OpenFlow program")
     x.add_argument("--topo", choices=["fattree", "leafspine"], default="fattree",
-                   help="permutation: a k-ary fat-tree, or a leaf-spine of k spines, k leaves, k hosts a leaf")
+                   help="permutation, flows: a k-ary fat-tree, or a leaf-spine of k spines, k leaves, k hosts a leaf")
     x.add_argument("--jobs", type=int, default=0, help="ns3: runs at once, each its own process (0: one per core)")
     x.add_argument("--tcp", choices=["cubic", "newreno", "bbr", "dctcp"], default="cubic",
                    help="ns3: the hosts' congestion control (cubic, as Linux hosts run)")

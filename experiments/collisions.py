@@ -56,21 +56,45 @@ TESTS = {
 }
 
 
-def steer(fabric: Fabric, flows: list[CFlow], base_port: int = 5300) -> list[CFlow]:
-    """Pin each flow's initial path (below the reroutes' entries, exact 5-tuple: the client's port is fixed at
-    ``port + 1000``, so the entry at the ingress ToR is also the per-flow counter Hedera polls);
-    returns the flows with their ports set."""
-    out = []
+@dataclass(frozen=True)
+class Pin:
+    """One pinning entry: at ``switch``, TCP ``src_ip:sport -> dst_ip:dport`` leaves by ``out_port``."""
+
+    switch: str
+    table: int
+    priority: int
+    src_ip: str
+    dst_ip: str
+    sport: int
+    dport: int
+    out_port: int
+
+
+def pins(fabric: Fabric, flows: list[CFlow], base_port: int = 5300) -> tuple[list[CFlow], list[Pin]]:
+    """Each flow's initial path as entries (below the reroutes' entries, exact 5-tuple: the client's port is
+    ``port + 1000``, so the entry at the ingress ToR is also the per-flow counter Hedera polls), and the
+    flows with their ports set. Both engines put the same entries in (``steer``; the ns-3 engine's
+    ``pins``)."""
+    out, entries = [], []
     for i, f in enumerate(flows):
         port = base_port + i
         src, dst = fabric.host_by_ip(_ip(fabric, f.src)), fabric.host_by_ip(_ip(fabric, f.dst))
         hops = path_ports(fabric, f.path)
         hops.append((dst.switch, dst.port))
         for sw, p in hops:
-            table = pipeline.table_for(PRIO_STEER, fabric.switches[sw].is_tor)
-            ofctl("add-flow", sw, f"table={table},priority={PRIO_STEER},tcp,nw_src={src.ip},nw_dst={dst.ip},tp_src={port + 1000},"
-                                  f"tp_dst={port},actions=output:{p}")
+            entries.append(Pin(sw, pipeline.table_for(PRIO_STEER, fabric.switches[sw].is_tor), PRIO_STEER,
+                               src.ip, dst.ip, port + 1000, port, p))
         out.append(CFlow(f.name, f.src, f.dst, f.path, f.rate_mbps, port))
+    return out, entries
+
+
+def steer(fabric: Fabric, flows: list[CFlow], base_port: int = 5300) -> list[CFlow]:
+    """Pin each flow's initial path on the emulator's switches (``pins``); returns the flows with their
+    ports set."""
+    out, entries = pins(fabric, flows, base_port)
+    for e in entries:
+        ofctl("add-flow", e.switch, f"table={e.table},priority={e.priority},tcp,nw_src={e.src_ip},"
+                                    f"nw_dst={e.dst_ip},tp_src={e.sport},tp_dst={e.dport},actions=output:{e.out_port}")
     return out
 
 
@@ -95,7 +119,7 @@ def run(fn, flows: list[CFlow], size_bytes: int, timeout: float = 120) -> dict[s
     t0 = time.time()
     for f in flows:
         rate = f" -b {f.rate_mbps}M" if f.rate_mbps else ""
-        n = f" -n {size_bytes}" if f.rate_mbps is None else f" -t {max(5, int(size_bytes * 8 / 4e6))}"
+        n = f" -n {size_bytes}" if f.rate_mbps is None else f" -t {background_seconds(size_bytes)}"
         fn.host(f.src).sendCmd(f"iperf3 -c {_ip(fn.fabric, f.dst)} -p {f.port} --cport {f.port + 1000}{n}{rate} -J")
     out = {}
     for f in flows:
@@ -110,6 +134,12 @@ def run(fn, flows: list[CFlow], size_bytes: int, timeout: float = 120) -> dict[s
                            "background": f.rate_mbps is not None}
     out["_start_wall"] = t0
     return out
+
+
+def background_seconds(size_bytes: int) -> int:
+    """How long a paced background flow (F4) runs: as long as the colliding flows take at 4 Mbit/s, at
+    least 5 s."""
+    return max(5, int(size_bytes * 8 / 4e6))
 
 
 def aggregate_mbps(res: dict[str, dict]) -> float:

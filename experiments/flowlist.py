@@ -9,7 +9,7 @@ Freeway handshake first (in the Freeway mode; other modes take none).
 
 The CSV (``--flows FILE``): a header line, then one flow per line, columns ``start_s,src,dst,bytes`` and
 optionally ``announced`` (0/1, yes/no), ``kind`` (rr/bulk; by default ``rr`` below the mice boundary and
-``bulk`` from it) and ``stop_s``. Hosts are the description's names. A bad line is refused with its
+``bulk`` from it), ``stop_s``, ``sport``, ``dport`` and ``rate_mbps`` (a bulk flow paced by its sender). Hosts are the description's names. A bad line is refused with its
 number and what is wrong; nothing runs.
 """
 
@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 KINDS = ("rr", "bulk")
+RR_PORT = 7100  # the request/response servers' port, on both engines
+SINK_PORT = 6000  # bulk flows without a port of their own go to SINK_PORT + their index modulo 1000
 MICE_BOUNDARY = 100_000  # bytes: a flow below this is a mouse in the results (the mixed scenario's boundary)
 
 
@@ -39,6 +41,14 @@ class Flow:
     stop: float | None = None  # a bulk flow of 0 bytes sends until then
     sport: int = 0  # its source port (0: the host picks one; an announced flow's is picked to announce it)
     dscp: int = 0  # the DSCP the host marks it with itself (a DCB host's priority; 0: none)
+    dport: int = 0  # a bulk flow's destination port (0: one of the engine's sink ports)
+    rate_mbps: float = 0.0  # a bulk flow paced by its sender, as iperf3 -b (0: as fast as TCP goes)
+
+
+def dport_of(n: int, f: Flow) -> int:
+    """The destination port of flow ``n`` of a list: the servers' for a mouse, its own or a sink's for a
+    bulk flow."""
+    return RR_PORT if f.kind == "rr" else (f.dport or SINK_PORT + n % 1000)
 
 
 def check(flows: list[Flow], hosts: set[str], label=lambda n: f"flow {n}") -> None:
@@ -58,6 +68,12 @@ def check(flows: list[Flow], hosts: set[str], label=lambda n: f"flow {n}") -> No
             raise FlowListError(f"{where}: a request/response flow needs a size")
         if f.bytes == 0 and f.stop is None:
             raise FlowListError(f"{where}: a bulk flow without a size needs a stop time")
+        if f.stop is not None and f.stop <= f.start:
+            raise FlowListError(f"{where}: stop_s must be after start_s")
+        if not (0 <= f.sport <= 65535 and 0 <= f.dport <= 65535) or f.rate_mbps < 0:
+            raise FlowListError(f"{where}: ports must be 0..65535 and rate_mbps not negative")
+        if f.kind == "rr" and (f.dport or f.rate_mbps):
+            raise FlowListError(f"{where}: dport and rate_mbps are for bulk flows")
 
 
 def _bool(text: str, where: str) -> bool:
@@ -86,11 +102,14 @@ def read_csv(path: str | Path, hosts: set[str], boundary: int = MICE_BOUNDARY) -
         try:
             start, size = float(row["start_s"]), int(float(row["bytes"]))
             stop = float(row["stop_s"]) if (row.get("stop_s") or "").strip() else None
+            sport, dport = (int((row.get(c) or "0").strip() or 0) for c in ("sport", "dport"))
+            rate = float((row.get("rate_mbps") or "0").strip() or 0)
         except (TypeError, ValueError):
-            raise FlowListError(f"{where}: start_s, bytes and stop_s must be numbers") from None
+            raise FlowListError(f"{where}: start_s, bytes, stop_s, sport, dport and rate_mbps must be numbers") \
+                from None
         kind = (row.get("kind") or "").strip() or ("rr" if 0 < size < boundary else "bulk")
-        out.append(Flow(start, row["src"].strip(), row["dst"].strip(), size, kind,
-                        _bool(row.get("announced") or "", where), stop))
+        out.append(Flow(start, (row["src"] or "").strip(), (row["dst"] or "").strip(), size, kind,
+                        _bool(row.get("announced") or "", where), stop, sport, 0, dport, rate))
     check(out, hosts, lambda n: f"{path}: line {n + 1}")
     return out
 
@@ -98,10 +117,10 @@ def read_csv(path: str | Path, hosts: set[str], boundary: int = MICE_BOUNDARY) -
 def write_csv(path: str | Path, flows: list[Flow]) -> None:
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["start_s", "src", "dst", "bytes", "kind", "announced", "stop_s"])
+        w.writerow(["start_s", "src", "dst", "bytes", "kind", "announced", "stop_s", "sport", "dport", "rate_mbps"])
         for f in flows:
             w.writerow([f"{f.start:.6f}", f.src, f.dst, f.bytes, f.kind, int(f.announced),
-                        "" if f.stop is None else f"{f.stop:.6f}"])
+                        "" if f.stop is None else f"{f.stop:.6f}", f.sport or "", f.dport or "", f.rate_mbps or ""])
 
 
 # ----- generators ---------------------------------------------------------------------------------

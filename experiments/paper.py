@@ -19,8 +19,6 @@ Freeway's low-latency paths over time (Fig. 5).
 from __future__ import annotations
 
 import json
-import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from experiments import stats
@@ -53,7 +51,7 @@ def plan(modes: list[str], seeds: list[int]) -> list[tuple[str, int]]:
 def run(out: Path, modes: list[str], seeds: list[int], k: int = 8, hosts_per_edge: int = 10,
         link_mbps: float = 100.0, duration: float = 10.0, grace: float = 10.0, jobs: int = 0,
         settings: dict | None = None, derivation: dict | None = None) -> dict:
-    from experiments.ns3.engine import Settings, run_one, spec_of, written
+    from experiments.ns3.engine import Settings, run_all, spec_of
     from experiments.runner import ExperimentError, _controller_mode, _controller_settings, _mode_parts
     from experiments.swim import Derivation, derive, load
 
@@ -84,16 +82,7 @@ def run(out: Path, modes: list[str], seeds: list[int], k: int = 8, hosts_per_edg
         label = f"{mode.replace('+', '_')}-s{seed}"
         jobs_list.append(spec_of(label, mode, fabric, _controller_mode(base), iso, flows, st, BOUNDARY))
 
-    def one(spec):
-        done = written(out, spec)
-        if done is not None:
-            print(f"[paper] {spec['label']}: already run", flush=True)
-            return done
-        print(f"[paper] {spec['label']}: {len(spec['flows'])} flows", flush=True)
-        return run_one(out, spec, timeout_s=24 * 3600)
-
-    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-        runs = list(pool.map(one, jobs_list))
+    runs = run_all(out, jobs_list, jobs, "paper")
     results = analyse(runs, fabric, modes, seeds)
     results["mix"] = mixes
     results["declared"] = declared

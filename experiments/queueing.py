@@ -20,9 +20,7 @@ once; a run already written with the same spec is kept.
 from __future__ import annotations
 
 import math
-import os
 import random
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from experiments import stats
@@ -39,17 +37,9 @@ FC_TRAFFIC = ("mice", "elephants", "mixed")
 
 
 def _run_all(out: Path, specs: list[dict], jobs: int) -> list[dict]:
-    from experiments.ns3.engine import run_one, written
+    from experiments.ns3.engine import run_all
 
-    def one(spec):
-        done = written(out, spec)
-        if done is not None:
-            print(f"[queues] {spec['label']}: already run", flush=True)
-            return done
-        return run_one(out, spec, timeout_s=6 * 3600)
-
-    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-        return list(pool.map(one, specs))
+    return run_all(out, specs, jobs, "queues", 6 * 3600)
 
 
 # ----- cut-in queueing ------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from experiments import stats
+from experiments.flowlist import RR_PORT
 from experiments.procs import ControllerProcess, SwitchCpu
 from experiments.workload import SizeCDF, poisson_schedule
 from topology.builder import FabricNet
@@ -43,7 +44,6 @@ MODES = ("ecmp", "hedera", "hedera-1s", "efm-biggest", "efm-smallest", "freeway"
 NS3_ONLY = ("perpkt",)  # per-packet load balancing to the least-loaded next hop: no OpenFlow switch offers it
 ENGINES = ("emulator", "ns3")
 SCENARIOS = ("mixed", "permutation")
-RR_PORT = 7100
 SWITCH_CPU_LIMIT = 0.8  # above this, the emulator itself queues packets (see procs.SwitchCpu)
 
 
@@ -237,6 +237,121 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
         events = ctl.events()
     return {"label": label, "mode": mode, "mice": mice, "elephants": elephants, "core_drops": core_drops,
             "events": events, "switch_cpu": switch_cpu, "seconds": round(time.time() - t_run, 1)}
+
+
+def run_flows(out: Path, label: str, fabric: Fabric, mode: str, flows: list, mtu: int = 1500,
+              controller_config: str | None = None, grace_s: float = 30.0) -> dict:
+    """A flow list on the emulator (``experiments.hostflows`` on every host, as ``fw::Host`` runs it on
+    ns-3): fresh controller and fabric, the flows started at their times, results in the shape the ns-3
+    engine gives (mice, elephants of no size, sized bulk flows), so that one analysis reads both."""
+    from experiments.flowlist import MICE_BOUNDARY, dport_of
+    from ryu_apps.programs.isolation import IsolationConfig
+
+    base, iso = _mode_parts(mode)
+    if base in NS3_ONLY:
+        raise ExperimentError(f"--modes: {mode} runs only on --engine ns3")
+    extra_flags = ["--hedera-poll", "1"] if base == "hedera-1s" else []
+    base = _controller_mode(base)
+    d = out / label
+    d.mkdir(parents=True, exist_ok=True)
+    for old in d.glob("*.out"):
+        old.unlink()
+    for old in ("events.jsonl", "controller.log"):
+        (d / old).unlink(missing_ok=True)
+    fabric.save(d / "fabric.json")
+    extra = ((["--config", controller_config] if controller_config else []) + (["--isolation", "on"] if iso else [])
+             + extra_flags)
+    ip = {h.name: h.ip for h in fabric.hosts}
+    py = sys.executable
+    t_run = time.time()
+    with ControllerProcess(d / "fabric.json", mode=base, log_file=d / "controller.log", extra=extra,
+                           events_file=d / "events.jsonl") as ctl, \
+            FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(fabric.link_rate_mbps, mtu,
+                                                                           target=ctl.sflow_target),
+                      isolation=IsolationConfig() if iso else None, mtu=mtu) as fn:
+        _secs, failed = fn.wait_reachable(60)
+        if failed:
+            raise ExperimentError(f"{label}: {len(failed)} host pairs unreachable before the run")
+        core_drops0 = _core_drops(fabric)
+        sinks: dict[str, set[int]] = {}
+        for n, f in enumerate(flows):
+            if f.kind == "bulk":
+                sinks.setdefault(f.dst, set()).add(dport_of(n, f))
+        for h in sorted({f.dst for f in flows if f.kind == "rr"}):
+            fn.host(h).cmd(f"{py} -m experiments.rr server --port {RR_PORT} >/dev/null 2>&1 &")
+        for h, ports in sinks.items():
+            fn.host(h).cmd(f"{py} -m experiments.hostflows sink --ports {','.join(map(str, sorted(ports)))} "
+                           f"> {d / ('sink-' + h + '.out')} 2>&1 &")
+        time.sleep(1.0)
+        by_src: dict[str, list[dict]] = {}
+        for n, f in enumerate(flows):
+            by_src.setdefault(f.src, []).append(
+                {"id": n, "kind": f.kind, "start": f.start, "bytes": f.bytes, "dst_ip": ip[f.dst], "sport": f.sport,
+                 "dport": dport_of(n, f), "stop": f.stop, "rate_mbps": f.rate_mbps,
+                 "announced": f.announced and base == "freeway"})
+        t0 = time.time() + 1.0
+        for h, mine in by_src.items():
+            (d / f"flows-{h}.json").write_text(json.dumps(mine))
+            fn.host(h).cmd(f"{py} -m experiments.hostflows run --file {d / f'flows-{h}.json'} --t0 {t0} "
+                           f"--rr-port {RR_PORT} > {d / ('flows-' + h + '.out')} 2>&1 &")
+        last = max([f.start for f in flows] + [f.stop or 0 for f in flows])
+        deadline = t0 + last + grace_s
+        while time.time() < deadline:
+            done = sum((d / f"flows-{h}.out").read_text().count("\n") if (d / f"flows-{h}.out").exists() else 0
+                       for h in by_src)
+            elapsed = time.time() - t0
+            print(f"[{label}] {elapsed:5.0f} s, {done}/{len(flows)} flows done", flush=True)
+            if done >= len(flows) and elapsed >= last:
+                break
+            time.sleep(min(5.0, max(0.2, deadline - time.time())))
+        time.sleep(1.0)  # the sinks' last lines
+        for h in fabric.hosts:
+            fn.host(h.name).cmd("kill %1 %2 %3 >/dev/null 2>&1")
+        core_drops = {k: v - core_drops0.get(k, 0) for k, v in _core_drops(fabric).items()}
+        events = ctl.events()
+    sent = {}
+    for h in by_src:
+        p = d / f"flows-{h}.out"
+        for line in p.read_text().splitlines() if p.exists() else []:
+            if line.startswith("{"):
+                r = json.loads(line)
+                sent[r["id"]] = r
+    got = {}
+    for h in sinks:
+        p = d / f"sink-{h}.out"
+        for line in p.read_text().splitlines() if p.exists() else []:
+            if line.startswith("{"):
+                r = json.loads(line)
+                got[(r["from"], r["sport"])] = r
+    mice, elephants, bulk = [], [], []
+    for n, f in enumerate(flows):
+        s = sent.get(n, {})
+        if f.kind == "rr":
+            mice.append({"client": f.src, "server": ip[f.dst], "size": f.bytes, "start": f.start,
+                         "fct_s": s.get("fct_s") if s.get("ok") else None, "ok": bool(s.get("ok")),
+                         "rto": s.get("rto"), "sport": s.get("sport"), "id": n})
+            continue
+        r = got.get((ip[f.src], s.get("sport")), {})
+        nbytes = r.get("bytes", 0)
+        answer = s.get("answer")
+        if f.bytes == 0:
+            span = (f.stop or last) - f.start
+            elephants.append({"id": n, "src": f.src, "dst": f.dst, "goodput_mbps": nbytes * 8 / span / 1e6,
+                              "bytes": nbytes, "announced": answer, "sport": s.get("sport")})
+            continue
+        done_at = r.get("done")
+        fct = round(done_at - (t0 + f.start), 6) if done_at else None
+        started = s.get("answered") or (t0 + f.start)
+        rec = {"id": n, "src": f.src, "dst": f.dst, "size": f.bytes, "start": f.start, "bytes": nbytes,
+               "fct_s": fct, "ok": done_at is not None, "rto": None, "announced": answer,
+               "goodput_mbps": nbytes * 8 / (done_at - started) / 1e6 if done_at and done_at > started else None}
+        bulk.append(rec)
+        if f.bytes < MICE_BOUNDARY:
+            mice.append({"client": f.src, "server": ip[f.dst], "size": f.bytes, "start": f.start,
+                         "fct_s": fct, "ok": rec["ok"], "rto": None})
+    return {"label": label, "mode": mode, "mice": mice, "elephants": elephants, "bulk": bulk,
+            "core_drops": core_drops, "events": events, "switch_cpu": None, "engine": "emulator",
+            "seconds": round(time.time() - t_run, 1)}
 
 
 def _iperf_result(i, s, t, raw: str) -> dict:

@@ -91,6 +91,10 @@ class Controller:
         for name in self.fabric.switches:
             self._apply(name, self.policy.program(name), 0.0)
 
+    def install(self, name: str, intents) -> None:
+        """Entries put in a switch from outside the controller (a scenario's, as ``ovs-ofctl add-flow``)."""
+        self._apply(name, intents, 0.0)
+
     def _push(self, name: str) -> None:
         text = self.mirrors[name].take()
         if text:

@@ -20,12 +20,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from experiments.flowlist import MICE_BOUNDARY, Flow
+from experiments.flowlist import MICE_BOUNDARY, RR_PORT, Flow, dport_of
 from ryu_apps.host import handshake as hs
 from topology.fabric import Fabric
 
-RR_PORT = 7100
-SINK_PORT = 6000
 TCPS = {"cubic": "ns3::TcpCubic", "newreno": "ns3::TcpNewReno", "bbr": "ns3::TcpBbr", "dctcp": "ns3::TcpDctcp"}
 
 
@@ -92,19 +90,26 @@ def run_spec(spec: dict, progress=print) -> dict:
     ctl = control.Controller(net, policy, Estimator(fabric, cfg.monitor_config()),
                              control.Delays(st.install_s, st.barrier_s), st.polling_s, sampling, st.paths)
     ctl.program()
+    for pin in spec.get("pins", []):
+        ctl.install(pin["switch"], [_pin_flow(pin)])
+    port_tx: list[dict] = []
+    for t in spec.get("tx_at", []):
+        ctl.at(t, lambda now: port_tx.append({"t": round(now, 6), "tx": {
+            f"{sw}-eth{port}": int(net.switches[sw].txBytes(port)) for (sw, port) in net.ports}}))
     apps = _hosts(net, fabric, flows, policy.takes_announces, st.rr_dscp, st.seed)
     last_start = max((f.start for f in flows), default=0.0)
     stops = [f.stop for f in flows if f.stop is not None]
-    until = max([last_start] + stops) + st.grace_s
+    until = max([last_start] + stops + spec.get("tx_at", [])) + st.grace_s
     wall_at = [time.time()]
+    pending = _Pending(apps, flows, {h.name: _int(h.ip) for h in fabric.hosts})
 
     def done(now: float) -> bool:
-        return now > last_start and now >= max(stops, default=0.0) and _all_done(apps, flows)
+        return now > last_start and now >= max(stops + spec.get("tx_at", []), default=0.0) and pending.empty()
 
     def show(now: float) -> None:
         if time.time() - wall_at[0] >= 10 or now >= until:
             wall_at[0] = time.time()
-            finished = sum(1 for f, r in _results(apps, flows) if r is not None and r["ok"])
+            finished = len(flows) - pending.left()
             progress(f"[{spec['label']}] simulated {now:6.2f} s, wall {time.time() - t_wall:6.0f} s, "
                      f"{finished}/{len(flows)} flows done")
 
@@ -123,11 +128,21 @@ def run_spec(spec: dict, progress=print) -> dict:
     end = ctl.run(until, done, show)
     wall = time.time() - t_wall
     out = _collect(spec, net, fabric, flows, apps, ctl, end, at_stop)
+    out["port_tx"] = port_tx
     out.update(seconds=round(wall, 1), simulated_s=round(end, 3), wall_per_simulated_s=round(wall / max(end, 1e-9), 2),
                engine="ns3", settings=asdict(st) | {"sampling": sampling}, counters=ctl.counters,
                policy_time=_timing(ctl.timing))
     ns.Simulator.Destroy()
     return out
+
+
+def _pin_flow(pin: dict):
+    """A scenario's pinning entry as the switches are sent it: the flow's 5-tuple out of one port."""
+    from ryu_apps.openflow import intents as it
+
+    return it.Flow(pin["priority"], it.match(eth_type=0x0800, ip_proto=6, ipv4_src=pin["src_ip"],
+                                             ipv4_dst=pin["dst_ip"], tcp_src=pin["sport"], tcp_dst=pin["dport"]),
+                   (it.Output(pin["out_port"]),), table_id=pin["table"])
 
 
 def _timing(timing: dict[str, list[float]]) -> dict:
@@ -192,7 +207,8 @@ def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool, rr_dscp: int
         spec.sport = sport
         spec.tos = f.dscp << 2
         if f.kind == "bulk":
-            spec.dport = SINK_PORT + n % 1000
+            spec.dport = dport_of(n, f)
+            spec.rate = f.rate_mbps * 1e6
             sinks.setdefault(f.dst, set()).add(spec.dport)
         if f.announced and announces:
             spec.sport = sport
@@ -211,14 +227,31 @@ def _int(ip: str) -> int:
     return a << 24 | b << 16 | c << 8 | d
 
 
-def _results(apps: dict, flows: list[Flow]):
-    for n, f in enumerate(flows):
-        app = apps[f.src]
-        yield f, ({"ok": bool(app.Result(n).ok)} if app.Has(n) else None)
+class _Pending:
+    """The flows not yet done: a mouse when its answer is in, a sized bulk flow when its receiver has every
+    byte (its sender is done sooner: when the last byte is in its socket's buffer), a bulk flow of no size
+    when its sender stopped."""
 
+    def __init__(self, apps: dict, flows: list[Flow], ip: dict[str, int]):
+        self.apps, self.flows, self.ip = apps, flows, ip
+        self.todo = set(range(len(flows)))
 
-def _all_done(apps: dict, flows: list[Flow]) -> bool:
-    return all(apps[f.src].Has(n) and apps[f.src].Result(n).ok for n, f in enumerate(flows))
+    def _done(self, n: int) -> bool:
+        f = self.flows[n]
+        app = self.apps[f.src]
+        if not app.Has(n):
+            return False
+        r = app.Result(n)
+        if f.kind == "bulk" and f.bytes:
+            return r.sport != 0 and self.apps[f.dst].SunkDone(self.ip[f.src], r.sport) >= 0
+        return bool(r.ok)
+
+    def left(self) -> int:
+        self.todo = {n for n in self.todo if not self._done(n)}
+        return len(self.todo)
+
+    def empty(self) -> bool:
+        return self.left() == 0
 
 
 def _ip_of(fabric: Fabric, host: str) -> str:
@@ -269,7 +302,7 @@ def _collect(spec: dict, net, fabric: Fabric, flows: list[Flow], apps: dict, ctl
         for n, f in enumerate(flows):
             app = apps[f.src]
             if app.Has(n):
-                dport = RR_PORT if f.kind == "rr" else SINK_PORT + n % 1000
+                dport = dport_of(n, f)
                 hops = ctl.paths.get((ip[f.src], ip[f.dst], 6, int(app.Result(n).sport), dport), [])
                 first = {sw: t for t, sw in reversed(hops)}  # each switch's first packet of the flow
                 paths[str(n)] = sorted(first, key=first.get)
@@ -297,9 +330,36 @@ def _collect(spec: dict, net, fabric: Fabric, flows: list[Flow], apps: dict, ctl
 
 # ----- one run, in its own process -----------------------------------------------------------------
 def spec_of(label: str, mode_label: str, fabric: Fabric, mode: str, iso: bool, flows: list[Flow],
-            settings: Settings, mice_boundary: int = MICE_BOUNDARY) -> dict:
-    return {"label": label, "label_mode": mode_label, "fabric": fabric.to_dict(), "mode": mode, "isolation": iso,
+            settings: Settings, mice_boundary: int = MICE_BOUNDARY, pins: list | None = None,
+            tx_at: list[float] | None = None) -> dict:
+    """A run: ``pins`` are entries a scenario puts in the switches besides the controller's program
+    (``collisions.Pin``: an unlucky hash made every time), ``tx_at`` times at which every switch port's
+    transmitted bytes are read (``port_tx`` in the results)."""
+    spec = {"label": label, "label_mode": mode_label, "fabric": fabric.to_dict(), "mode": mode, "isolation": iso,
             "flows": [asdict(f) for f in flows], "settings": asdict(settings), "mice_boundary": mice_boundary}
+    if pins:
+        spec["pins"] = [asdict(p) for p in pins]
+    if tx_at:
+        spec["tx_at"] = sorted(tx_at)
+    return spec
+
+
+def run_all(out: Path, specs: list[dict], jobs: int = 0, tag: str = "engine",
+            timeout_s: float = 24 * 3600) -> list[dict]:
+    """Every spec's run, ``jobs`` at once (0: one per core), each its own process; a run already written
+    under ``out`` with the same spec is read back, not run again (an interrupted sweep resumes)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(spec):
+        done = written(out, spec)
+        if done is not None:
+            print(f"[{tag}] {spec['label']}: already run", flush=True)
+            return done
+        print(f"[{tag}] {spec['label']}: {len(spec['flows'])} flows", flush=True)
+        return run_one(out, spec, timeout_s=timeout_s)
+
+    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+        return list(pool.map(one, specs))
 
 
 def written(out: Path, spec: dict) -> dict | None:

@@ -1432,6 +1432,7 @@ struct FlowSpec
     uint64_t size = 0;  // bytes; a bulk flow of size 0 sends until ``stop``
     double stop = -1;   // a bulk sender stops sending then (< 0: when its bytes are sent)
     uint8_t tos = 0;    // the IP TOS the source's socket sets (a host marking its own priority)
+    double rate = 0;    // bulk: the application's own rate in bit/s, as iperf3 -b paces (0: as fast as TCP goes)
     std::string announce; // the handshake's bytes ('' : not announced)
 };
 
@@ -1679,6 +1680,11 @@ class Host : public Application
         {
             m_left[PeekPointer(s)] = 8 + (f.size ? f.size : (UINT64_MAX - 16));
             m_sizeOf[PeekPointer(s)] = f.size;
+            if (f.rate > 0)
+            {
+                m_pace[PeekPointer(s)] = Pace{f.rate / 8.0, 0.0};
+                Simulator::Schedule(MilliSeconds(1), &Host::Refill, this, s);
+            }
             s->SetConnectCallback(MakeCallback(&Host::BulkConnected, this), MakeCallback(&Host::Failed, this));
             s->SetSendCallback(MakeCallback(&Host::BulkSend, this));
             s->Connect(InetSocketAddress(Ipv4Address(f.dst), f.dport));
@@ -1744,6 +1750,20 @@ class Host : public Application
         }
     }
 
+    // A paced sender (iperf3 -b): every millisecond, a millisecond's bytes more may be written
+    void Refill(Ptr<Socket> s)
+    {
+        auto p = m_pace.find(PeekPointer(s));
+        if (p == m_pace.end() || !m_left.count(PeekPointer(s)))
+        {
+            return;
+        }
+        p->second.credit = std::min(p->second.credit + p->second.bytesPerS * 1e-3,
+                                    p->second.bytesPerS * 1e-3 + 65536.0);
+        BulkSend(s, s->GetTxAvailable());
+        Simulator::Schedule(MilliSeconds(1), &Host::Refill, this, s);
+    }
+
     void BulkConnected(Ptr<Socket> s)
     {
         BulkSend(s, s->GetTxAvailable());
@@ -1773,6 +1793,15 @@ class Host : public Application
         while (it->second > 0 && s->GetTxAvailable() > 0)
         {
             uint32_t n = std::min<uint64_t>({it->second, s->GetTxAvailable(), 65536u});
+            auto pace = m_pace.find(PeekPointer(s));
+            if (pace != m_pace.end() && m_headerSent.count(PeekPointer(s)))
+            {
+                if (pace->second.credit < 1.0)
+                {
+                    return;
+                }
+                n = std::min<uint64_t>(n, uint64_t(pace->second.credit));
+            }
             Ptr<Packet> p;
             if (!m_headerSent.count(PeekPointer(s)))
             {
@@ -1800,6 +1829,10 @@ class Host : public Application
                 return;
             }
             it->second -= sent;
+            if (pace != m_pace.end() && m_headerSent.count(PeekPointer(s)))
+            {
+                pace->second.credit -= sent;
+            }
         }
         if (it->second == 0)
         {
@@ -1938,9 +1971,24 @@ class Host : public Application
     std::map<Socket*, SinkConn> m_sink;
     std::map<Socket*, uint64_t> m_sizeOf;
     std::set<Socket*> m_headerSent;
+    struct Pace
+    {
+        double bytesPerS;
+        double credit;
+    };
+    std::map<Socket*, Pace> m_pace;
 };
 
 // ----- building the fabric ---------------------------------------------------------------------
+// The time an Ethernet frame takes on the wire beyond a PPP frame of the same datagram (14 bytes of
+// header against PPP's 2): with it as the device's interframe gap, a link at ``bps`` carries what an
+// Ethernet link at ``bps`` carries, counted as the emulator and sFlow count it (frame bytes).
+inline Time
+EthernetGap(double bps)
+{
+    return Seconds(12 * 8 / bps);
+}
+
 // A point-to-point link at ``bps`` with ``delay``, the device queue at one packet (the backlog sits in
 // the port's queue disc, where the discipline is).
 inline NetDeviceContainer
@@ -1948,6 +1996,7 @@ Link(Ptr<Node> a, Ptr<Node> b, double bps, double delay, uint32_t mtu)
 {
     PointToPointHelper p2p;
     p2p.SetDeviceAttribute("DataRate", DataRateValue(DataRate(static_cast<uint64_t>(bps))));
+    p2p.SetDeviceAttribute("InterframeGap", TimeValue(EthernetGap(bps)));
     p2p.SetDeviceAttribute("Mtu", UintegerValue(mtu));
     p2p.SetChannelAttribute("Delay", TimeValue(Seconds(delay)));
     p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize", QueueSizeValue(QueueSize("1p")));
@@ -1960,6 +2009,7 @@ inline void
 SetRate(Ptr<NetDevice> dev, double bps)
 {
     dev->SetAttribute("DataRate", DataRateValue(DataRate(static_cast<uint64_t>(bps))));
+    dev->SetAttribute("InterframeGap", TimeValue(EthernetGap(bps)));
 }
 
 // An interface for ``dev`` with one address, up; returns its index.

@@ -63,3 +63,37 @@ def test_many_to_one_scenario_smoke(tmp_path):
             assert run["mice"] >= 25 and 0 < run["mice_p50_ms"] <= run["mice_p99_ms"], (name, run)
     assert res["runs"]["elephants-only"]["bottleneck_utilisation"] > 0.5
     assert (tmp_path / "many_to_one.png").stat().st_size > 10_000
+
+
+FLOW_LIST = """start_s,src,dst,bytes,kind,announced,stop_s,sport,dport,rate_mbps
+0.5,h0_0_0,h2_0_1,0,bulk,1,8.5,,,
+0.5,h0_1_0,h3_0_0,3000000,bulk,0,,,,
+1.0,h0_0_1,h1_0_0,20000,rr,,,,,
+1.2,h1_0_1,h3_1_1,50000,,,,,,
+2.0,h3_0_1,h0_1_1,0,bulk,0,8,,,2
+"""
+
+
+def test_one_flow_list_runs_on_both_engines_and_they_agree(tmp_path):
+    """The same CSV through ``freeway experiment flows`` on Open vSwitch and on ns-3 (Freeway mode): the
+    announced elephant is ACKed and fills its link on both, the paced flow holds its 2 Mbit/s on both, the
+    3 MB transfer and the mice complete, and the engines' completion times are within a fifth of each
+    other."""
+    (tmp_path / "flows.csv").write_text(FLOW_LIST)
+    runs = {}
+    for engine in ("emulator", "ns3"):
+        out = tmp_path / engine
+        r = _freeway("experiment", "flows", "--flows", str(tmp_path / "flows.csv"), "--engine", engine,
+                     "--modes", "freeway", "--out", str(out))
+        assert r.returncode == 0, r.stderr[-2000:]
+        runs[engine] = rows = list(csv.DictReader(open(out / "flows.csv")))
+        els = {x["src"]: x for x in rows if x["kind"] == "elephant"}
+        assert els["h0_0_0"]["announced"] == "ack" and float(els["h0_0_0"]["goodput_mbps"]) > 8.5, (engine, els)
+        assert 1.8 < float(els["h3_0_1"]["goodput_mbps"]) < 2.2, (engine, els)
+        assert all(x["ok"] == "True" for x in rows if x["kind"] in ("mouse", "bulk")), (engine, rows)
+        assert json.loads((out / "results.json").read_text())["config"]["engine"] == engine
+    fct = {e: next(float(x["fct_s"]) for x in rows if x["kind"] == "bulk") for e, rows in runs.items()}
+    assert abs(fct["ns3"] / fct["emulator"] - 1) < 0.2, fct
+    bad = _freeway("experiment", "flows", "--flows", str(tmp_path / "flows.csv"), "--k", "4", "--topo", "leafspine",
+                   "--engine", "ns3", "--out", str(tmp_path / "bad"))
+    assert bad.returncode == 2 and "is not a host of the fabric" in bad.stderr

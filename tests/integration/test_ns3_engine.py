@@ -25,7 +25,7 @@ LINK_MBPS = 10.0
 
 def _uplink_pair():
     """Two elephants from e0_0's hosts to other pods that the ECMP program sends up the same uplink."""
-    from experiments.ns3.engine import SINK_PORT
+    from experiments.flowlist import SINK_PORT
     from ryu_apps import modes
     from ryu_apps.simswitch.fabric import SimFabric
 
@@ -59,10 +59,22 @@ def _runs(tmp_path):
         "paths-freeway": spec_of("paths-freeway", "freeway", F, "freeway", False, pairs, Settings(paths=True, **fast)),
         "announced": spec_of("announced", "freeway", F, "freeway", False,
                              [Flow(0.0, "h0_0_0", "h3_1_1", 0, "bulk", True, 2.0)], Settings(paths=True, **fast)),
+        "pinned": _pinned(Settings(paths=True, **fast)),
     }
     with ThreadPoolExecutor(max_workers=3) as pool:
         done = dict(zip(specs, pool.map(lambda s: run_one(tmp_path, s, timeout_s=240), specs.values()), strict=True))
     return specs, done
+
+
+def _pinned(settings):
+    """The EFM paper's first collision (three flows pinned onto one uplink, as both engines pin them) under
+    EFM, with every port's bytes read at 1 s and 3 s."""
+    from experiments import collisions
+    from experiments.ns3.engine import spec_of
+
+    steered, pins = collisions.pins(F, collisions.TESTS[1][1])
+    flows = [Flow(0.5, f.src, f.dst, 3_000_000, "bulk", False, None, f.port + 1000, 0, f.port) for f in steered]
+    return spec_of("pinned", "efm-biggest", F, "efm-biggest", False, flows, settings, pins=pins, tx_at=[1.0, 3.0])
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +120,7 @@ def test_an_announced_elephant_is_placed_acked_and_carried_on_its_placement(runs
 
 @pytest.mark.parametrize("mode", ["ecmp", "freeway"])
 def test_ns3_forwards_every_host_pair_as_the_simulated_switch_walks_it(runs, mode):
-    from experiments.ns3.engine import RR_PORT
+    from experiments.flowlist import RR_PORT
     from ryu_apps import modes
     from ryu_apps.simswitch.fabric import SimFabric
 
@@ -125,3 +137,24 @@ def test_ns3_forwards_every_host_pair_as_the_simulated_switch_walks_it(runs, mod
         if tuple(res["paths"][str(m["id"])]) != walked:
             differ.append((f.src, f.dst, res["paths"][str(m["id"])], walked))
     assert not differ, differ[:5]
+
+
+def test_pinned_flows_start_on_their_pins_and_efm_moves_them_apart(runs):
+    """A scenario's own entries (the collision tests' pins) reach the ns-3 switches as they reach Open
+    vSwitch: the three flows start on the one uplink they were pinned to, and that uplink, read between
+    1 s and 3 s, carries no more than its rate; EFM then moves flows off it, and they finish sooner than
+    three flows sharing 10 Mbit/s could."""
+    from experiments import collisions
+
+    _, done = runs
+    res = done["pinned"]
+    steered = collisions.TESTS[1][1]
+    for n, f in enumerate(steered):
+        assert tuple(res["paths"][str(n)][:3]) == f.path[:3], (n, res["paths"][str(n)])
+    a, b = res["port_tx"]
+    uplink = next(f"a0_0-eth{ln.a_port if ln.a == 'a0_0' else ln.b_port}" for ln in F.links
+                  if {ln.a, ln.b} == {"a0_0", "c1"})
+    rate = (b["tx"][uplink] - a["tx"][uplink]) * 8 / (b["t"] - a["t"]) / 1e6
+    assert 0.8 * LINK_MBPS < rate <= 1.001 * LINK_MBPS, rate
+    assert [e for e in res["events"] if e.get("type") == "reroute"]
+    assert all(b["ok"] for b in res["bulk"]) and max(b["fct_s"] for b in res["bulk"]) < 3 * 3_000_000 * 8 / 10e6

@@ -19,16 +19,30 @@ def test_a_csv_round_trips_and_the_kind_follows_the_size(tmp_path):
     assert read_csv(tmp_path / "again.csv", HOSTS) == flows
 
 
+def test_ports_and_a_pace_are_read_and_round_trip(tmp_path):
+    p = tmp_path / "flows.csv"
+    p.write_text("start_s,src,dst,bytes,kind,stop_s,sport,dport,rate_mbps\n2,h0_0_1,h1_0_1,0,bulk,14,6300,5300,4\n")
+    flows = read_csv(p, HOSTS)
+    assert flows == [Flow(2.0, "h0_0_1", "h1_0_1", 0, "bulk", False, 14.0, 6300, 0, 5300, 4.0)]
+    write_csv(tmp_path / "again.csv", flows)
+    assert read_csv(tmp_path / "again.csv", HOSTS) == flows
+
+
 @pytest.mark.parametrize("line,why", [
     ("0,h0_0_0,h9_9_9,100", "'h9_9_9' is not a host"),
     ("0,h0_0_0,h0_0_0,100", "source and destination are both h0_0_0"),
     ("x,h0_0_0,h2_0_1,100", "must be numbers"),
     ("0,h0_0_0,h2_0_1,100,maybe", "announced must be 0/1"),
     ("0,h0_0_0,h2_0_1,0", "needs a stop time"),
+    ("1,h0_0_0,h2_0_1,0,,bulk,0.5", "stop_s must be after"),
+    ("0,h0_0_0,h2_0_1,900,,rr,,,7000", "dport and rate_mbps are for bulk flows"),
+    ("0,h0_0_0,h2_0_1,900,,bulk,,70000", "ports must be 0..65535"),
+    ("0,h0_0_0,h2_0_1,900,,bulk,,,,fast", "must be numbers"),
 ])
 def test_a_bad_line_is_refused_with_its_number(tmp_path, line, why):
     p = tmp_path / "flows.csv"
-    p.write_text("start_s,src,dst,bytes,announced\n0,h0_0_0,h2_0_1,100,0\n" + line + "\n")
+    p.write_text("start_s,src,dst,bytes,announced,kind,stop_s,sport,dport,rate_mbps\n0,h0_0_0,h2_0_1,100,0\n"
+                 + line + "\n")
     with pytest.raises(FlowListError, match=f"line 3: .*{why}"):
         read_csv(p, HOSTS)
 

@@ -108,10 +108,12 @@ def cmd_bench(args) -> int:
 
         r = crossval.run(Path(args.emulator), Path(args.ns3), Path(args.out))
         for key, rk in r["ranking"].items():
-            print(f"{key}: emulator {' < '.join(rk['emulator'])}; ns-3 {' < '.join(rk['ns3'])}: "
+            print(f"{key}, best first: emulator {', '.join(rk['emulator'])}; ns-3 {', '.join(rk['ns3'])}: "
                   f"{'same' if rk['same'] else 'DIFFERENT'} ranking")
         for key, c in r["checks"].items():
-            print(f"freeway+isolation {key}: emulator {c['emulator']}, ns-3 {c['ns3']} ({c['relative_difference']})")
+            rel = c["relative_difference"]
+            print(f"freeway+isolation {key}: emulator {c['emulator']}, ns-3 {c['ns3']}"
+                  + ("" if rel is None else f" (ns-3 differs by {rel:+.0%})"))
         print(f"cross-validation {'met' if r['met'] else 'NOT met'}; results in {Path(args.out) / 'crossval.json'}")
     elif args.bench == "emulator":
         from experiments.emulator import emulator

@@ -322,8 +322,10 @@ def _collect(spec: dict, net, fabric: Fabric, flows: list[Flow], apps: dict, ctl
                 "tx_bytes": int(net.switches[sw].txBytes(port))}
     pfc = {name: {"pause_frames": int(sw.pauseFrames), "resume_frames": int(sw.resumeFrames)}
            for name, sw in net.switches.items() if sw.pfc}
+    switch_drops = {"meter": sum(int(sw.meterDrops) for sw in net.switches.values()),
+                    "table": sum(int(sw.tableDrops) for sw in net.switches.values())}
     return {"label": spec["label"], "mode": spec["label_mode"], "mice": mice, "elephants": elephants, "bulk": bulk,
-            "queues": queues, "pfc": pfc,
+            "queues": queues, "pfc": pfc, "switch_drops": switch_drops,
             "core_drops": drops, "events": ctl.events, "switch_cpu": None, "paths": paths,
             "all_drops": sum(int(net.fw.Dropped(p.queue)) for p in net.ports.values())}
 

@@ -66,7 +66,11 @@ FLAGS = {"fabric": "--fabric", "listen": "--listen", "mode": "--mode", "monitor"
          "hedera_poll_s": "--hedera-poll", "link_hold_down_s": "--link-hold-down", "events_max_mb": "--events-max-mb",
          "api": "--api", "api_token_file": "--api-token-file", "log_format": "--log-format",
          "cluster": "--cluster", "cluster_name": "--cluster-name", "cluster_ttl_s": "--cluster-ttl", "node_id": "--node-id",
-         "lldp_interval_s": "--lldp-interval", "lldp_timeout_s": "--lldp-timeout"}
+         "lldp_interval_s": "--lldp-interval", "lldp_timeout_s": "--lldp-timeout",
+         "ctl_privkey": "--ctl-privkey", "ctl_cert": "--ctl-cert", "ca_certs": "--ca-certs",
+         "switch_identity": "--switch-identity", "api_read_token_file": "--api-read-token-file",
+         "api_open_reads": "--api-open-reads", "api_cert": "--api-cert", "api_key": "--api-key",
+         "cluster_ca": "--cluster-ca", "cluster_cert": "--cluster-cert", "cluster_key": "--cluster-key"}
 
 
 def _config_flags(c) -> None:
@@ -120,6 +124,10 @@ def cmd_discover(args) -> int:
             settings.update(expect=Fabric.load(args.expect), expect_file=args.expect)
         except FabricError as e:
             raise SystemExit(f"freeway discover: --expect: {e}") from None
+    tls = (args.ctl_privkey or "", args.ctl_cert or "", args.ca_certs or "")
+    if any(tls) and not all(tls):
+        raise SystemExit("freeway discover: --ctl-privkey, --ctl-cert and --ca-certs go together (OpenFlow over TLS)")
+    settings.update(tls=tls if all(tls) else None, identity=args.switch_identity != "off")
     return run_discover(args.listen, settings, args.verbose)
 
 
@@ -136,6 +144,11 @@ def add_discover(sub) -> None:
                                               "speeds, the slower end of each link)")
     d.add_argument("--expect", metavar="FILE", help="a description to compare with: exit 2 and say what "
                                                     "differs, by datapath id, if the fabric is not that one")
+    d.add_argument("--ctl-privkey", help="OpenFlow over TLS: the controller's private key (PEM)")
+    d.add_argument("--ctl-cert", help="OpenFlow over TLS: the controller's certificate (PEM)")
+    d.add_argument("--ca-certs", help="OpenFlow over TLS: the CA of the switches' certificates (PEM)")
+    d.add_argument("--switch-identity", choices=("on", "off"), default="on",
+                   help="with TLS, a switch's certificate must name the datapath id it claims (on)")
     d.add_argument("--verbose", action="store_true", help="debug logging")
     d.set_defaults(func=cmd_discover)
 

@@ -60,6 +60,13 @@ Pairs = tuple[tuple[str, object], ...]
 class Config:
     fabric: str = setting("", "the fabric description (JSON) written by 'freeway fabric --describe'")
     listen: str = setting("127.0.0.1:6653", "OpenFlow listen address (HOST:PORT)")
+    ctl_privkey: str = setting("", "OpenFlow over TLS: the controller's private key (PEM; with ctl_cert and "
+                               "ca_certs, the controller speaks only TLS on its listen address)")
+    ctl_cert: str = setting("", "OpenFlow over TLS: the controller's certificate (PEM)")
+    ca_certs: str = setting("", "OpenFlow over TLS: the CA that signs the switches' certificates (PEM): a switch "
+                            "without a certificate from it gets no message")
+    switch_identity: bool = setting(True, "OpenFlow over TLS: a switch's certificate must name the datapath id "
+                                    "it claims (dpid:XXXXXXXXXXXXXXXX in its CN or a subjectAltName)")
     mode: str = setting("ecmp", "scheduling mode", choices=MODES)
     monitor: str = setting("sflow", "monitoring backend: built-in sFlow collector, sFlow-RT REST, or none",
                            choices=MONITORS)
@@ -83,6 +90,12 @@ class Config:
     api: str = setting("", "serve the operator API, /metrics and the fabric view on this HOST:PORT ('' = off)")
     api_token_file: str = setting("", "a file holding the token that write calls (announce, withdraw) must send "
                                   "as 'Authorization: Bearer TOKEN' ('' = the API is read-only)")
+    api_read_token_file: str = setting("", "a file holding the token reads must send (the write token reads too); "
+                                       "'' = reads are open, which only a loopback API address or "
+                                       "api_open_reads allows")
+    api_open_reads: bool = setting(False, "serve reads without a token on a non-loopback API address")
+    api_cert: str = setting("", "serve the API over HTTPS with this certificate (PEM; with api_key)")
+    api_key: str = setting("", "the API certificate's private key (PEM)")
     log_format: str = setting("text", "log lines as text, or one JSON object per line (decisions with their "
                               "fields)", choices=LOG_FORMATS)
     cluster: str = setting("", "etcd endpoints of the cluster this controller is a member of, etcd://HOST:PORT"
@@ -91,6 +104,10 @@ class Config:
     cluster_ttl_s: float = setting(3.0, "lease of the leader in etcd: a leader that stops refreshing it is replaced "
                                    "after this long", "s", min=1.0)
     node_id: str = setting("", "this member's name in the cluster ('' = HOST:PORT of its OpenFlow listen address)")
+    cluster_ca: str = setting("", "etcd over TLS: the CA of the etcd members' certificates (PEM; the endpoints "
+                              "are then https)")
+    cluster_cert: str = setting("", "etcd over TLS: this member's client certificate (PEM; with cluster_key)")
+    cluster_key: str = setting("", "etcd over TLS: the client certificate's private key (PEM)")
     monitor_settings: Pairs = ()
     freeway_settings: Pairs = ()
     isolation_settings: Pairs = ()
@@ -109,6 +126,7 @@ class Config:
                               f"so that one lost probe is not a fault, got {self.lldp_timeout_s:g}")
         if self.api_token_file and not self.api:
             raise ConfigError("api_token_file: the token protects the API's write calls: give --api too")
+        self._check_tls()
         if self.cluster:
             from ryu_apps.control.cluster import parse_endpoints
 
@@ -121,6 +139,47 @@ class Config:
             self.section(key)
         if self.mode in ("freeway", "efm-biggest", "efm-smallest") and self.monitor == "none":
             raise ConfigError(f"monitor: mode {self.mode} needs link loads: use --monitor sflow or sflow-rt")
+
+    def _check_tls(self) -> None:
+        """TLS settings come in sets, name readable files, and the API is never open where it should not be."""
+        import ipaddress
+
+        of = (self.ctl_privkey, self.ctl_cert, self.ca_certs)
+        if any(of) and not all(of):
+            missing = [k for k, v in zip(("ctl_privkey", "ctl_cert", "ca_certs"), of, strict=True) if not v][0]
+            raise ConfigError(f"{missing}: OpenFlow over TLS needs ctl_privkey, ctl_cert and ca_certs together")
+        if bool(self.api_cert) != bool(self.api_key):
+            raise ConfigError(f"{'api_key' if self.api_cert else 'api_cert'}: HTTPS needs api_cert and api_key "
+                              "together")
+        if (self.cluster_cert or self.cluster_key) and not (self.cluster_cert and self.cluster_key):
+            raise ConfigError(f"{'cluster_key' if self.cluster_cert else 'cluster_cert'}: a client certificate "
+                              "needs cluster_cert and cluster_key together")
+        for key in ("ctl_privkey", "ctl_cert", "ca_certs", "api_cert", "api_key", "api_read_token_file",
+                    "cluster_ca", "cluster_cert", "cluster_key"):
+            path = getattr(self, key)
+            if path and not os.access(path, os.R_OK):
+                raise ConfigError(f"{key}: cannot read {path!r}")
+        if (self.api_cert or self.api_read_token_file or self.api_open_reads) and not self.api:
+            raise ConfigError("api: the API settings need --api HOST:PORT")
+        if (self.cluster_ca or self.cluster_cert) and not self.cluster:
+            raise ConfigError("cluster: the etcd TLS settings need --cluster")
+        if self.api:
+            host = hostport("api", self.api)[0]
+            try:
+                loopback = ipaddress.ip_address(host).is_loopback
+            except ValueError:
+                loopback = host == "localhost"
+            if not loopback and self.api_token_file and not self.api_cert:
+                raise ConfigError(f"api: writes on {host}, not a loopback address, need HTTPS (api_cert and "
+                                  "api_key): a token sent in clear text can be read off the wire")
+            if not loopback and not (self.api_read_token_file or self.api_open_reads):
+                raise ConfigError(f"api: reads on {host}, not a loopback address, need api_read_token_file, "
+                                  "or api_open_reads on to serve them to anyone who reaches the address")
+
+    @property
+    def tls(self) -> bool:
+        """OpenFlow over TLS."""
+        return bool(self.ctl_privkey)
 
     def section(self, key: str):
         cls, name, _ = SECTIONS[key]

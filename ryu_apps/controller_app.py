@@ -83,6 +83,9 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         self._early_at = -1e9  # the latest early round
         self._view: View | None = None  # the view the latest period decided on (the API shows the same)
         self.member = self.handover = None
+        from ryu_apps import ofchannel
+
+        self.channel_guard = ofchannel.GUARD  # the OpenFlow channel's gate (its refusals, for the operator)
         if self.cfg.cluster:
             from ryu_apps.control.cluster import Member
 
@@ -108,7 +111,9 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         if self.cfg.api:
             from ryu_apps.operators.api import serve
 
-            self.threads.append(hub.spawn(serve, self.surface, self.cfg.api, self.cfg.api_token_file))
+            c = self.cfg
+            self.threads.append(hub.spawn(serve, self.surface, c.api, c.api_token_file, c.api_read_token_file, True,
+                                          c.api_cert, c.api_key))
         if self.handover is not None:
             self.threads.append(hub.spawn(self._cluster_loop))
             from ryu_apps.launcher import ON_TERMINATE

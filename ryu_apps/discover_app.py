@@ -54,7 +54,8 @@ class DiscoverApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else 
     def on_state(self, ev):
         dp = ev.datapath
         if ev.state != MAIN_DISPATCHER:
-            self.dps.pop(dp.id, None)
+            if self.dps.get(dp.id) is dp:  # not a refused second connection of a connected switch
+                del self.dps[dp.id]
             return
         self.dps[dp.id] = dp
         self.learner.connected(dp.id, dp.ports.values())

@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import warnings
 
 from ryu_apps import config, logfmt
@@ -64,8 +65,10 @@ def check_udp(host: str, port: int) -> None:
             raise LaunchError(f"--sflow-listen: cannot receive sFlow on {host}:{port}: {e.strerror}") from None
 
 
-def start_osken(host: str, port: int, apps: list[str], log_format: str = "text", verbose: bool = False):
-    """os-ken listening for switches on host:port with ``apps`` loaded; returns (manager, services)."""
+def start_osken(host: str, port: int, apps: list[str], log_format: str = "text", verbose: bool = False,
+                guard=None, tls: tuple[str, str, str] = ("", "", "")):
+    """os-ken listening for switches on host:port with ``apps`` loaded, every connection through ``guard``
+    (``ofchannel``; over TLS when ``tls`` is key, certificate and CA); returns (manager, services)."""
     warnings.filterwarnings("ignore", message="\nEventlet is deprecated")
     warnings.filterwarnings("ignore", message="Eventlet is deprecated")
     from os_ken.lib import hub
@@ -81,6 +84,10 @@ def start_osken(host: str, port: int, apps: list[str], log_format: str = "text",
     osken_cfg.CONF.set_override("echo_request_interval", 2.0)
     osken_cfg.CONF.set_override("maximum_unreplied_echo_requests", 3)
     logfmt.setup(log_format, verbose)
+    from ryu_apps import ofchannel
+    from ryu_apps.control.channels import ChannelGuard
+
+    ofchannel.install(guard or ChannelGuard(), *tls)
     mgr = AppManager.get_instance()
     mgr.load_apps(apps)
     return mgr, mgr.instantiate_apps(**mgr.create_contexts())
@@ -120,7 +127,11 @@ def run_discover(listen: str, settings: dict, verbose: bool = False) -> int:
     from ryu_apps import discover_app
 
     discover_app.SETTINGS.update(settings)
-    mgr, services = start_osken(host, port, ["ryu_apps.discover_app"], verbose=verbose)
+    from ryu_apps.control.channels import ChannelGuard
+
+    tls = settings.get("tls") or ("", "", "")
+    mgr, services = start_osken(host, port, ["ryu_apps.discover_app"], verbose=verbose,
+                                guard=ChannelGuard(require_identity=settings.get("identity", True)), tls=tls)
     logging.getLogger("freeway").info("discover: listening for switches on %s:%d for %.0f s after the first",
                                       host, port, settings["duration_s"])
     return serve(mgr, services)
@@ -131,6 +142,14 @@ def run(cfg: config.Config, listen: str = "127.0.0.1:6653", verbose: bool = Fals
     """Start the apps and serve until stopped. ``reread()`` builds the configuration again (the file, then
     the flags) for a reload on SIGHUP."""
     Fabric.load(cfg.fabric)  # validate before starting anything
+    if cfg.tls:
+        from ryu_apps.ofchannel import tls_context
+
+        try:
+            tls_context(cfg.ctl_privkey, cfg.ctl_cert, cfg.ca_certs)
+        except (ssl.SSLError, OSError) as e:
+            raise LaunchError(f"--ctl-privkey/--ctl-cert/--ca-certs: not a usable key, certificate and CA: "
+                              f"{e}") from None
     host, port = parse_listen(listen)
     check_listen(host, port)
     if cfg.api:
@@ -161,7 +180,12 @@ def run(cfg: config.Config, listen: str = "127.0.0.1:6653", verbose: bool = Fals
     signal.signal(signal.SIGHUP, lambda *_: config.request_reload())  # the app reloads in its own loop
     if cfg.cluster:  # a clean stop hands a cluster's leadership on at once
         signal.signal(signal.SIGTERM, _terminate)
-    mgr, services = start_osken(host, port, APPS, cfg.log_format, verbose)
+    from ryu_apps.control.channels import ChannelGuard
+
+    fabric = Fabric.load(cfg.fabric)
+    guard = ChannelGuard(cfg.switch_identity, {s.dpid for s in fabric.switches.values()})
+    mgr, services = start_osken(host, port, APPS, cfg.log_format, verbose, guard,
+                                (cfg.ctl_privkey, cfg.ctl_cert, cfg.ca_certs))
     tune_gc()
     logging.getLogger("freeway").info("listening for switches on %s:%d", host, port)
     return serve(mgr, services)

@@ -3,7 +3,12 @@
 Reads come from the same state the metrics and the events file use
 (``opstate``, ``decisions``); writes (announce an elephant on behalf of a
 host, withdraw one) go through the policy exactly as a host's handshake does,
-and need the token given with ``--api-token-file``. The handlers only parse,
+and need the token given with ``--api-token-file``. Reads need the read token
+(``--api-read-token-file``; the write token reads too) unless they are open
+(a loopback address, or ``--api-open-reads``); the page and its script are
+served to anyone (they hold no data: the view sends the token given as
+``#token=`` in its address). Served over HTTPS with ``--api-cert`` and
+``--api-key``. Refusals are counted by reason (``refused``). The handlers only parse,
 check and call ``source`` (the app): every decision stays in the policy.
 ``/openapi.json`` describes exactly what is served (``openapi.document``).
 """
@@ -127,11 +132,14 @@ def _route(path: str) -> str:
 
 class Api:
     """The WSGI application. ``source`` is the controller app's operator surface (``surface.Surface``); ``token`` None makes the
-    write calls refuse with 403."""
+    write calls refuse with 403; ``read_token`` None with ``open_reads`` serves reads to anyone."""
 
-    def __init__(self, source, token: str | None):
+    def __init__(self, source, token: str | None, read_token: str | None = None, open_reads: bool = True):
         self.source = source
         self.token = token
+        self.read_token = read_token
+        self.open_reads = open_reads and read_token is None
+        self.refused: dict[str, int] = {}
         self.doc = openapi.document()
         self.requests = 0
         self._cache: dict[str, tuple[object, bytes]] = {}  # path -> (epoch, encoded answer)
@@ -153,6 +161,9 @@ class Api:
         try:
             resp = self.dispatch(req)
         except ApiError as e:
+            reason = {401: "unauthorized", 403: "forbidden", 413: "oversized"}.get(e.status)
+            if reason:
+                self.refused[reason] = self.refused.get(reason, 0) + 1
             resp = _json(e.status, {"error": e.message, **e.extra})
             resp.headers.update(e.headers)
             if e.status == 401:
@@ -167,8 +178,11 @@ class Api:
 
     def dispatch(self, req: Request) -> Response:
         path = req.path_info.rstrip("/") or "/"
+        if req.content_length is not None and req.content_length > MAX_BODY:
+            raise ApiError(413, f"body: larger than {MAX_BODY} bytes")
         if path == "/metrics":
             self._method(req, ("GET",))
+            self._authorise_read(req)
             body = self.source.metrics_exposition()  # caches its per-link part itself
             return Response(body=body, headerlist=[("Content-Type", CONTENT_TYPE)])
         if path == "/" or path.lstrip("/") in STATIC:
@@ -181,9 +195,12 @@ class Api:
             self._method(req, ("GET", "POST"))
             if req.method == "POST":
                 return self._announce(req)
+            self._authorise_read(req)
             return self._cached_json(path, lambda: {"elephants": self.source.api_elephants()})
         if path in self._get:
             self._method(req, ("GET",))
+            if path != "/openapi.json":
+                self._authorise_read(req)
             if path == f"{PREFIX}/decisions":
                 return _json(200, self._decisions(req))
             return self._cached_json(path, lambda: self._get[path](req))
@@ -215,12 +232,32 @@ class Api:
             raise ApiError(405, f"{req.method} is not allowed here (allowed: {', '.join(allowed)})",
                            {"Allow": ", ".join(allowed)})
 
+    @staticmethod
+    def _bearer(req: Request) -> bytes | None:
+        scheme, _, given = (req.headers.get("Authorization") or "").partition(" ")
+        return given.strip().encode() if scheme.lower() == "bearer" else None
+
+    @staticmethod
+    def _is(given: bytes | None, token: str | None) -> bool:
+        """Constant-time: how much of a token was right does not show in the time taken."""
+        return given is not None and token is not None and hmac.compare_digest(given, token.encode())
+
     def _authorise(self, req: Request) -> None:
         if self.token is None:
             raise ApiError(403, "the API is read-only: start the controller with --api-token-file to allow writes")
-        scheme, _, given = (req.headers.get("Authorization") or "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
-            raise ApiError(401, "a write call needs 'Authorization: Bearer TOKEN' with the controller's token")
+        given = self._bearer(req)
+        if self._is(given, self.token):
+            return
+        if self._is(given, self.read_token):
+            raise ApiError(403, "the read token cannot write: a write call needs the write token")
+        raise ApiError(401, "a write call needs 'Authorization: Bearer TOKEN' with the controller's token")
+
+    def _authorise_read(self, req: Request) -> None:
+        if self.open_reads:
+            return
+        given = self._bearer(req)
+        if not (self._is(given, self.read_token) or self._is(given, self.token)):
+            raise ApiError(401, "reads need 'Authorization: Bearer TOKEN' with the read token (or the write token)")
 
     def _decisions(self, req: Request) -> dict:
         since = _int_param(req, "since", -1, -1, 2**62)
@@ -234,9 +271,10 @@ class Api:
 
     def _announce(self, req: Request) -> Response:
         self._authorise(req)
-        if req.content_length is not None and req.content_length > MAX_BODY:
+        body = req.body_file.read(MAX_BODY + 1)
+        if len(body) > MAX_BODY:
             raise ApiError(413, f"body: larger than {MAX_BODY} bytes")
-        subs, kbps, size = parse_announce(req.body)
+        subs, kbps, size = parse_announce(body)
         code, body = self.source.api_announce(subs, kbps, size)
         return _json(code, body)
 
@@ -246,21 +284,22 @@ class Api:
         return _json(code, body)
 
 
-def read_token(path: str) -> str:
-    """The write token: the file's first line, stripped. An unreadable or empty file is an error."""
+def read_token(path: str, key: str = "api_token_file") -> str:
+    """A token: the file's first line, stripped. An unreadable or short file is an error."""
     try:
         with open(path) as fh:
             token = fh.readline().strip()
     except OSError as e:
-        raise ValueError(f"api_token_file: cannot read {path}: {e.strerror}") from None
+        raise ValueError(f"{key}: cannot read {path}: {e.strerror}") from None
     if len(token) < 8:
-        raise ValueError(f"api_token_file: {path} must hold a token of at least 8 characters on its first line")
+        raise ValueError(f"{key}: {path} must hold a token of at least 8 characters on its first line")
     return token
 
 
-def serve(source, listen: str, token_file: str = "") -> None:
+def serve(source, listen: str, token_file: str = "", read_token_file: str = "", open_reads: bool = True,
+          cert: str = "", key: str = "") -> Api | None:
     """Serve the API on ``listen`` (HOST:PORT) in green threads of the controller's own event loop: a slow
-    or stalled client holds one green thread, never the OpenFlow loop."""
+    or stalled client holds one green thread, never the OpenFlow loop. Tokens are never logged."""
     import eventlet
     import eventlet.wsgi
 
@@ -269,10 +308,17 @@ def serve(source, listen: str, token_file: str = "") -> None:
     host, port = hostport("api", listen)
     try:
         token = read_token(token_file) if token_file else None
+        reader = read_token(read_token_file, "api_read_token_file") if read_token_file else None
         sock = eventlet.listen((host, port), family=6 if ":" in host else 2)
+        if cert:
+            sock = eventlet.wrap_ssl(sock, certfile=cert, keyfile=key, server_side=True)
     except (OSError, ValueError) as e:  # checked at start; a race (the port taken since) lands here
         LOG.error("operator API not served on %s: %s", listen, e)
-        return
-    LOG.info("operator API, metrics and fabric view on http://%s:%d/ (%s)", host, port,
-             "writes need the token" if token else "read-only")
-    eventlet.wsgi.server(sock, Api(source, token), log_output=False, max_size=64, socket_timeout=30)
+        return None
+    api = Api(source, token, reader, open_reads)
+    source.api_app = api
+    LOG.info("operator API, metrics and fabric view on %s://%s:%d/ (writes %s; reads %s)", "https" if cert else "http",
+             host, port, "need the write token" if token else "refused", "open" if api.open_reads else "need a token")
+    eventlet.wsgi.server(sock, api, log_output=False, max_size=64, socket_timeout=30,
+                         url_length_limit=8192)
+    return api

@@ -150,6 +150,12 @@ class _StateCollector:
                                  "not confirm)")
         rb.add_metric([], c[("rollbacks",)])
         yield rb
+        ref = CounterMetricFamily("freeway_channel_refusals_total", "What the controller's channels refused, by "
+                                  "channel (openflow, api, sflow) and reason", labels=["channel", "reason"])
+        for channel, reasons in sorted(st.get("refusals", {}).items()):
+            for reason, n in sorted(reasons.items()):
+                ref.add_metric([channel, reason], n)
+        yield ref
         yield _counter("freeway_decisions_total", "Decisions recorded, by type", ["type"], c, "decisions")
         yield _counter("freeway_openflow_errors_total", "OpenFlow error messages from the switches, by type",
                        ["type"], c, "openflow_errors")

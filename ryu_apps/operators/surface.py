@@ -32,6 +32,7 @@ class Surface:
         self._elephants: tuple = (None, [])
         self._totals: tuple = (None, {})  # (epoch, the metrics' elephant totals)
         self._parts: dict = {}  # the unchanging part of each elephant's document
+        self.api_app = None  # the API's WSGI application, once served (its refusals)
 
     @property
     def decisions(self):
@@ -125,7 +126,19 @@ class Surface:
         return {"mode": c.policy.mode, "isolation": c.cfg.isolation, "monitor": c.cfg.monitor,
                 "elephants": self.elephant_totals(),
                 "monitor_stats": c.monitor.stats() if c.monitor is not None else {},
-                "transactions": len(c.tracker), "cluster": self.cluster_doc()}
+                "transactions": len(c.tracker), "cluster": self.cluster_doc(), "refusals": self.refusals()}
+
+    def refusals(self) -> dict[str, dict[str, int]]:
+        """What each channel refused, by reason: OpenFlow connections (the guard), API requests, sFlow
+        datagrams from agents not in the fabric."""
+        guard = getattr(self.ctl, "channel_guard", None)
+        out = guard.counts() if guard is not None else {}
+        if self.api_app is not None and self.api_app.refused:
+            out["api"] = dict(self.api_app.refused)
+        unknown = (self.ctl.monitor.stats() if self.ctl.monitor is not None else {}).get("unknown_agent", 0)
+        if unknown:
+            out["sflow"] = {"unknown-agent": unknown}
+        return out
 
     def metrics_fabric(self) -> dict:
         fabric = self.api_fabric()

@@ -132,8 +132,12 @@ function updateElephants(elephants) {
   if (state.hovered && !elephants.some(e => e.id === state.hovered)) highlight(null);
 }
 
+// a read token given as #token=... in the page's address (never sent to the server as part of a URL)
+const TOKEN = new URLSearchParams(location.hash.slice(1)).get("token");
+
 async function getJSON(path) {
-  const r = await fetch(path, { cache: "no-store" });
+  const headers = TOKEN ? { Authorization: `Bearer ${TOKEN}` } : {};
+  const r = await fetch(path, { cache: "no-store", headers });
   if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
   return r.json();
 }

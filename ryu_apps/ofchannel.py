@@ -71,7 +71,7 @@ def _gated_class():
             self.fw_admitted: bool | None = None
 
         def send_msg(self, msg, close_socket=False):
-            if self.fw_admitted is None and msg.msg_type not in before:
+            if self.fw_admitted is None and getattr(msg, "cls_msg_type", None) not in before:
                 if self.id is None:
                     return False  # nothing but the handshake before the switch says which it is
                 verdict = GUARD.admit(self, self.id, self.fw_tls, self.fw_cert,

@@ -11,8 +11,13 @@ from experiments.procs import free_port
 
 
 class EtcdCluster:
-    def __init__(self, workdir: Path, members: int = 3):
+    def __init__(self, workdir: Path, members: int = 3, tls: dict | None = None):
+        """``tls``: {"ca", "cert", "key"} of the members (a certificate naming 127.0.0.1): clients then
+        speak https and must show a certificate from that CA (``--client-cert-auth``); ``client`` ({"cert",
+        "key"}) is what this harness shows for its own health checks and etcdctl."""
         self.dir = Path(workdir)
+        self.tls = tls
+        self.scheme = "https" if tls else "http"
         self.names = [f"m{i}" for i in range(members)]
         self.client = {n: free_port() for n in self.names}
         self.peer = {n: free_port() for n in self.names}
@@ -23,6 +28,12 @@ class EtcdCluster:
         """The endpoints as the controller takes them: etcd://127.0.0.1:P1,etcd://127.0.0.1:P2,..."""
         return ",".join(f"etcd://127.0.0.1:{self.client[n]}" for n in self.names)
 
+    def _tls_args(self) -> list[str]:
+        if not self.tls:
+            return []
+        return ["--cert-file", self.tls["cert"], "--key-file", self.tls["key"], "--client-cert-auth",
+                "--trusted-ca-file", self.tls["ca"]]
+
     def start(self, name: str | None = None, timeout: float = 30.0) -> EtcdCluster:
         """Start every member (or one that was stopped: with its data, it rejoins)."""
         initial = ",".join(f"{n}=http://127.0.0.1:{self.peer[n]}" for n in self.names)
@@ -31,8 +42,8 @@ class EtcdCluster:
             log = open(self.dir / f"{n}.log", "ab")
             self.procs[n] = subprocess.Popen(
                 ["etcd", "--name", n, "--data-dir", str(data),
-                 "--listen-client-urls", f"http://127.0.0.1:{self.client[n]}",
-                 "--advertise-client-urls", f"http://127.0.0.1:{self.client[n]}",
+                 "--listen-client-urls", f"{self.scheme}://127.0.0.1:{self.client[n]}",
+                 "--advertise-client-urls", f"{self.scheme}://127.0.0.1:{self.client[n]}", *self._tls_args(),
                  "--listen-peer-urls", f"http://127.0.0.1:{self.peer[n]}",
                  "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peer[n]}",
                  "--initial-cluster", initial, "--initial-cluster-state", "new",
@@ -48,15 +59,24 @@ class EtcdCluster:
         return self
 
     def healthy(self, name: str) -> bool:
+        ctx = None
+        if self.tls:
+            import ssl
+
+            ctx = ssl.create_default_context(cafile=self.tls["ca"])
+            ctx.load_cert_chain(self.tls["client"]["cert"], self.tls["client"]["key"])
         try:
-            body = urllib.request.urlopen(f"http://127.0.0.1:{self.client[name]}/health", timeout=1).read()
+            body = urllib.request.urlopen(f"{self.scheme}://127.0.0.1:{self.client[name]}/health", timeout=1,
+                                          context=ctx).read()
         except OSError:
             return False
         return b'"true"' in body
 
     def _ctl(self, *args: str, name: str | None = None) -> str:
-        ep = f"http://127.0.0.1:{self.client[name or next(iter(self.procs))]}"
-        return subprocess.run(["etcdctl", "--endpoints", ep, *args], capture_output=True, text=True, check=True,
+        ep = f"{self.scheme}://127.0.0.1:{self.client[name or next(iter(self.procs))]}"
+        tls = ["--cacert", self.tls["ca"], "--cert", self.tls["client"]["cert"], "--key",
+               self.tls["client"]["key"]] if self.tls else []
+        return subprocess.run(["etcdctl", "--endpoints", ep, *tls, *args], capture_output=True, text=True, check=True,
                               env={"ETCDCTL_API": "3", "PATH": "/usr/bin:/bin"}).stdout
 
     def leader(self) -> str:

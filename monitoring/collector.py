@@ -2,7 +2,10 @@
 
 ``handle`` is pure (bytes and ``now`` in, events out); the app runs the UDP
 socket in a green thread and calls it. Malformed datagrams are counted and
-dropped; nothing a datagram contains can stop the collector.
+dropped; nothing a datagram contains can stop the collector. When every switch exports under an agent
+address of its own (as switches on many hosts do, and the OVSDB map then names each one), a datagram from
+any other agent address is counted (``unknown_agent``) and dropped: sFlow has no authentication, so this
+is the only check there is (docs/security.md says what a datagram with a switch's own address can still do).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ LOG = logging.getLogger("freeway.monitor")
 class Collector:
     def __init__(self, estimator: Estimator):
         self.estimator = estimator
-        self.stats = {"datagrams": 0, "decode_errors": 0, "flow_samples": 0, "counter_samples": 0}
+        self.stats = {"datagrams": 0, "decode_errors": 0, "flow_samples": 0, "counter_samples": 0, "unknown_agent": 0}
         self.last_error = ""
 
     def handle(self, now: float, data: bytes) -> list[LinkLoad]:
@@ -30,6 +33,12 @@ class Collector:
         except Exception as e:  # a decoder bug, not the datagram's: still dropped and counted, never fatal
             LOG.exception("sFlow decoder failed on a %d-byte datagram", len(data))
             return self._dropped(f"decoder error: {type(e).__name__}: {e}")
+        if not self.estimator.knows_agent(dg.agent):  # not a switch of the fabric: spoofed or misdirected
+            self.stats["unknown_agent"] += 1
+            if self.stats["unknown_agent"] in (1, 10, 100) or self.stats["unknown_agent"] % 1000 == 0:
+                LOG.warning("dropped sFlow datagram from agent %s, not a switch of the fabric (%d so far)", dg.agent,
+                            self.stats["unknown_agent"])
+            return []
         self.stats["datagrams"] += 1
         events: list[LinkLoad] = []
         for cs in dg.counter_samples:

@@ -51,7 +51,9 @@ from topology.settings import SettingError, setting, validate
 
 UNKNOWN_IF = 0x3FFFFFFF
 IF_OPER_UP = 2  # ifStatus: bit 0 admin up, bit 1 operationally up (RFC 2233 ifOperStatus)
-UNKNOWN_COUNTER = 2**64 - 1  # sFlow v5: a counter the agent cannot read is sent as all ones
+UNKNOWN_COUNTER = 2**64 - 1
+DOWN_CONFIRM_S = 0.5  # sFlow says a port is down: believed at a second reading at least this much later
+IMPLAUSIBLE_RATE = 1.5  # a counter delta faster than this many times the link's rate is no measurement  # sFlow v5: a counter the agent cannot read is sent as all ones
 LINK_MIN_SAMPLES = 20  # fewer flow samples in a link's window: no sampled reading
 LINK_BUCKETS = 10  # a link's window is kept in this many buckets
 LINK_Z = 2.0  # the sampled reading is the rate's lower bound at this many standard deviations of the estimate
@@ -122,6 +124,7 @@ class Estimator:
         self.ifmap: dict[tuple[str | None, int], tuple[str, int]] = {}  # (agent or None: any, ifIndex) -> port
         self.agents: set[str] = set()  # agent addresses seen
         self._own: set[str] = set()
+        self._any = False
         self.flows: dict[FiveTuple, FlowState] = {}
         self.link_util: dict[tuple[str, str], float] = {}  # directed link -> smoothed occupancy (0..1+)
         self.link_bps: dict[tuple[str, str], float] = {}  # latest raw measurement
@@ -137,13 +140,22 @@ class Estimator:
         self.port_up: dict[tuple[str, int], bool] = {}  # fabric port -> operational status as sFlow reports it
         self.stats = {"flow_samples": 0, "counter_samples": 0, "unmapped_ifindex": 0, "packets_without_ip": 0,
                       "unknown_counter": 0, "discarded_samples": 0, "samples_not_from_a_port": 0,
-                      "implausible_tcp_span": 0}
+                      "implausible_tcp_span": 0, "implausible_rate": 0, "port_down_unconfirmed": 0}
+        self._down_since: dict[tuple[str, int], float] = {}  # fabric port -> first reading of "down" unconfirmed
 
     # ----- mapping -----------------------------------------------------
     def set_ifmap(self, ifmap: dict) -> None:
         """(agent, ifIndex) -> (switch, port); a bare ifIndex key holds for any agent."""
         self.ifmap = {(k if isinstance(k, tuple) else (None, k)): v for k, v in ifmap.items()}
         self._own = {agent for agent, _ in self.ifmap if agent is not None}  # agents with a map of their own
+        self._any = any(agent is None for agent, _ in self.ifmap)  # some entries hold for any agent
+
+    def knows_agent(self, agent: str | None) -> bool:
+        """Is ``agent`` one of the fabric's? Known only when every map entry names its agent (each switch
+        exports under its own address); with a map that holds for any agent (one host), every agent is."""
+        if not self._own or self._any:
+            return True
+        return agent in self._own
 
     def locate(self, agent: str | None, if_index: int) -> tuple[str, int] | None:
         """The (switch, port) an agent's ifIndex stands for: from that agent's own map if it has one
@@ -175,10 +187,9 @@ class Estimator:
                 continue
             other = peer[0]
             if other in self.fabric.switches:
-                up = bool(ifc.if_status & IF_OPER_UP)
-                if self.port_up.get((sw, port), True) != up:
-                    events.append(PortState(now, sw, port, up))
-                self.port_up[(sw, port)] = up
+                ev = self._port_status(now, sw, port, bool(ifc.if_status & IF_OPER_UP))
+                if ev is not None:
+                    events.append(ev)
             measures = [((sw, other), "out", ifc.out_octets)]
             if other not in self.fabric.switches:  # host link: the host has no agent, use our rx side
                 measures.append(((other, sw), "in", ifc.in_octets))
@@ -187,6 +198,26 @@ class Estimator:
                 if ev is not None:
                     events.append(ev)
         return events
+
+    def _port_status(self, now: float, sw: str, port: int, up: bool) -> PortState | None:
+        """A fabric port's status as the liveness model should hear it. Down is believed only when two
+        readings at least ``DOWN_CONFIRM_S`` apart both say so with no "up" between (a switch's agent polls
+        every second, so a real fault is confirmed at its second reading): one datagram, which anyone who can
+        reach the collector can forge with a switch's address, never takes a link down (issue 40)."""
+        key = (sw, port)
+        was = self.port_up.get(key, True)
+        if up:
+            self._down_since.pop(key, None)
+            self.port_up[key] = True
+            return None if was else PortState(now, sw, port, True)
+        if not was:
+            return None
+        first = self._down_since.setdefault(key, now)
+        if now - first < DOWN_CONFIRM_S:
+            self.stats["port_down_unconfirmed"] += 1
+            return None
+        self.port_up[key] = False
+        return PortState(now, sw, port, False)
 
     def _counter_delta(self, now: float, link: tuple[str, str], side: str, octets: int) -> LinkLoad | None:
         if octets >= UNKNOWN_COUNTER:
@@ -198,6 +229,9 @@ class Estimator:
         if prev is None or now <= prev.t or octets < prev.octets:
             return None  # first sample, clock step, or counter reset: rebaseline
         bps = (octets - prev.octets) * 8 / (now - prev.t)
+        if bps > IMPLAUSIBLE_RATE * self.fabric.capacity_bps(link):  # faster than the link: not a measurement
+            self.stats["implausible_rate"] += 1
+            return None
         if self.hot_threshold is not None:
             self._note_over(link, "counters", bps > self.hot_threshold * self.fabric.capacity_bps(link))
         return self.observe_link(now, link, bps, since=prev.t)

@@ -161,6 +161,8 @@ class Config:
                 raise ConfigError(f"{key}: cannot read {path!r}")
         if (self.api_cert or self.api_read_token_file or self.api_open_reads) and not self.api:
             raise ConfigError("api: the API settings need --api HOST:PORT")
+        if self.cluster_cert and not self.cluster_ca:
+            raise ConfigError("cluster_ca: a client certificate is shown over TLS only: give the etcd members' CA")
         if (self.cluster_ca or self.cluster_cert) and not self.cluster:
             raise ConfigError("cluster: the etcd TLS settings need --cluster")
         if self.api:

@@ -90,10 +90,13 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
             from ryu_apps.control.cluster import Member
 
             self.member = Member(self.cfg.cluster, self.cfg.cluster_name, self.cfg.node_id or self.cfg.listen,
-                                 self.cfg.cluster_ttl_s, run_blocking)
+                                 self.cfg.cluster_ttl_s, run_blocking,
+                                 (self.cfg.cluster_ca, self.cfg.cluster_cert, self.cfg.cluster_key))
             self.handover = self.member.handover
-            LOG.info("cluster %s: member %s, etcd %s, lease %.1f s", self.cfg.cluster_name,
-                     self.handover.state.node, self.cfg.cluster, self.cfg.cluster_ttl_s)
+            LOG.info("cluster %s: member %s, etcd %s (%s), lease %.1f s", self.cfg.cluster_name,
+                     self.handover.state.node, self.cfg.cluster,
+                     "TLS" + (", client certificate" if self.cfg.cluster_cert else "") if self.cfg.cluster_ca
+                     else "plain", self.cfg.cluster_ttl_s)
         LOG.info("freeway: mode %s, fabric %s (%d switches, %d hosts)", self.cfg.mode, self.fabric.topo,
                  len(self.fabric.switches), len(self.fabric.hosts))
 

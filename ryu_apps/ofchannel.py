@@ -28,13 +28,17 @@ from ryu_apps.control.channels import ChannelGuard
 
 LOG = logging.getLogger("freeway.channel")
 HANDSHAKE_S = 10.0  # a TLS handshake not done by then is dropped
+ADMIT_S = 15.0  # a connection not admitted (HELLO, FEATURES_REPLY, the guard) by then is closed
 GUARD = ChannelGuard()
 TLS: dict = {}  # key, cert, ca when OpenFlow runs over TLS
 
 
 def tls_context(key: str, cert: str, ca: str) -> ssl.SSLContext:
-    """The server's TLS context: TLS 1.2 or later, a client certificate from ``ca`` required."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    """The server's TLS context: TLS 1.2 or later, a client certificate from ``ca`` required (eventlet's
+    green context, so that a slow handshake waits in its own green thread, never the event loop)."""
+    from eventlet.green import ssl as green_ssl
+
+    ctx = green_ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(cert, key)
     ctx.load_verify_locations(ca)
@@ -52,23 +56,69 @@ def install(guard: ChannelGuard, key: str = "", cert: str = "", ca: str = "") ->
     if key:
         TLS.update(key=key, cert=cert, ca=ca, ctx=tls_context(key, cert, ca))
     controller.OpenFlowController.server_loop = _server_loop
+    parser_log = logging.getLogger("os_ken.ofproto.ofproto_parser")
+    if not any(isinstance(f, _ParseErrors) for f in parser_log.filters):
+        parser_log.addFilter(_ParseErrors())
+
+
+class _ParseErrors(logging.Filter):
+    """os-ken logs a message it cannot parse (a known version, a broken body) with a traceback and the whole
+    buffer, and drops it: count it as ``malformed`` and say so in one line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.getMessage().startswith("Encountered an error while parsing"):
+            return True
+        GUARD.count("openflow", "malformed")
+        LOG.warning("dropped an OpenFlow message that does not parse (%s)",
+                    record.exc_info[1].__class__.__name__ if record.exc_info else "unknown error")
+        return False
 
 
 @functools.cache
 def _gated_class():
     from os_ken.controller import controller
-    from os_ken.controller.handler import DEAD_DISPATCHER
+    from os_ken.controller.handler import DEAD_DISPATCHER, MAIN_DISPATCHER
+    from os_ken.lib import hub
     from os_ken.ofproto import ofproto_v1_3 as of
 
     before = {of.OFPT_HELLO, of.OFPT_FEATURES_REQUEST, of.OFPT_ECHO_REQUEST, of.OFPT_ECHO_REPLY, of.OFPT_ERROR}
 
     class GatedDatapath(controller.Datapath):
-        """A switch's connection that is sent its program only once the guard admitted it."""
+        """A switch's connection that is sent its program only once the guard admitted it, and only for
+        the datapath id it was admitted as."""
 
         def __init__(self, sock, address, tls: bool, cert: dict | None):
+            self.fw_admitted: bool | None = None
+            self.fw_dpid: int | None = None  # the datapath id it was admitted as
+            self._id = None
             super().__init__(sock, address)
             self.fw_tls, self.fw_cert = tls, cert
-            self.fw_admitted: bool | None = None
+            self._deadline = hub.spawn_after(ADMIT_S, self._not_admitted)
+
+        # os-ken sets ``id`` from every FEATURES_REPLY: a second one naming another datapath, after the
+        # first was admitted, must not carry the connection over to that datapath
+        @property
+        def id(self):
+            return self._id
+
+        @id.setter
+        def id(self, value):
+            if self.fw_admitted and value != self.fw_dpid:
+                self._refuse("identity", f"it was admitted as datapath {self.fw_dpid:016x} and then claimed "
+                                         f"{value:016x}" if value is not None else "it dropped its datapath id")
+                return
+            self._id = value
+
+        def _not_admitted(self) -> None:
+            if self.fw_admitted is None and self.is_active:
+                self._refuse("handshake-timeout", f"no datapath id admitted within {ADMIT_S:.0f} s of connecting")
+
+        def _refuse(self, counter: str, reason: str, counted: bool = False) -> None:
+            if not counted:
+                GUARD.count("openflow", counter)
+            self.fw_admitted = False
+            LOG.warning("switch connection from %s refused (%s): %s", _addr(self.address), counter, reason)
+            self.close()
 
         def send_msg(self, msg, close_socket=False):
             if self.fw_admitted is None and getattr(msg, "cls_msg_type", None) not in before:
@@ -76,18 +126,31 @@ def _gated_class():
                     return False  # nothing but the handshake before the switch says which it is
                 verdict = GUARD.admit(self, self.id, self.fw_tls, self.fw_cert,
                                       alive=lambda d: d.state != DEAD_DISPATCHER and d.is_active)
-                self.fw_admitted = verdict.ok
                 if not verdict.ok:
-                    LOG.warning("switch connection from %s refused (%s): %s", _addr(self.address), verdict.counter,
-                                verdict.reason)
-                    self.close()
+                    self._refuse(verdict.counter, verdict.reason, counted=True)
                     return False
+                self.fw_admitted, self.fw_dpid = True, self.id
+                self._deadline.cancel()
             if self.fw_admitted is False:
                 return False
             return super().send_msg(msg, close_socket)
 
+        def send(self, buf, close_socket=False):
+            """Every byte leaves through here: before admission, only the handshake's message types."""
+            if self.fw_admitted is not True and (len(buf) < 2 or buf[1] not in before):
+                return False
+            return super().send(buf, close_socket)
+
+        def set_state(self, state):
+            if state == MAIN_DISPATCHER and not (self.fw_admitted and self.id == self.fw_dpid):
+                if self.fw_admitted is not False:
+                    self._refuse("identity", "it reached the main state without being admitted")
+                return
+            super().set_state(state)
+
         def close(self):
-            GUARD.gone(self, self.id)
+            self._deadline.cancel()
+            GUARD.gone(self, self.fw_dpid)
             super().close()
 
     return GatedDatapath
@@ -101,10 +164,12 @@ def _handle(sock, address) -> None:
     """One connection: the TLS handshake (when on), then OpenFlow through the gate."""
     cert, tls = None, bool(TLS)
     if tls:
+        import eventlet
+
         try:
-            sock.settimeout(HANDSHAKE_S)
-            sock = TLS["ctx"].wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-            sock.do_handshake()
+            with eventlet.Timeout(HANDSHAKE_S, TimeoutError(f"no TLS handshake within {HANDSHAKE_S:.0f} s")):
+                sock = TLS["ctx"].wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                sock.do_handshake()
             cert = sock.getpeercert()
         except (ssl.SSLError, OSError, ValueError) as e:
             GUARD.count("openflow", "tls-failed")
@@ -133,5 +198,10 @@ def _server_loop(self, ofp_tcp_listen_port, ofp_ssl_listen_port) -> None:
     LOG.info("OpenFlow on %s:%d (%s)", host, ofp_tcp_listen_port,
              "TLS, switch certificates from " + TLS["ca"] if TLS else "plain TCP")
     while True:
-        sock, addr = server.accept()
+        try:
+            sock, addr = server.accept()
+        except OSError as e:  # out of file descriptors, say: the listener goes on once there are some again
+            LOG.error("OpenFlow: accept failed: %s", e)
+            hub.sleep(0.5)
+            continue
         hub.spawn(_handle, sock, addr)

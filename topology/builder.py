@@ -312,9 +312,11 @@ class FabricNet:
 
     def __init__(self, fabric: Fabric, controller: tuple[str, int] | list[tuple[str, int]] = ("127.0.0.1", 6653),
                  shape: bool = True, controller_wait: float = 10.0, sflow: SFlowAgentConfig | None = None,
-                 isolation=None, mtu: int = 1500, processes=None):
+                 isolation=None, mtu: int = 1500, processes=None, tls: dict | None = None):
         """``processes``: a started ``ovsproc.SwitchProcesses`` to spread the switches over (default: all
-        in the system's Open vSwitch)."""
+        in the system's Open vSwitch). ``tls``: ``{"key", "cert", "ca"}`` of the Open vSwitch processes
+        (``pki.fabric_pki``'s ``ovs`` and ``ca``): every switch then connects to its controllers over
+        TLS (``ssl:`` targets, ``ovs-vsctl set-ssl``)."""
         from topology.ovsproc import assign
         from topology.queues import SettingError, check_mtu
 
@@ -333,6 +335,7 @@ class FabricNet:
         self.controller_wait = controller_wait
         self.sflow = sflow
         self.isolation = isolation
+        self.tls = tls
         self.net = None
         self.timings: dict[str, float] = {}
 
@@ -359,9 +362,13 @@ class FabricNet:
                       switch=fabric_switch_class() if len(self.dbs) > 1 else OVSSwitch, host=FreewayHost, link=Link,
                       controller=None, autoSetMacs=False, build=False, waitConnected=False)
         for i, (ip, port) in enumerate(self.controllers):
-            net.addController(_Remote(f"ctl{i}" if i else "ctl", ip=ip, port=port))
+            net.addController(_Remote(f"ctl{i}" if i else "ctl", ip=ip, port=port,
+                                      protocol="ssl" if self.tls else "tcp"))
         self.net = net
         try:
+            if self.tls:  # one TLS identity per Open vSwitch process, set before any bridge connects
+                for db in self.dbs:
+                    vsctl(*db_args(db), "set-ssl", self.tls["key"], self.tls["cert"], self.tls["ca"])
             net.build()
             quiet_switch_interfaces(net)
             if self.mtu != 1500:
@@ -421,6 +428,8 @@ class FabricNet:
                 self.net = None
                 remove_qos()  # the extra switch processes' databases go with their processes
                 self._agent_aliases(False)
+                if self.tls:
+                    vsctl("del-ssl")
 
     def _agent_aliases(self, add: bool) -> None:
         """Per-bridge sFlow agent addresses in 127/8 are given to the loopback (Open vSwitch sends from them):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 
 from topology.queues import IsolationConfig, check_mtu
 from topology.settings import SettingError, build, hostport, parse_pairs
@@ -68,8 +69,20 @@ def cmd_fabric(args) -> int:
         raise BuildError(f"--{e}") from None
     if sp.ovsdb_setting:
         print(f"switches spread over {sp.n} Open vSwitch processes: the controller needs --ovsdb {sp.ovsdb_setting}")
+    tls = None
+    if args.tls:
+        from topology.pki import PkiError, fabric_pki
+
+        try:
+            made = fabric_pki(args.tls, fabric)
+        except PkiError as e:
+            raise BuildError(f"--tls: {e}") from None
+        tls = {**made["ovs"], "ca": made["ca"]}
+        c = made["controller"]
+        print(f"OpenFlow over TLS: the controller needs --ctl-privkey {c['key']} --ctl-cert {c['cert']} "
+              f"--ca-certs {made['ca']}")
     fn = FabricNet(fabric, ctl, shape=not args.no_shape, controller_wait=args.controller_wait, sflow=sflow,
-                   isolation=iso, mtu=args.mtu, processes=sp)
+                   isolation=iso, mtu=args.mtu, processes=sp, tls=tls)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     with sp, fn:
         print(f"{fabric.topo} up: {len(fabric.switches)} switches, {len(fabric.hosts)} hosts, "
@@ -122,6 +135,10 @@ def add_commands(sub) -> None:
     f.add_argument("--switch-processes", type=int, default=1,
                    help="spread the switches over this many Open vSwitch processes, 1-8 (1); the controller then "
                         "needs every process's database in --ovsdb (printed)")
+    f.add_argument("--tls", metavar="DIR",
+                   help="switches connect over TLS (ssl: targets): a CA, the controller's certificate and one for "
+                        "Open vSwitch naming every bridge's datapath id are made in DIR (kept if there), and the "
+                        "controller's flags printed")
     f.add_argument("--no-sflow", action="store_true", help="do not turn on sFlow on the bridges")
     f.add_argument("--isolation", choices=["on", "off"], default="off",
                    help="two queues per port (mice first) with DSCP filters, matching the controller's (off)")
@@ -141,4 +158,27 @@ def add_commands(sub) -> None:
     g.add_argument("--cli", action="store_true", help="open the Mininet CLI")
     g.add_argument("--test", choices=["pingall", "iperf"], help="run a check and exit non-zero on failure")
     f.set_defaults(func=cmd_fabric)
+    p = sub.add_parser("pki", help="make a CA and certificates for OpenFlow over TLS (openssl): the controller's, "
+                                   "one per switch of a fabric naming its datapath id, one for Open vSwitch naming "
+                                   "them all")
+    p.add_argument("--fabric", required=True, help="the fabric description (JSON)")
+    p.add_argument("--dir", required=True, help="directory for the CA, keys and certificates (a CA there is kept)")
+    p.add_argument("--controller-host", action="append", default=[],
+                   help="a DNS name or IP address the controller's certificate names (127.0.0.1, localhost)")
+    p.set_defaults(func=cmd_pki)
+
+
+def cmd_pki(args) -> int:
+    import json
+
+    from topology.fabric import Fabric
+    from topology.pki import PkiError, fabric_pki
+
+    try:
+        made = fabric_pki(args.dir, Fabric.load(args.fabric), tuple(args.controller_host) or ("127.0.0.1", "localhost"))
+    except (PkiError, OSError, ValueError) as e:
+        print(f"freeway pki: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(made, indent=1))
+    return 0
 

@@ -37,7 +37,7 @@ def names(cert: dict | None) -> set[int]:
     if not cert:
         return set()
     texts = [v for rdn in cert.get("subject", ()) for k, v in rdn if k == "commonName"]
-    texts += [v for _, v in cert.get("subjectAltName", ())]
+    texts += [v for _, v in cert.get("subjectAltName", ()) if isinstance(v, str)]  # DirName values are tuples
     return {int(m, 16) for t in texts for m in DPID.findall(t)}
 
 

@@ -44,13 +44,32 @@ def parse_endpoints(text: str) -> list[tuple[str, int]]:
     return out
 
 
+def _tls_session(ca: str, cert: str, key: str):
+    """A requests session that checks the members against ``ca`` and shows ``cert``. Not from the
+    environment: requests lets REQUESTS_CA_BUNDLE (set on many machines to the system's CAs) override a
+    session's CA, and the members' private CA would then fail every handshake."""
+    import requests
+
+    s = requests.Session()
+    s.trust_env = False
+    s.verify = ca
+    if cert:
+        s.cert = (cert, key)
+    return s
+
+
 class Store:
     """The cluster's keys in etcd, under ``/freeway/NAME/``; every call tries each endpoint in turn."""
 
-    def __init__(self, endpoints: list[tuple[str, int]], name: str, timeout: float = 1.0):
+    def __init__(self, endpoints: list[tuple[str, int]], name: str, timeout: float = 1.0,
+                 tls: tuple[str, str, str] = ("", "", "")):
+        """``tls``: (CA, client certificate, its key): the endpoints are then https, the members' certificates
+        checked against the CA and this member's certificate shown to them (etcd's ``--client-cert-auth``)."""
         import etcd3gw
 
-        self.clients = [etcd3gw.client(host=h, port=p, timeout=timeout) for h, p in endpoints]
+        ca, cert, key = tls
+        opts = {"protocol": "https", "session": _tls_session(ca, cert, key)} if ca else {}
+        self.clients = [etcd3gw.client(host=h, port=p, timeout=timeout, **opts) for h, p in endpoints]
         self.endpoints = endpoints
         self.prefix = f"/freeway/{name}/"
         self.current = 0
@@ -242,10 +261,11 @@ class Member:
     app runs it through ``run`` (its framework's way to call into an OS thread); what follows from the
     answers is ``handover.Handover``'s to decide."""
 
-    def __init__(self, endpoints: str, name: str, node: str, ttl: float, run=lambda fn, *a: fn(*a)):
+    def __init__(self, endpoints: str, name: str, node: str, ttl: float, run=lambda fn, *a: fn(*a),
+                 tls: tuple[str, str, str] = ("", "", "")):
         from ryu_apps.control.handover import Handover
 
-        self.store = Store(parse_endpoints(endpoints), name)
+        self.store = Store(parse_endpoints(endpoints), name, tls=tls)
         self.elector = Elector(self.store, node, ttl)
         self.handover = Handover(self.elector.state, name)
         self.run = run

@@ -296,6 +296,23 @@ def read_token(path: str, key: str = "api_token_file") -> str:
     return token
 
 
+def _protocol(api: Api):
+    """eventlet's HTTP protocol, with a connection that fails TLS (plain HTTP on the HTTPS port, a handshake
+    left half way, a wrong certificate) counted as ``tls-failed`` and closed without a traceback."""
+    import ssl
+
+    import eventlet.wsgi
+
+    class Protocol(eventlet.wsgi.HttpProtocol):
+        def handle(self):
+            try:
+                super().handle()
+            except ssl.SSLError:
+                api.refused["tls-failed"] = api.refused.get("tls-failed", 0) + 1
+
+    return Protocol
+
+
 def serve(source, listen: str, token_file: str = "", read_token_file: str = "", open_reads: bool = True,
           cert: str = "", key: str = "") -> Api | None:
     """Serve the API on ``listen`` (HOST:PORT) in green threads of the controller's own event loop: a slow
@@ -320,5 +337,5 @@ def serve(source, listen: str, token_file: str = "", read_token_file: str = "", 
     LOG.info("operator API, metrics and fabric view on %s://%s:%d/ (writes %s; reads %s)", "https" if cert else "http",
              host, port, "need the write token" if token else "refused", "open" if api.open_reads else "need a token")
     eventlet.wsgi.server(sock, api, log_output=False, max_size=64, socket_timeout=30,
-                         url_length_limit=8192)
+                         url_length_limit=8192, protocol=_protocol(api))
     return api

@@ -22,10 +22,18 @@ class StatusError(RuntimeError):
     pass
 
 
-def fetch(base: str, path: str, timeout: float = 5.0):
+def fetch(base: str, path: str, timeout: float = 5.0, token: str | None = None, cafile: str | None = None):
+    """GET one document: with ``token`` as the bearer (a read token, when the API wants one), over HTTPS
+    with the server's certificate checked against ``cafile`` (else the system's CAs)."""
     url = base.rstrip("/") + path
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    ctx = None
+    if url.startswith("https://"):
+        import ssl
+
+        ctx = ssl.create_default_context(cafile=cafile)
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
+        with urllib.request.urlopen(req, timeout=timeout, context=ctx) as r:
             return json.load(r)
     except ValueError:
         raise StatusError(f"{url}: the answer is not JSON (is this a Freeway controller's API?)") from None
@@ -83,7 +91,7 @@ def _summary(d: dict) -> str:
     return json.dumps({k: v for k, v in d.items() if k not in ("seq", "time", "type")})[:100]
 
 
-def render(base: str, show_all: bool, n_decisions: int, out) -> None:
+def render(base: str, show_all: bool, n_decisions: int, out, fetch=fetch) -> None:
     st = fetch(base, "/api/v1/status")
     fabric = fetch(base, "/api/v1/fabric")
     elephants = fetch(base, "/api/v1/elephants")["elephants"]
@@ -143,14 +151,26 @@ def render(base: str, show_all: bool, n_decisions: int, out) -> None:
 
 
 def cmd_status(args) -> int:
+    import functools
+
+    try:
+        token = None
+        if args.token_file:
+            from ryu_apps.operators.api import read_token
+
+            token = read_token(args.token_file, "--token-file")
+    except ValueError as e:
+        print(f"freeway status: error: {e}", file=sys.stderr)
+        return 2
+    get = functools.partial(fetch, token=token, cafile=args.ca_certs)
     try:
         if args.json:
-            doc = {name: fetch(args.api, f"/api/v1/{name}") for name in
+            doc = {name: get(args.api, f"/api/v1/{name}") for name in
                    ("status", "fabric", "elephants", "partition", "counters", "config")}
             json.dump(doc, sys.stdout, indent=1)
             sys.stdout.write("\n")
         else:
-            render(args.api, args.all, args.decisions, sys.stdout)
+            render(args.api, args.all, args.decisions, sys.stdout, get)
     except StatusError as e:
         print(f"freeway status: error: {e}", file=sys.stderr)
         return 2
@@ -165,4 +185,6 @@ def add_commands(sub) -> None:
     s.add_argument("--decisions", type=int, default=10, choices=range(0, 1001), metavar="0..1000",
                    help="how many recent decisions to show (10)")
     s.add_argument("--json", action="store_true", help="the API's documents as one JSON object")
+    s.add_argument("--token-file", help="a file holding the read token (or the write token) the API wants")
+    s.add_argument("--ca-certs", help="the CA of the API's HTTPS certificate (default: the system's)")
     s.set_defaults(func=cmd_status)

@@ -120,3 +120,29 @@ def test_each_switch_exports_under_its_own_agent_and_is_mapped_per_agent(k4):
 
     assert send(agents["e0_0"]) >= 5  # c1's ifIndex, from e0_0's agent: nobody's
     assert send(agents["c1"]) == 0  # from c1's own agent: c1's port
+
+
+def test_a_datagram_from_an_agent_not_in_the_fabric_is_counted_and_dropped(k4):
+    """Issue 40: k4's bridges each export from their own address, so the controller knows its agents: a
+    datagram that names any other (spoofed or misdirected) is counted and changes no link, even one that
+    says a fabric port is down and its counter ran at 100 Gbit/s."""
+    import socket
+    import subprocess
+
+    from tests.unit import sflow_encode as enc
+
+    fn, ctl = k4
+    port = fn.fabric.port_to("c1", "a0_0")
+    ifindex = int(subprocess.run(["ovs-vsctl", "get", "interface", f"c1-eth{port}", "ifindex"], capture_output=True,
+                                 text=True, check=True).stdout)
+    before = ctl.events(("links",))[-1]["stats"]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for n in range(5):
+            forged = enc.counter_sample([enc.if_counters(ifindex, out_octets=10**10 * (n + 1))], seq=n)
+            s.sendto(enc.datagram([forged], agent="192.0.2.66", seq=n), ("127.0.0.1", ctl.sflow_port))
+    time.sleep(2.2)  # the next snapshot
+    after = ctl.events(("links",))[-1]["stats"]
+    assert after["unknown_agent"] - before["unknown_agent"] == 5, after
+    assert after["unmapped_ifindex"] == before["unmapped_ifindex"]
+    assert "dropped sFlow datagram from agent 192.0.2.66, not a switch of the fabric" in ctl.log_text()
+    assert fn.ping_matrix([("h0_0_0", "h1_1_1")]) == []

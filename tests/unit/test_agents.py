@@ -59,10 +59,27 @@ def test_the_same_ifindex_at_two_agents_is_two_ports():
         col.handle(t, enc.datagram([enc.counter_sample([enc.if_counters(7, out_octets=2 * octets)])], agent="192.0.2.2"))
     assert est.link_bps[("e0_0", "a0_0")] == pytest.approx(4e6)
     assert est.link_bps[("a0_0", "e0_0")] == pytest.approx(8e6)
-    before = est.stats["unmapped_ifindex"]
-    col.handle(2.0, enc.datagram([enc.counter_sample([enc.if_counters(7, out_octets=0)])], agent="192.0.2.3"))
-    assert est.stats["unmapped_ifindex"] == before + 1  # a third agent's 7 is nobody's
-    assert est.agents == {"192.0.2.1", "192.0.2.2", "192.0.2.3"}
+    assert est.agents == {"192.0.2.1", "192.0.2.2"}
+
+
+def test_a_datagram_from_an_agent_not_in_the_fabric_is_counted_and_changes_nothing():
+    """Every switch exports under its own address: a third address is no switch of the fabric (spoofed or
+    misdirected), so its counters and samples are dropped before they reach a link (issue 40)."""
+    est = Estimator(F, MonitorConfig(ewma_alpha=1.0))
+    up = F.port_to("e0_0", "a0_0")
+    est.set_ifmap({("192.0.2.1", 7): ("e0_0", up), ("192.0.2.2", 7): ("a0_0", F.port_to("a0_0", "e0_0"))})
+    col = Collector(est)
+    for t, octets in ((0.0, 0), (1.0, 100_000)):
+        col.handle(t, enc.datagram([enc.counter_sample([enc.if_counters(7, out_octets=octets)])], agent="192.0.2.1"))
+    load = est.link_bps[("e0_0", "a0_0")]
+    forged = enc.datagram([enc.counter_sample([enc.if_counters(7, out_octets=10**12)])],
+                          agent="192.0.2.3")
+    assert col.handle(2.0, forged) == [] and col.handle(2.1, forged) == []
+    assert col.stats["unknown_agent"] == 2 and col.stats["datagrams"] == 2
+    assert est.link_bps[("e0_0", "a0_0")] == load and "192.0.2.3" not in est.agents
+    assert est.knows_agent("192.0.2.1") and not est.knows_agent("192.0.2.3")
+    est.set_ifmap({7: ("c1", 1), ("192.0.2.1", 7): ("e0_0", up)})  # one host's map holds for any agent: all pass
+    assert est.knows_agent("192.0.2.3")
 
 
 def test_a_map_for_any_agent_still_serves_one_host_and_an_agents_own_entry_wins():

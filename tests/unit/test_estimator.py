@@ -211,11 +211,39 @@ def test_a_fabric_port_going_down_or_up_in_sflow_is_reported_once_per_change():
     e = _est()
     states = lambda evs: [ev for ev in evs if isinstance(ev, PortState)]  # noqa: E731
     assert states(e.on_counters(0.0, _ifc(102, 0, 0))) == []  # up at first: nothing to say
-    assert states(e.on_counters(1.0, _ifc(102, 0, 0, status=1))) == [PortState(1.0, "e0_0", 3, False)]
-    assert states(e.on_counters(2.0, _ifc(102, 0, 0, status=1))) == []  # still down: said already
-    assert states(e.on_counters(3.0, _ifc(102, 0, 0, status=3))) == [PortState(3.0, "e0_0", 3, True)]
-    assert states(e.on_counters(4.0, _ifc(101, 0, 0, status=0))) == []  # a host port is not a fabric link
-    assert states(e.on_counters(5.0, _ifc(201, 0, 0, status=1))) == [PortState(5.0, "a0_0", 3, False)]  # first: down
+    assert states(e.on_counters(1.0, _ifc(102, 0, 0, status=1))) == []  # one reading: not yet believed
+    assert states(e.on_counters(2.0, _ifc(102, 0, 0, status=1))) == [PortState(2.0, "e0_0", 3, False)]
+    assert states(e.on_counters(3.0, _ifc(102, 0, 0, status=1))) == []  # still down: said already
+    assert states(e.on_counters(4.0, _ifc(102, 0, 0, status=3))) == [PortState(4.0, "e0_0", 3, True)]
+    assert states(e.on_counters(4.5, _ifc(101, 0, 0, status=0))) == []  # a host port is not a fabric link
+    assert states(e.on_counters(5.0, _ifc(201, 0, 0, status=1))) == []
+    assert states(e.on_counters(6.0, _ifc(201, 0, 0, status=1))) == [PortState(6.0, "a0_0", 3, False)]
+
+
+def test_one_forged_datagram_takes_no_link_down_and_marks_none_congested_past_one_reading():
+    """Issue 40: sFlow cannot be authenticated, so anyone who reaches the collector can send a datagram
+    with a switch's address. One "down" between two true readings takes nothing down (two in a burst
+    neither: a confirmation is a reading at least DOWN_CONFIRM_S later); a counter faster than the link
+    is no measurement, and the true reading after it rebaselines, so the forged rate is never seen."""
+    from monitoring.estimator import DOWN_CONFIRM_S
+    from monitoring.events import LinkLoad, PortState
+
+    e = _est()
+    states = lambda evs: [ev for ev in evs if isinstance(ev, PortState)]  # noqa: E731
+    for t in range(5):  # true readings every second, 2 Mbit/s out; a forged "down" just after each
+        assert states(e.on_counters(float(t), _ifc(102, 0, t * 250_000))) == []
+        assert states(e.on_counters(t + 0.1, _ifc(102, 0, t * 250_000, status=1))) == []
+        assert states(e.on_counters(t + 0.1 + DOWN_CONFIRM_S / 2, _ifc(102, 0, t * 250_000, status=1))) == []
+    assert e.stats["port_down_unconfirmed"] == 10
+    e = _est()
+    loads = lambda evs: [ev for ev in evs if isinstance(ev, LinkLoad)]  # noqa: E731
+    e.on_counters(0.0, _ifc(102, 0, 0))
+    e.on_counters(1.0, _ifc(102, 0, 250_000))
+    util = e.link_util[("e0_0", "a0_0")]
+    assert loads(e.on_counters(1.5, _ifc(102, 0, 10**9))) == []  # 16 Gbit/s on a 10 Mbit/s link: forged
+    assert loads(e.on_counters(2.0, _ifc(102, 0, 500_000))) == []  # the truth is lower: a new baseline
+    assert e.link_util[("e0_0", "a0_0")] == util and e.stats["implausible_rate"] == 1
+    assert loads(e.on_counters(3.0, _ifc(102, 0, 750_000)))  # and the next true reading measures again
     assert to_json(PortState(5.0, "a0_0", 3, False))["type"] == "port_state"
 
 

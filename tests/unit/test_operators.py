@@ -292,6 +292,40 @@ def test_the_api_serves_reads_and_refuses_writes_without_the_token(tmp_path, mon
     assert app.decisions.seq == 0  # nothing was decided by any of it
 
 
+def test_a_read_token_guards_every_read_and_cannot_write_and_refusals_are_counted(tmp_path, monkeypatch):
+    """Issue 40: with a read token, every read but the OpenAPI document needs it (or the write token); the
+    read token on a write route is 403, no token 401, a wrong one 401; each refusal is counted and nothing
+    was decided by any of it."""
+    app = _app(tmp_path, monkeypatch, mode="freeway")
+    a = api.Api(app.surface, "write-token-1", read_token="read-token-1", open_reads=False)
+    reads = ("/api/v1/status", "/api/v1/fabric", "/api/v1/elephants", "/api/v1/partition", "/api/v1/decisions",
+             "/api/v1/counters", "/api/v1/config", "/metrics")
+    for path in reads:
+        assert _call(a, "GET", path)[0] == 401, path
+        assert _call(a, "GET", path, token="read-token-2")[0] == 401, path
+        assert _call(a, "GET", path, token="read-token-1")[0] == 200, path
+        assert _call(a, "GET", path, token="write-token-1")[0] == 200, path
+    assert _call(a, "GET", "/openapi.json")[0] == 200  # the document is public, as the view's page
+    code, body, _ = _call(a, "POST", "/api/v1/elephants", ANN, token="read-token-1")
+    assert code == 403 and "read token cannot write" in body["error"]
+    assert _call(a, "DELETE", "/api/v1/elephants/x", token="read-token-1")[0] == 403
+    assert _call(a, "POST", "/api/v1/elephants", ANN)[0] == 401
+    assert a.refused == {"unauthorized": 2 * len(reads) + 1, "forbidden": 2}
+    assert app.decisions.seq == 0
+    app.surface.api_app = a  # as serve() does
+    assert app.surface.refusals()["api"] == a.refused
+
+
+def test_a_body_over_the_bound_is_refused_on_any_route_before_it_is_read(tmp_path, monkeypatch):
+    app = _app(tmp_path, monkeypatch, mode="freeway")
+    a = api.Api(app.surface, "write-token-1")
+    req = Request.blank("/api/v1/status", method="GET")
+    req.headers["Content-Length"] = str(api.MAX_BODY + 1)
+    assert req.get_response(a).status_int == 413
+    code, _, _ = _call(a, "POST", "/api/v1/elephants", b"x" * (api.MAX_BODY + 1), token="write-token-1")
+    assert code == 413 and a.refused == {"oversized": 2} and app.decisions.seq == 0
+
+
 @pytest.mark.parametrize("body,field", [
     (b"{", "body"), ([1], "body"), ({**ANN, "extra": 1}, "extra"), ({**ANN, "flows": []}, "flows"),
     ({**ANN, "flows": [{**ANN["flows"][0], "src": "10.0.0"}]}, "flows[0].src"),

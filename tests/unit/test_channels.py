@@ -1,0 +1,120 @@
+"""Who may speak on the controller's channels (issue 40): identities in certificates, one connection per
+datapath id, the settings that turn TLS on, and the certificates ``freeway pki`` makes."""
+
+import ssl
+import subprocess
+
+import pytest
+
+from ryu_apps.config import Config as RealConfig
+from ryu_apps.config import ConfigError
+from ryu_apps.control.channels import ChannelGuard, names
+from topology.fabric import fattree
+from topology.pki import Pki, PkiError, fabric_pki
+
+F = fattree(4, 10)
+E00 = F.switches["e0_0"].dpid
+E01 = F.switches["e0_1"].dpid
+
+
+def _cert(cn="switch", uris=(), dns=()):
+    """A verified peer certificate as ``SSLSocket.getpeercert()`` returns it."""
+    return {"subject": ((("organizationName", "Freeway"),), (("commonName", cn),)),
+            "subjectAltName": tuple(("URI", u) for u in uris) + tuple(("DNS", d) for d in dns)}
+
+
+def test_a_certificate_names_datapath_ids_in_its_cn_or_its_subject_alt_names():
+    assert names(_cert(cn=f"dpid:{E00:016x}")) == {E00}
+    assert names(_cert(uris=(f"urn:freeway:dpid:{E00:016x}", f"urn:freeway:dpid:{E01:016X}"))) == {E00, E01}
+    assert names(_cert(dns=(f"dpid-{E01:016x}.fabric.example",))) == {E01}
+    assert names(_cert(cn="e0_0", uris=("urn:freeway:dpid:12345",))) == set()  # not 16 hex digits
+    assert names(_cert(cn="dpid:00000000000000001")) == set()  # 17 digits is no datapath id
+    assert names(None) == names({}) == set()
+    dirname = {"subjectAltName": (("DirName", ((("commonName", "dpid:0000000000000001"),),)),)}
+    assert names(dirname) == set()  # a DirName's value is a tuple: not read, and no error
+
+
+class Conn:
+    def __init__(self, alive=True):
+        self.alive = alive
+
+
+def test_over_tls_a_switch_gets_its_program_only_for_the_datapath_its_certificate_names():
+    g = ChannelGuard(require_identity=True, known={E00, E01})
+    good = g.admit(Conn(), E00, True, _cert(cn=f"dpid:{E00:016x}"))
+    assert good.ok
+    other = g.admit(Conn(), E01, True, _cert(cn=f"dpid:{E00:016x}"))
+    assert not other.ok and other.counter == "identity" and f"{E01:016x}" in other.reason
+    none = g.admit(Conn(), E01, True, _cert(cn="ovs-switch-1234"))
+    assert not none.ok and none.counter == "no-identity"
+    stranger = g.admit(Conn(), 0xDEAD, True, _cert(cn="dpid:000000000000dead"))
+    assert not stranger.ok and stranger.counter == "not-in-fabric"
+    assert g.counts() == {"openflow": {"identity": 1, "no-identity": 1, "not-in-fabric": 1}}
+    off = ChannelGuard(require_identity=False, known={E00, E01})
+    assert off.admit(Conn(), E01, True, _cert(cn="ovs-switch-1234")).ok  # identity checks off: the CA suffices
+
+
+def test_a_second_connection_for_a_live_datapath_is_refused_and_the_first_keeps_it():
+    g = ChannelGuard(known={E00})
+    first, second = Conn(), Conn()
+    assert g.admit(first, E00, False, None, alive=lambda c: c.alive).ok
+    v = g.admit(second, E00, False, None, alive=lambda c: c.alive)
+    assert not v.ok and v.counter == "duplicate" and g.live[E00] is first
+    g.gone(second, E00)  # the refused one closing forgets nothing
+    assert g.live[E00] is first
+    first.alive = False  # the first is dead (echo unanswered) but not yet closed: the next try is admitted
+    assert g.admit(second, E00, False, None, alive=lambda c: c.alive).ok and g.live[E00] is second
+    g.gone(second, E00)
+    assert E00 not in g.live
+    third = Conn()
+    assert g.admit(third, E00, False, None).ok  # after a close, the switch comes back
+    assert g.counts() == {"openflow": {"duplicate": 1}}
+
+
+def test_tls_settings_come_together_name_readable_files_and_keep_the_api_off_open_networks(tmp_path):
+    key = tmp_path / "k.pem"
+    key.write_text("x")
+    F.save(tmp_path / "fabric.json")
+
+    class Config:  # every mapping here with the fabric given
+        @staticmethod
+        def from_mapping(m):
+            return RealConfig.from_mapping({"fabric": str(tmp_path / "fabric.json"), **m})
+
+    with pytest.raises(ConfigError, match="^ca_certs: OpenFlow over TLS needs"):
+        Config.from_mapping({"ctl_privkey": str(key), "ctl_cert": str(key)})
+    with pytest.raises(ConfigError, match="^ctl_cert: cannot read"):
+        Config.from_mapping({"ctl_privkey": str(key), "ctl_cert": str(tmp_path / "none"), "ca_certs": str(key)})
+    assert Config.from_mapping({"ctl_privkey": str(key), "ctl_cert": str(key), "ca_certs": str(key)}).tls
+    with pytest.raises(ConfigError, match="^api_key: HTTPS needs"):
+        Config.from_mapping({"api": "127.0.0.1:8080", "api_cert": str(key)})
+    with pytest.raises(ConfigError, match="^api: writes on 192.0.2.1, not a loopback address, need HTTPS"):
+        Config.from_mapping({"api": "192.0.2.1:8080", "api_token_file": str(key), "api_open_reads": True})
+    with pytest.raises(ConfigError, match="^api: reads on 192.0.2.1, not a loopback address, need"):
+        Config.from_mapping({"api": "192.0.2.1:8080"})
+    Config.from_mapping({"api": "192.0.2.1:8080", "api_read_token_file": str(key)})
+    Config.from_mapping({"api": "127.0.0.1:8080", "api_token_file": str(key)})  # loopback: plain HTTP allowed
+    with pytest.raises(ConfigError, match="^cluster_key: a client certificate needs"):
+        Config.from_mapping({"cluster": "etcd://127.0.0.1:2379", "cluster_cert": str(key)})
+
+
+def test_the_pki_names_each_switch_and_ovs_all_of_them_and_the_ca_verifies_them(tmp_path):
+    made = fabric_pki(tmp_path / "pki", F)
+    assert names(ssl._ssl._test_decode_cert(made["switches"]["e0_0"]["cert"])) == {E00}
+    ovs = names(ssl._ssl._test_decode_cert(made["ovs"]["cert"]))
+    assert ovs == {sw.dpid for sw in F.switches.values()}
+    verify = subprocess.run(["openssl", "verify", "-CAfile", made["ca"], "-purpose", "sslclient",
+                             made["switches"]["e0_1"]["cert"], made["ovs"]["cert"]], capture_output=True, text=True)
+    assert verify.returncode == 0, verify.stdout + verify.stderr  # the CA verifies what it issued, as clients
+    server = subprocess.run(["openssl", "verify", "-CAfile", made["ca"], "-purpose", "sslserver",
+                             made["switches"]["e0_1"]["cert"]], capture_output=True, text=True)
+    assert server.returncode != 0  # a switch's certificate can never serve as the controller's
+    ctl = subprocess.run(["openssl", "verify", "-CAfile", made["ca"], "-purpose", "sslserver",
+                          made["controller"]["cert"]], capture_output=True, text=True)
+    assert ctl.returncode == 0, ctl.stdout + ctl.stderr
+    other = Pki.create(tmp_path / "other", "other")  # a second CA is kept apart, and reused when asked again
+    assert other.ca.read_bytes() != Pki(tmp_path / "pki").ca.read_bytes()
+    assert Pki.create(tmp_path / "other", "other").ca.read_bytes() == other.ca.read_bytes()
+    assert (tmp_path / "pki" / "ovs.key").stat().st_mode & 0o077 == 0  # keys readable by their owner only
+    with pytest.raises(PkiError, match="no CA"):
+        Pki(tmp_path / "empty").issue("x")

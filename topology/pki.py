@@ -1,0 +1,116 @@
+"""Certificates for OpenFlow over TLS, made with the system's ``openssl`` (issue 40).
+
+Freeway's convention (``ryu_apps/control/channels.py``): a switch's certificate names every datapath id it
+may claim, as ``dpid:`` and 16 hex digits, in a subjectAltName ``URI:urn:freeway:dpid:XXXXXXXXXXXXXXXX``
+(or its common name). ``ovs-pki`` names a certificate by switch name and a UUID; a certificate made by
+``ovs-pki`` is therefore refused under ``switch_identity`` (the default) until it is re-issued with such
+a name (docs/security.md shows both ways).
+
+``Pki.create(dir)`` makes a CA; ``issue`` a certificate signed by it: a switch's (naming its datapath ids),
+the controller's (a server name), or a client's. Keys are P-256 EC, certificates valid ``days`` (365).
+Every file lands in the directory given, keys readable by their owner only. Nothing here talks to a
+switch or the controller.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class PkiError(RuntimeError):
+    pass
+
+
+def dpid_uri(dpid: int) -> str:
+    return f"URI:urn:freeway:dpid:{dpid:016x}"
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    if shutil.which("openssl") is None:
+        raise PkiError("openssl is not installed (apt-get install openssl)")
+    r = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise PkiError(f"openssl {args[0]} failed: {(r.stderr or r.stdout).strip()[:400]}")
+
+
+@dataclass(frozen=True)
+class Issued:
+    key: Path
+    cert: Path
+
+
+@dataclass(frozen=True)
+class Pki:
+    """A CA in ``dir`` (``<name>-ca.key``, ``<name>-ca.pem``)."""
+
+    dir: Path
+    name: str = "freeway"
+
+    @property
+    def ca(self) -> Path:
+        return self.dir / f"{self.name}-ca.pem"
+
+    @property
+    def ca_key(self) -> Path:
+        return self.dir / f"{self.name}-ca.key"
+
+    @classmethod
+    def create(cls, dir: str | Path, name: str = "freeway", days: int = 3650) -> Pki:
+        """A new CA (kept if ``dir`` already holds one of that name)."""
+        pki = cls(Path(dir), name)
+        pki.dir.mkdir(parents=True, exist_ok=True)
+        if pki.ca.exists() and pki.ca_key.exists():
+            return pki
+        _key(pki.ca_key)
+        _openssl("req", "-x509", "-new", "-key", str(pki.ca_key), "-out", str(pki.ca), "-days", str(days),
+                 "-subj", f"/O=Freeway/CN={name} CA", "-addext", "basicConstraints=critical,CA:TRUE",
+                 "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=pki.dir)
+        return pki
+
+    def issue(self, name: str, dpids: tuple[int, ...] | list[int] = (), hosts: tuple[str, ...] = (),
+              days: int = 365) -> Issued:
+        """``<name>.key`` and ``<name>.pem`` signed by this CA: its subjectAltNames name each datapath id
+        in ``dpids`` (a switch) and each DNS name or IP address in ``hosts`` (a server)."""
+        if not self.ca.exists():
+            raise PkiError(f"no CA in {self.dir} (Pki.create first)")
+        key, csr, cert = self.dir / f"{name}.key", self.dir / f"{name}.csr", self.dir / f"{name}.pem"
+        _key(key)
+        sans = [dpid_uri(d) for d in dpids]
+        for h in hosts:
+            sans.append(f"IP:{h}" if h.replace(".", "").isdigit() or ":" in h else f"DNS:{h}")
+        ext = self.dir / f"{name}.ext"
+        lines = ["basicConstraints=critical,CA:FALSE", "keyUsage=critical,digitalSignature,keyEncipherment",
+                 # a switch's key may only be a client: it can never pose as the controller to another switch
+                 "extendedKeyUsage=" + ("clientAuth" if dpids and not hosts else "serverAuth,clientAuth")]
+        if sans:
+            lines.append("subjectAltName=" + ",".join(sans))
+        ext.write_text("\n".join(lines) + "\n")
+        cn = f"dpid:{dpids[0]:016x}" if len(dpids) == 1 else name
+        _openssl("req", "-new", "-key", str(key), "-out", str(csr), "-subj", f"/O=Freeway/CN={cn}", cwd=self.dir)
+        _openssl("x509", "-req", "-in", str(csr), "-CA", str(self.ca), "-CAkey", str(self.ca_key),
+                 "-CAcreateserial", "-out", str(cert), "-days", str(days), "-extfile", str(ext), cwd=self.dir)
+        csr.unlink(missing_ok=True)
+        ext.unlink(missing_ok=True)
+        return Issued(key, cert)
+
+
+def _key(path: Path) -> None:
+    _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(path), cwd=path.parent)
+    os.chmod(path, 0o600)
+
+
+def fabric_pki(dir: str | Path, fabric, controller_hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> dict:
+    """Everything a fabric on TLS needs, in ``dir``: a CA; the controller's certificate; one certificate
+    for the Open vSwitch process that hosts every bridge of ``fabric`` (naming all their datapath ids: one
+    process is one identity); one per switch (for a fabric of real switches). Returns the paths."""
+    pki = Pki.create(dir)
+    ctl = pki.issue("controller", hosts=controller_hosts)
+    ovs = pki.issue("ovs", dpids=sorted(sw.dpid for sw in fabric.switches.values()))
+    switches = {name: pki.issue(f"switch-{name}", dpids=(sw.dpid,)) for name, sw in fabric.switches.items()}
+    return {"ca": str(pki.ca), "controller": {"key": str(ctl.key), "cert": str(ctl.cert)},
+            "ovs": {"key": str(ovs.key), "cert": str(ovs.cert)},
+            "switches": {n: {"key": str(i.key), "cert": str(i.cert)} for n, i in switches.items()}}

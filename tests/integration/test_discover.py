@@ -70,3 +70,32 @@ def test_a_fabric_that_is_not_a_clos_is_refused_with_the_reason(tmp_path):
     assert proc.returncode == 1, output
     assert "not a fat-tree of k=4" in output and "nothing written" in output, output
     assert not out.exists()
+
+
+def test_discovery_works_on_a_fabric_on_tls(tmp_path):
+    """Issue 40: the switches connect with ``ssl:`` targets and a certificate naming their datapath ids;
+    ``freeway discover`` takes the controller's key, certificate and the CA, and finds the fabric."""
+    from topology.pki import fabric_pki
+
+    truth = scramble(leafspine(2, 4, 2, 10), 24)
+    truth.save(tmp_path / "truth.json")
+    made = fabric_pki(tmp_path / "pki", truth)
+    port = free_port()
+    out = tmp_path / "found.json"
+    proc = subprocess.Popen([*freeway_command(), "discover", "--listen", f"127.0.0.1:{port}", "--out", str(out),
+                             "--duration", "8", "--rate", "10", "--expect", str(tmp_path / "truth.json"),
+                             "--ctl-privkey", made["controller"]["key"], "--ctl-cert", made["controller"]["cert"],
+                             "--ca-certs", made["ca"]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    fn = FabricNet(truth, ("127.0.0.1", port), tls={**made["ovs"], "ca": made["ca"]})
+    try:
+        fn.start()
+        for h in fn.net.hosts:
+            h.cmd("ping -c 3 -i 0.5 -W 0.5 10.254.254.254 >/dev/null 2>&1 &")
+        output, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        fn.stop()
+    assert proc.returncode == 0, output
+    assert f"the same fabric as {tmp_path / 'truth.json'}" in output, output
+    assert differences(truth, Fabric.load(out)) == []

@@ -108,6 +108,9 @@ class Config:
                               "are then https)")
     cluster_cert: str = setting("", "etcd over TLS: this member's client certificate (PEM; with cluster_key)")
     cluster_key: str = setting("", "etcd over TLS: the client certificate's private key (PEM)")
+    cluster_user: str = setting("", "etcd's user authentication: this member's user name ('' = none; with "
+                                "cluster_password_file)")
+    cluster_password_file: str = setting("", "a file holding the etcd user's password (first line)")
     monitor_settings: Pairs = ()
     freeway_settings: Pairs = ()
     isolation_settings: Pairs = ()
@@ -154,8 +157,13 @@ class Config:
         if (self.cluster_cert or self.cluster_key) and not (self.cluster_cert and self.cluster_key):
             raise ConfigError(f"{'cluster_key' if self.cluster_cert else 'cluster_cert'}: a client certificate "
                               "needs cluster_cert and cluster_key together")
+        if bool(self.cluster_user) != bool(self.cluster_password_file):
+            raise ConfigError(f"{'cluster_password_file' if self.cluster_user else 'cluster_user'}: etcd's user "
+                              "authentication needs cluster_user and cluster_password_file together")
+        if self.cluster_user and not self.cluster_ca:
+            raise ConfigError("cluster_ca: an etcd password is sent over TLS only: give the etcd members' CA")
         for key in ("ctl_privkey", "ctl_cert", "ca_certs", "api_cert", "api_key", "api_read_token_file",
-                    "cluster_ca", "cluster_cert", "cluster_key"):
+                    "cluster_ca", "cluster_cert", "cluster_key", "cluster_password_file"):
             path = getattr(self, key)
             if path and not os.access(path, os.R_OK):
                 raise ConfigError(f"{key}: cannot read {path!r}")
@@ -163,7 +171,7 @@ class Config:
             raise ConfigError("api: the API settings need --api HOST:PORT")
         if self.cluster_cert and not self.cluster_ca:
             raise ConfigError("cluster_ca: a client certificate is shown over TLS only: give the etcd members' CA")
-        if (self.cluster_ca or self.cluster_cert) and not self.cluster:
+        if (self.cluster_ca or self.cluster_cert or self.cluster_user) and not self.cluster:
             raise ConfigError("cluster: the etcd TLS settings need --cluster")
         if self.api:
             host = hostport("api", self.api)[0]
@@ -177,6 +185,13 @@ class Config:
             if not loopback and not (self.api_read_token_file or self.api_open_reads):
                 raise ConfigError(f"api: reads on {host}, not a loopback address, need api_read_token_file, "
                                   "or api_open_reads on to serve them to anyone who reaches the address")
+
+    def cluster_password(self) -> str:
+        """The etcd user's password: the first line of cluster_password_file ('' without a user)."""
+        if not self.cluster_password_file:
+            return ""
+        with open(self.cluster_password_file) as fh:
+            return fh.readline().rstrip("\n")
 
     @property
     def tls(self) -> bool:

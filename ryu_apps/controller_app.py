@@ -91,7 +91,8 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
 
             self.member = Member(self.cfg.cluster, self.cfg.cluster_name, self.cfg.node_id or self.cfg.listen,
                                  self.cfg.cluster_ttl_s, run_blocking,
-                                 (self.cfg.cluster_ca, self.cfg.cluster_cert, self.cfg.cluster_key))
+                                 (self.cfg.cluster_ca, self.cfg.cluster_cert, self.cfg.cluster_key),
+                                 (self.cfg.cluster_user, self.cfg.cluster_password()))
             self.handover = self.member.handover
             LOG.info("cluster %s: member %s, etcd %s (%s), lease %.1f s", self.cfg.cluster_name,
                      self.handover.state.node, self.cfg.cluster,

@@ -72,9 +72,11 @@ class Pki:
         return pki
 
     def issue(self, name: str, dpids: tuple[int, ...] | list[int] = (), hosts: tuple[str, ...] = (),
-              days: int = 365) -> Issued:
+              days: int = 365, common_name: bool = True) -> Issued:
         """``<name>.key`` and ``<name>.pem`` signed by this CA: its subjectAltNames name each datapath id
-        in ``dpids`` (a switch) and each DNS name or IP address in ``hosts`` (a server)."""
+        in ``dpids`` (a switch) and each DNS name or IP address in ``hosts`` (a server). ``common_name``
+        False: a subject without a CN (etcd 3.4 refuses a gateway request whose client certificate has a CN
+        once its user authentication is on)."""
         if not self.ca.exists():
             raise PkiError(f"no CA in {self.dir} (Pki.create first)")
         key, csr, cert = self.dir / f"{name}.key", self.dir / f"{name}.csr", self.dir / f"{name}.pem"
@@ -90,7 +92,8 @@ class Pki:
             lines.append("subjectAltName=" + ",".join(sans))
         ext.write_text("\n".join(lines) + "\n")
         cn = f"dpid:{dpids[0]:016x}" if len(dpids) == 1 else name
-        _openssl("req", "-new", "-key", str(key), "-out", str(csr), "-subj", f"/O=Freeway/CN={cn}", cwd=self.dir)
+        subj = f"/O=Freeway/CN={cn}" if common_name else f"/O=Freeway/OU={name}"
+        _openssl("req", "-new", "-key", str(key), "-out", str(csr), "-subj", subj, cwd=self.dir)
         _openssl("x509", "-req", "-in", str(csr), "-CA", str(self.ca), "-CAkey", str(self.ca_key),
                  "-CAcreateserial", "-out", str(cert), "-days", str(days), "-extfile", str(ext), cwd=self.dir)
         csr.unlink(missing_ok=True)

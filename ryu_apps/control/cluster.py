@@ -58,11 +58,17 @@ def _tls_session(ca: str, cert: str, key: str):
     return s
 
 
+def _auth_refused(e: Exception) -> bool:
+    """etcd's gateway says a request's user token is missing, invalid or expired."""
+    text = f"{e} {getattr(e, 'detail_text', '') or ''}".lower()  # etcd3gw keeps the body in detail_text
+    return "auth token" in text or "user name is empty" in text or "unauthenticated" in text
+
+
 class Store:
     """The cluster's keys in etcd, under ``/freeway/NAME/``; every call tries each endpoint in turn."""
 
     def __init__(self, endpoints: list[tuple[str, int]], name: str, timeout: float = 1.0,
-                 tls: tuple[str, str, str] = ("", "", "")):
+                 tls: tuple[str, str, str] = ("", "", ""), user: tuple[str, str] = ("", "")):
         """``tls``: (CA, client certificate, its key): the endpoints are then https, the members' certificates
         checked against the CA and this member's certificate shown to them (etcd's ``--client-cert-auth``)."""
         import etcd3gw
@@ -70,6 +76,7 @@ class Store:
         ca, cert, key = tls
         opts = {"protocol": "https", "session": _tls_session(ca, cert, key)} if ca else {}
         self.clients = [etcd3gw.client(host=h, port=p, timeout=timeout, **opts) for h, p in endpoints]
+        self.user, self._password = user  # etcd's user authentication: a token per endpoint, fetched when refused
         self.endpoints = endpoints
         self.prefix = f"/freeway/{name}/"
         self.current = 0
@@ -81,14 +88,32 @@ class Store:
         for i in range(len(self.clients)):
             k = (self.current + i) % len(self.clients)
             try:
-                out = fn(self.clients[k])
+                try:
+                    out = fn(self.clients[k])
+                except exceptions.Etcd3Exception as e:
+                    if not (self.user and _auth_refused(e)):
+                        raise
+                    self._login(self.clients[k])  # no token yet, or it expired: once more with a new one
+                    out = fn(self.clients[k])
             except (exceptions.Etcd3Exception, OSError) as e:
-                text = str(e).splitlines()[0][:160] if str(e) else ""
+                text = f"{e} {getattr(e, 'detail_text', '') or ''}".strip()
+                text = text.splitlines()[0][:160] if text else ""
                 errors.append(f"{self.endpoints[k][0]}:{self.endpoints[k][1]}: {type(e).__name__} {text}".rstrip())
                 continue
             self.current = k
             return out
         raise StoreError(f"no etcd endpoint answered ({'; '.join(errors)})")
+
+    def _login(self, client) -> None:
+        """etcd's Authenticate: the user's token, sent in every later request's Authorization header."""
+        from etcd3gw import exceptions
+
+        client.session.headers.pop("Authorization", None)
+        answer = client.post(client.get_url("/auth/authenticate"), json={"name": self.user, "password": self._password})
+        token = answer.get("token") if isinstance(answer, dict) else None
+        if not token:
+            raise exceptions.Etcd3Exception(f"etcd gave user {self.user!r} no token", "authenticate")
+        client.session.headers["Authorization"] = token
 
     @staticmethod
     def _b64(text: str | bytes) -> str:
@@ -262,10 +287,10 @@ class Member:
     answers is ``handover.Handover``'s to decide."""
 
     def __init__(self, endpoints: str, name: str, node: str, ttl: float, run=lambda fn, *a: fn(*a),
-                 tls: tuple[str, str, str] = ("", "", "")):
+                 tls: tuple[str, str, str] = ("", "", ""), user: tuple[str, str] = ("", "")):
         from ryu_apps.control.handover import Handover
 
-        self.store = Store(parse_endpoints(endpoints), name, tls=tls)
+        self.store = Store(parse_endpoints(endpoints), name, tls=tls, user=user)
         self.elector = Elector(self.store, node, ttl)
         self.handover = Handover(self.elector.state, name)
         self.run = run

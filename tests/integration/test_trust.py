@@ -271,15 +271,17 @@ def test_a_fabric_on_tls_is_programmed_and_every_host_reaches_every_host(tmp_pat
         ctl.stop()
 
 
-def test_on_an_etcd_cluster_that_wants_client_certificates_members_elect_and_fail_over(tmp_path):
-    """A real three-member etcd with ``--client-cert-auth``: two controllers with certificates from its CA
-    elect one leader and the other takes over when it is killed; a controller without a certificate
+@pytest.mark.parametrize("users", [False, True], ids=["certificates", "certificates+users"])
+def test_on_an_etcd_cluster_that_wants_client_certificates_members_elect_and_fail_over(tmp_path, users):
+    """A real three-member etcd with ``--client-cert-auth`` (and, the second time, its user authentication
+    on): two controllers with certificates from its CA (and the user's password) elect one leader and the
+    other takes over when it is killed; a controller without a certificate (or with a wrong password)
     reaches no member and never leads."""
     from experiments.etcd import EtcdCluster
 
     pki = Pki.create(tmp_path / "pki")
     server = pki.issue("etcd", hosts=("127.0.0.1", "localhost"))
-    certs = {n: pki.issue(f"member-{n}") for n in "ABC"}
+    certs = {n: pki.issue(f"member-{n}", common_name=not users) for n in "ABC"}
     (tmp_path / "etcd").mkdir()
     etcd = EtcdCluster(tmp_path / "etcd", 3, tls={"ca": str(pki.ca), "cert": str(server.cert),
                                                   "key": str(server.key),
@@ -288,11 +290,22 @@ def test_on_an_etcd_cluster_that_wants_client_certificates_members_elect_and_fai
     ctls, apis = {}, {}
     try:
         etcd.start()
+        if users:  # etcd's own users: root, and the controllers' user with the root role
+            for cmd in (["user", "add", "root:root-pass-0"], ["user", "grant-role", "root", "root"],
+                        ["user", "add", "freeway:freeway-pass-0"], ["user", "grant-role", "freeway", "root"],
+                        ["auth", "enable"]):
+                etcd._ctl(*cmd)
+            (tmp_path / "pass").write_text("freeway-pass-0\n")
+            (tmp_path / "wrong").write_text("freeway-pass-1\n")
         for node in "ABN":
             apis[node] = port = free_port()
             tls = ["--cluster-ca", str(pki.ca)]
-            if node != "N":  # N: no client certificate
-                tls += ["--cluster-cert", str(certs[node].cert), "--cluster-key", str(certs[node].key)]
+            if node != "N" or users:  # N: no client certificate; with users, a certificate and a wrong password
+                tls += ["--cluster-cert", str(certs[node if node != "N" else "C"].cert),
+                        "--cluster-key", str(certs[node if node != "N" else "C"].key)]
+            if users:
+                tls += ["--cluster-user", "freeway", "--cluster-password-file",
+                        str(tmp_path / ("wrong" if node == "N" else "pass"))]
             ctls[node] = ControllerProcess(tmp_path / "fabric.json", log_file=tmp_path / f"{node}.log", extra=[
                 "--cluster", etcd.url, "--cluster-name", "tls", "--cluster-ttl", "2", "--node-id", node,
                 "--api", f"127.0.0.1:{port}", *tls]).start()

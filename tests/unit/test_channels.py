@@ -96,6 +96,13 @@ def test_tls_settings_come_together_name_readable_files_and_keep_the_api_off_ope
     Config.from_mapping({"api": "127.0.0.1:8080", "api_token_file": str(key)})  # loopback: plain HTTP allowed
     with pytest.raises(ConfigError, match="^cluster_key: a client certificate needs"):
         Config.from_mapping({"cluster": "etcd://127.0.0.1:2379", "cluster_cert": str(key)})
+    with pytest.raises(ConfigError, match="^cluster_password_file: etcd's user authentication needs"):
+        Config.from_mapping({"cluster": "etcd://127.0.0.1:2379", "cluster_user": "freeway"})
+    with pytest.raises(ConfigError, match="^cluster_ca: an etcd password is sent over TLS only"):
+        Config.from_mapping({"cluster": "etcd://127.0.0.1:2379", "cluster_user": "freeway",
+                             "cluster_password_file": str(key)})
+    assert Config.from_mapping({"cluster": "etcd://127.0.0.1:2379", "cluster_user": "freeway", "cluster_ca": str(key),
+                                "cluster_password_file": str(key)}).cluster_password() == "x"
 
 
 def test_the_pki_names_each_switch_and_ovs_all_of_them_and_the_ca_verifies_them(tmp_path):

@@ -27,7 +27,8 @@ def _msg(mtype: int, xid: int, body: bytes = b"") -> bytes:
 class FakeSwitch:
     """``FakeSwitch(("127.0.0.1", port), dpid).start()``; ``.got`` lists the message types received."""
 
-    def __init__(self, address, dpid: int, tls: ssl.SSLContext | None = None):
+    def __init__(self, address, dpid: int | None, tls: ssl.SSLContext | None = None):
+        """``dpid`` None: it answers echo but never says which switch it is (no FEATURES_REPLY)."""
         self.address, self.dpid, self.tls = address, dpid, tls
         self.got: list[int] = []
         self.closed = threading.Event()
@@ -66,7 +67,7 @@ class FakeSwitch:
                     break
                 body = self._recv(length - 8) if length > 8 else b""
                 self.got.append(mtype)
-                if mtype == FEATURES_REQUEST:
+                if mtype == FEATURES_REQUEST and self.dpid is not None:
                     self.sock.sendall(_msg(FEATURES_REPLY, xid, struct.pack("!QIBB2xII", self.dpid, 256, 254, 0,
                                                                             0x4F, 0)))
                 elif mtype == ECHO_REQUEST:

@@ -151,6 +151,18 @@ def test_bytes_that_are_not_openflow_are_counted_and_the_fabric_is_still_served(
     assert "Encountered an error while parsing" not in ctl.log_text()  # counted and said in one line
 
 
+def test_a_peer_that_never_says_which_switch_it_is_is_closed_and_counted(https_ctl):
+    """A connection that answers HELLO and echo but never sends FEATURES_REPLY holds nothing for long: it
+    is closed 15 s after it connected (ofchannel.ADMIT_S; echo alone would keep it forever) and counted."""
+    ctl, api, ctx = https_ctl
+    before = _refusals(api, ctx).get(("openflow", "handshake-timeout"), 0)
+    t0 = time.monotonic()
+    mute = FakeSwitch(ctl.address, None).start()
+    assert mute.closed.wait(30)
+    assert 14 <= time.monotonic() - t0 <= 25 and mute.program() == [], mute.got
+    assert _refusals(api, ctx).get(("openflow", "handshake-timeout"), 0) == before + 1
+
+
 def _drain(s: socket.socket) -> None:
     try:
         while s.recv(4096):

@@ -207,7 +207,36 @@ def plot(out: Path, runs: list[dict], results: dict, fabric) -> list[str]:
     axes[1].legend(fontsize=7)
     fig.suptitle("Freeway paper's Fig. 8 on the packet-level engine")
     names.append(save(fig, out / "fig8_utilisation_drops.png"))
+    lol = _lol_series(runs, fabric)
+    if lol:
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        for (mode, seed), series in sorted(lol.items()):
+            ts = [p["t"] - series[0]["t"] for p in series]
+            ax.plot(ts, [p["mean"] for p in series], label=f"{mode} seed {seed}: mean per ToR pair")
+            ax.plot(ts, [p["max"] for p in series], ":", label=f"{mode} seed {seed}: most")
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel("low-latency paths of a ToR pair")
+        ax.legend(fontsize=7)
+        ax.grid(True, alpha=0.3)
+        fig.suptitle("Freeway paper's Fig. 5 on the packet-level engine: LOL paths over time")
+        names.append(save(fig, out / "fig5_lol_paths.png"))
     return names
+
+
+def _lol_series(runs: list[dict], fabric) -> dict:
+    """Freeway's low-latency paths per ToR pair, once a second (its partition's own record), per run."""
+    from experiments.runner import analyse as run_analysis
+
+    out = {}
+    for r in runs:
+        series = []
+        for p in run_analysis(r, fabric).get("_lol_series", []):
+            counts = [v if isinstance(v, (int, float)) else len(v) for v in (p.get("lol_paths") or {}).values()]
+            if counts:
+                series.append({"t": p["t"], "mean": sum(counts) / len(counts), "max": max(counts)})
+        if series:
+            out[(r["mode"], r.get("seed", 0))] = series
+    return out
 
 
 def print_table(results: dict) -> None:

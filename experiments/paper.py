@@ -235,7 +235,7 @@ def _lol_series(runs: list[dict], fabric) -> dict:
             if counts:
                 series.append({"t": p["t"], "mean": sum(counts) / len(counts), "max": max(counts)})
         if series:
-            out[(r["mode"], r.get("seed", 0))] = series
+            out[(r["mode"], (r.get("settings") or {}).get("seed", 0))] = series
     return out
 
 

@@ -599,6 +599,7 @@ class Switch : public Ipv4RoutingProtocol, public PauseSource
         sampling = samplingN;
         perPacket = perPacketLb;
         m_rng.seed(seed);
+        m_tieRng.seed(seed ^ (saltValue * 2654435761u));
         NextSkip();
     }
 
@@ -1261,8 +1262,12 @@ class Switch : public Ipv4RoutingProtocol, public PauseSource
         {
             if (perPacket)
             {
+                // the least backlog; ties (every port idle, most of the time) broken uniformly at random:
+                // "the first" would send every switch's idle-time traffic to the same next hop, and the
+                // same core, whose downlinks then drop what no uplink ever saw queued
                 Bucket* best = nullptr;
                 uint32_t least = 0;
+                uint32_t ties = 0;
                 for (auto* b : live)
                 {
                     if (b->weight == 0)
@@ -1274,6 +1279,11 @@ class Switch : public Ipv4RoutingProtocol, public PauseSource
                     {
                         best = b;
                         least = q;
+                        ties = 1;
+                    }
+                    else if (q == least && m_tieRng() % ++ties == 0)
+                    {
+                        best = b;
                     }
                 }
                 if (best)
@@ -1357,6 +1367,7 @@ class Switch : public Ipv4RoutingProtocol, public PauseSource
     uint64_t m_puntId = 0;
     uint32_t m_skip = 1;
     std::mt19937 m_rng{1};
+    std::mt19937 m_tieRng{1}; // PerPktLB's ties
 };
 
 // A switch's port queue counts, as packets leave, the bytes each ingress port brought (per-priority pause).

@@ -286,7 +286,8 @@ def start_elephant(fn, announced: bool, src: str, dst: str, port: int, seconds: 
     send`` to a sink) or an iperf3 client. Returns (process, the announce's answer, or None for iperf3)."""
     d = fn.host(dst)
     if announced:
-        d.cmd(f"{sys.executable} -m experiments.rr sink --port {port} >/dev/null 2>&1 &")
+        # the sink ends by itself (a background job of a Mininet host outlives the fabric)
+        d.cmd(f"timeout {int(seconds) + 120} {sys.executable} -m experiments.rr sink --port {port} >/dev/null 2>&1 &")
         time.sleep(0.3)
         proc = fn.host(src).popen([sys.executable, "-m", "ryu_apps.cli", "send", "--to", d.IP(), "--port", str(port),
                                    "--size", str(int(seconds * rate_mbps * 1e6 / 8)), "--rate", f"{rate_mbps:g}",

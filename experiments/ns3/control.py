@@ -264,7 +264,10 @@ class Controller:
         """Run the simulation to ``until`` (or until ``done(now)``), the controller stepping in it."""
         ns = self.net.ns
         now = self.net.now()
-        while now < until and not done(now):
+        # within a nanosecond of ``until`` is there: ns-3's clock is whole nanoseconds, so an ``until`` with a
+        # fraction of one (a flow's start plus the grace) was never reached and the loop spun on, simulating
+        # nothing (the k=16 paper run hung at 20.30 s)
+        while now < until - EPS and not done(now):
             nxt = min(self._heap[0][0] if self._heap else until, self._next_tick, until)
             if nxt > now + EPS:
                 step = max(1, math.ceil((nxt - now) * 1e9 - 0.5))  # whole nanoseconds, ns-3's clock

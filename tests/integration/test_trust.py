@@ -257,32 +257,6 @@ def test_over_tls_only_a_certificate_naming_the_datapath_gets_its_program(tls_ct
     honest.close()
 
 
-def test_a_fabric_on_tls_is_programmed_and_every_host_reaches_every_host(tmp_path):
-    """``freeway fabric --tls``'s way: one CA, the controller's certificate, one for Open vSwitch naming
-    every bridge's datapath id; the switches connect with ``ssl:`` targets and get their programs."""
-    from topology.builder import FabricNet
-    from topology.fabric import leafspine
-
-    fabric = leafspine(2, 3, 2, 10)
-    fabric.save(tmp_path / "fabric.json")
-    made = fabric_pki(tmp_path / "pki", fabric)
-    c = made["controller"]
-    port = free_port()
-    ctl = ControllerProcess(tmp_path / "fabric.json", extra=[
-        "--ctl-privkey", c["key"], "--ctl-cert", c["cert"], "--ca-certs", made["ca"],
-        "--api", f"127.0.0.1:{port}"]).start()
-    try:
-        with FabricNet(fabric, ctl.address, tls={**made["ovs"], "ca": made["ca"]}) as fn:
-            secs, failed = fn.wait_reachable(60)
-            assert failed == [], failed
-            assert all(s["connected"] for s in _fabric(f"http://127.0.0.1:{port}")["switches"])
-            assert "(TLS, switch certificates from" in ctl.log_text()
-            targets = subprocess.run(["ovs-vsctl", "get-controller", "l0"], capture_output=True, text=True).stdout
-            assert targets.startswith("ssl:"), targets
-    finally:
-        ctl.stop()
-
-
 @pytest.mark.parametrize("users", [False, True], ids=["certificates", "certificates+users"])
 def test_on_an_etcd_cluster_that_wants_client_certificates_members_elect_and_fail_over(tmp_path, users):
     """A real three-member etcd with ``--client-cert-auth`` (and, the second time, its user authentication

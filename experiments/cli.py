@@ -184,13 +184,16 @@ def cmd_experiment(args) -> int:
         ns3 = ({"tcp": args.tcp, "link_delay_s": args.link_delay_us * 1e-6, "host_send": args.host_send}
                if args.engine == "ns3" else None)
         own = None if ns3 is None else {**ns3, "mtu": args.mtu, "seed": args.seed}
+        if args.engine == "emulator" and args.tcp != "cubic" and args.scenario in ("efm-collisions", "many-to-one"):
+            raise ExperimentError(f"--tcp: {args.scenario} on the emulator runs cubic (its hosts are set to it); "
+                                  "other congestion controls: --engine ns3")
         if args.scenario == "flows":
             from experiments.runner import build_fabric
 
             if not args.flows_file:
                 raise ExperimentError("flows: give the flow list with --flows FILE")
             r = scenarios.run_flow_list(args.flows_file, modes, Path(args.out), build_fabric(args.topo, k, link_mbps),
-                                        args.engine, args.mtu, args.jobs, ns3, args.controller_config)
+                                        args.engine, args.mtu, args.jobs, ns3, args.controller_config, tcp=args.tcp)
             scenarios.print_flow_list(r["table"])
         elif args.scenario == "efm-collisions":
             r = scenarios.run_efm_collisions(modes, args.flow_bytes, Path(args.out), args.engine, args.jobs, own)
@@ -207,7 +210,7 @@ def cmd_experiment(args) -> int:
                                link_mbps=link_mbps, repeats=args.repeat, announce=args.announce,
                                controller_config=args.controller_config, static_arp=args.static_arp,
                                mtu=args.mtu, switch_processes=args.switch_processes, engine=args.engine,
-                               topo=args.topo, ns3=ns3, jobs=args.jobs, queues=args.queues)
+                               topo=args.topo, ns3=ns3, jobs=args.jobs, queues=args.queues, tcp=args.tcp)
     except (ExperimentError, WorkloadError, scenarios.ScenarioError, ValueError) as e:
         print(f"freeway experiment: error: {e}", file=sys.stderr)
         return 2
@@ -251,7 +254,8 @@ def add_commands(sub) -> None:
                    help="permutation, flows: a k-ary fat-tree, or a leaf-spine of k spines, k leaves, k hosts a leaf")
     x.add_argument("--jobs", type=int, default=0, help="ns3: runs at once, each its own process (0: one per core)")
     x.add_argument("--tcp", choices=["cubic", "newreno", "bbr", "dctcp"], default="cubic",
-                   help="ns3: the hosts' congestion control (cubic, as Linux hosts run)")
+                   help="the hosts' congestion control (cubic, Linux's default), on both engines: the emulator sets "
+                        "it in every host, whatever this machine's default")
     x.add_argument("--link-delay-us", type=float, default=5.0, help="ns3: each link's one-way delay in us (5)")
     x.add_argument("--host-send", choices=["link", "unshaped"], default="link",
                    help="ns3: hosts send at their link's rate (link), or unshaped into their switch, as the "

@@ -134,9 +134,9 @@ def elephant_command(announce: str, py: str, to: str, port: int, cport: int, sec
 
 def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with_mice: bool = True,
             with_elephants: bool = True, announce: str = "send", controller_config: str | None = None,
-            static_arp: bool = False, mtu: int = 1500, switch_processes: int = 1) -> dict:
+            static_arp: bool = False, mtu: int = 1500, switch_processes: int = 1, tcp: str = "cubic") -> dict:
     """One run: fresh controller and fabric (every interface at ``mtu`` bytes, the switches spread over
-    ``switch_processes`` Open vSwitch processes), the workload, results. In Freeway modes the elephants are
+    ``switch_processes`` Open vSwitch processes, every host's TCP ``tcp``), the workload, results. In Freeway modes the elephants are
     announced by ``announce``: ``send`` (the host agent) or ``hook`` (the connect() hook). The controller
     reads ``controller_config`` (a config file) when given; the run's own flags override it. With
     ``static_arp`` the hosts get every neighbour's MAC once they all reach each other (no ARP during the
@@ -163,7 +163,7 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
                               events_file=d / "events.jsonl") as ctl, \
             FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(fabric.link_rate_mbps, mtu,
                                                                            target=ctl.sflow_target),
-                      isolation=IsolationConfig() if iso else None, mtu=mtu, processes=sp) as fn:
+                      isolation=IsolationConfig() if iso else None, mtu=mtu, processes=sp, tcp=tcp) as fn:
         secs, failed = fn.wait_reachable(60)
         if failed:
             raise ExperimentError(f"{label}: {len(failed)} host pairs unreachable before the run")
@@ -240,7 +240,7 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
 
 
 def run_flows(out: Path, label: str, fabric: Fabric, mode: str, flows: list, mtu: int = 1500,
-              controller_config: str | None = None, grace_s: float = 30.0) -> dict:
+              controller_config: str | None = None, grace_s: float = 30.0, tcp: str = "cubic") -> dict:
     """A flow list on the emulator (``experiments.hostflows`` on every host, as ``fw::Host`` runs it on
     ns-3): fresh controller and fabric, the flows started at their times, results in the shape the ns-3
     engine gives (mice, elephants of no size, sized bulk flows), so that one analysis reads both."""
@@ -268,7 +268,7 @@ def run_flows(out: Path, label: str, fabric: Fabric, mode: str, flows: list, mtu
                            events_file=d / "events.jsonl") as ctl, \
             FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(fabric.link_rate_mbps, mtu,
                                                                            target=ctl.sflow_target),
-                      isolation=IsolationConfig() if iso else None, mtu=mtu) as fn:
+                      isolation=IsolationConfig() if iso else None, mtu=mtu, tcp=tcp) as fn:
         _secs, failed = fn.wait_reachable(60)
         if failed:
             raise ExperimentError(f"{label}: {len(failed)} host pairs unreachable before the run")
@@ -470,12 +470,14 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
                    references: bool = True, link_mbps: float = 10.0, repeats: int = 1,
                    announce: str = "send", controller_config: str | None = None, static_arp: bool = False,
                    mtu: int = 1500, switch_processes: int = 1, engine: str = "emulator", topo: str = "fattree",
-                   ns3: dict | None = None, jobs: int = 0, queues: str | None = None) -> dict:
+                   ns3: dict | None = None, jobs: int = 0, queues: str | None = None, tcp: str = "cubic") -> dict:
     """``engine``: ``emulator`` or ``ns3`` (``ns3``: the engine's ``Settings`` fields to set, e.g. tcp,
     link_delay_s; ``jobs``: runs at once, 0 for one per core). ``queues``: every switch port's discipline
     in every run (``topology.queues``: fifo, strict, cq, with +ecn, +pfc); by default a mode's own: strict
     with +isolation, fifo without. ``+isolation`` is the controller's program (marks, classification,
-    meters), ``queues`` what the ports do with it; the emulator carries only the defaults."""
+    meters), ``queues`` what the ports do with it; the emulator carries only the defaults. ``tcp``: the
+    hosts' congestion control on either engine (set in every emulated host, whatever the machine's
+    default)."""
     if scenario not in SCENARIOS:
         raise ExperimentError(f"scenario: unknown {scenario!r} (known: {', '.join(SCENARIOS)})")
     if engine not in ENGINES:
@@ -546,11 +548,14 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
               "mice_load": mice_load, "distribution": dist, "mice_boundary_bytes": boundary,
               "elephants": wl.elephants, "mice_flows": sum(len(v) for v in wl.mice.values()),
               "repeats": repeats, "announce": announce, "controller_config": controller_config,
-              "static_arp": static_arp, "mtu": mtu, "switch_processes": switch_processes}
+              "static_arp": static_arp, "mtu": mtu, "switch_processes": switch_processes, "tcp": tcp}
+    if engine == "emulator" and tcp == "dctcp":
+        raise ExperimentError("--tcp: dctcp needs ECN marks, which the emulator's queues cannot give (--engine ns3 "
+                              "with --queues ...+ecn)")
     if engine == "ns3":
         from experiments.ns3.engine import Settings
 
-        settings = Settings(mtu=mtu, seed=seed, **(ns3 or {}))
+        settings = Settings(mtu=mtu, seed=seed, **{"tcp": tcp, **(ns3 or {})})
         config["ns3"] = dict(settings.__dict__)
         config["queues"] = queues
     print(f"[experiment] {scenario} on a {topo} {fabric.params} ({engine}): {len(wl.elephants)} elephants, "
@@ -587,7 +592,7 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
         if engine == "ns3":
             return ns3_run(out, name, fab, mode, work, with_mice, el_on, settings, loaded, seed + rep, queues)
         return run_one(out, name, fab, mode, work, with_mice, el_on, announce, controller_config, static_arp, mtu,
-                       switch_processes)
+                       switch_processes, tcp)
 
     if engine == "ns3":
         import os

@@ -223,7 +223,8 @@ def many_to_one_ns3(seconds: float, mice_rate: float, elephants: int, out: Path,
 
 # ----- a flow list of the user's, on either engine -------------------------------------------------------
 def run_flow_list(path: str, modes: list[str], out: Path, fabric, engine: str = "emulator", mtu: int = 1500,
-                  jobs: int = 0, ns3: dict | None = None, controller_config: str | None = None) -> dict:
+                  jobs: int = 0, ns3: dict | None = None, controller_config: str | None = None,
+                  tcp: str = "cubic") -> dict:
     """``freeway experiment flows --flows FILE``: the CSV's flows (``experiments.flowlist``) under each mode,
     on the emulator (``runner.run_flows``) or ns-3, analysed alike: mice FCT, sized bulk flows' completion
     times, the goodput of flows without a size, core drops."""
@@ -255,7 +256,8 @@ def run_flow_list(path: str, modes: list[str], out: Path, fabric, engine: str = 
             specs.append(spec_of(m.replace("+", "_"), m, fabric, _controller_mode(base), iso, flows, st))
         runs = run_all(out, specs, jobs, "flows")
     else:
-        runs = [emulator_run(out, m.replace("+", "_"), fabric, m, flows, mtu, controller_config) for m in modes]
+        runs = [emulator_run(out, m.replace("+", "_"), fabric, m, flows, mtu, controller_config, tcp=tcp)
+                for m in modes]
     results, table, rows = {}, [], []
     for m, run in zip(modes, runs, strict=True):
         a = analyse(run, fabric)

@@ -238,6 +238,36 @@ def set_mtu(net, mtu: int) -> None:
                     raise BuildError(f"mtu {mtu} on {h.name}'s {intf.name}: {out.strip()[-200:]}")
 
 
+LINUX_TCP = {"newreno": "reno"}  # ns-3's names to Linux's
+
+
+def set_congestion_control(hosts, name: str | None) -> str | None:
+    """Every host's TCP congestion control ``name`` (ns-3's names: newreno is Linux's reno); None leaves
+    the machine's default. A host's namespace may only take an algorithm in the machine's
+    ``tcp_allowed_congestion_control`` (Linux refuses others with EPERM): ``name`` is added to it. Returns what the hosts run, read back; raises BuildError naming the host and
+    what this kernel offers when one refuses."""
+    want = LINUX_TCP.get(name, name) if name else None
+    if want and not re.fullmatch(r"[a-z0-9_]+", want):
+        raise BuildError(f"tcp: {name!r} is not a congestion control's name")
+    if want:
+        subprocess.run(["modprobe", "-q", f"tcp_{want}"], capture_output=True)  # built in, or a module
+        # a namespace other than the machine's may only take an algorithm the machine allows
+        allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+        have = allowed.read_text().split()
+        if want not in have:
+            subprocess.run(["sysctl", "-q", "-w", f"net.ipv4.tcp_allowed_congestion_control={' '.join(have + [want])}"],
+                           capture_output=True)
+    ran = None
+    for h in hosts:
+        out = h.cmd((f"sysctl -q -w net.ipv4.tcp_congestion_control={want} >/dev/null 2>&1; " if want else "")
+                    + "cat /proc/sys/net/ipv4/tcp_congestion_control").strip().splitlines()
+        ran = out[-1].strip() if out else ""
+        if want and ran != want:
+            have = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
+            raise BuildError(f"tcp: {h.name} runs {ran!r}, not {want!r} (this kernel offers {', '.join(have)})")
+    return {v: k for k, v in LINUX_TCP.items()}.get(ran, ran)
+
+
 def programmed_switches(names) -> int:
     """How many of these bridges hold flows (the controller has programmed them).
 
@@ -312,11 +342,14 @@ class FabricNet:
 
     def __init__(self, fabric: Fabric, controller: tuple[str, int] | list[tuple[str, int]] = ("127.0.0.1", 6653),
                  shape: bool = True, controller_wait: float = 10.0, sflow: SFlowAgentConfig | None = None,
-                 isolation=None, mtu: int = 1500, processes=None, tls: dict | None = None):
+                 isolation=None, mtu: int = 1500, processes=None, tls: dict | None = None, tcp: str | None = "cubic"):
         """``processes``: a started ``ovsproc.SwitchProcesses`` to spread the switches over (default: all
         in the system's Open vSwitch). ``tls``: ``{"key", "cert", "ca"}`` of the Open vSwitch processes
         (``pki.fabric_pki``'s ``ovs`` and ``ca``): every switch then connects to its controllers over
-        TLS (``ssl:`` targets, ``ovs-vsctl set-ssl``)."""
+        TLS (``ssl:`` targets, ``ovs-vsctl set-ssl``). ``tcp``: every host's congestion control (``cubic``,
+        ``newreno``, ``bbr``, ...), set in each host's namespace so that a result does not depend on this
+        machine's default (a namespace starts with it: Debian's is cubic, some machines run bbr); None
+        leaves the machine's. ``self.tcp`` is what the hosts run."""
         from topology.ovsproc import assign
         from topology.queues import SettingError, check_mtu
 
@@ -336,6 +369,7 @@ class FabricNet:
         self.sflow = sflow
         self.isolation = isolation
         self.tls = tls
+        self.tcp = tcp
         self.net = None
         self.timings: dict[str, float] = {}
 
@@ -373,6 +407,7 @@ class FabricNet:
             quiet_switch_interfaces(net)
             if self.mtu != 1500:
                 set_mtu(net, self.mtu)
+            self.tcp = set_congestion_control(net.hosts, self.tcp)
             net.start()
             self.timings["build_s"] = time.monotonic() - t0
             if self.shape:

@@ -82,11 +82,13 @@ def cmd_fabric(args) -> int:
         print(f"OpenFlow over TLS: the controller needs --ctl-privkey {c['key']} --ctl-cert {c['cert']} "
               f"--ca-certs {made['ca']}")
     fn = FabricNet(fabric, ctl, shape=not args.no_shape, controller_wait=args.controller_wait, sflow=sflow,
-                   isolation=iso, mtu=args.mtu, processes=sp, tls=tls)
+                   isolation=iso, mtu=args.mtu, processes=sp, tls=tls,
+                   tcp=None if args.tcp == "machine" else args.tcp)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     with sp, fn:
         print(f"{fabric.topo} up: {len(fabric.switches)} switches, {len(fabric.hosts)} hosts, "
-              f"{fabric.link_rate_mbps:g} Mbit/s links; all switches programmed in {fn.timings['programmed_s']:.1f} s")
+              f"{fabric.link_rate_mbps:g} Mbit/s links, hosts on {fn.tcp}; all switches programmed in "
+              f"{fn.timings['programmed_s']:.1f} s")
         if args.cli:
             from mininet.cli import CLI
 
@@ -130,6 +132,9 @@ def add_commands(sub) -> None:
     f.add_argument("--describe", metavar="FILE", help="write the fabric description (JSON) here")
     f.add_argument("--describe-only", action="store_true", help="write the description and exit")
     f.add_argument("--no-shape", action="store_true", help="do not enforce the link rate with OVS QoS")
+    f.add_argument("--tcp", default="cubic",
+                   help="every host's TCP congestion control (cubic, Linux's default; reno, bbr, ...), set in each "
+                        "host whatever this machine's default; 'machine' leaves the machine's")
     f.add_argument("--mtu", type=int, default=1500,
                    help="MTU of every host and switch interface, 1500-9000 (1500; 9000: jumbo frames)")
     f.add_argument("--switch-processes", type=int, default=1,

@@ -50,6 +50,9 @@ class Settings:
     own_queues: bool = False  # every port on fw::PortQueue, with its counters (plain fifo and strict too)
     rr_dscp: int = 0  # the DSCP request/response servers mark their answers with (hosts marking priorities)
     host_send: str = "link"  # hosts send at their link's rate; "unshaped": as the emulator's, into the switch
+    # a new connection's first flight: 0 is ten segments (Linux's initial cwnd); N bytes caps it, standing in
+    # for a Linux receiver's first advertised window (35,840 bytes on these machines, 4 jumbo segments)
+    first_flight_bytes: int = 0
     controller: dict = field(default_factory=dict)  # settings of the controller's config (sections)
 
 
@@ -162,7 +165,9 @@ def _tcp_defaults(ns, st: Settings) -> None:
     d = ns.Config.SetDefault
     d("ns3::TcpL4Protocol::SocketType", ns.TypeIdValue(ns.TypeId.LookupByName(TCPS[st.tcp])))
     d("ns3::TcpSocket::SegmentSize", ns.UintegerValue(st.mtu - 52))  # IP, TCP and timestamps
-    d("ns3::TcpSocket::InitialCwnd", ns.UintegerValue(10))
+    segment = st.mtu - 52
+    first = 10 if not st.first_flight_bytes else max(1, min(10, st.first_flight_bytes // segment))
+    d("ns3::TcpSocket::InitialCwnd", ns.UintegerValue(first))
     d("ns3::TcpSocket::SndBufSize", ns.UintegerValue(4 << 20))
     d("ns3::TcpSocket::RcvBufSize", ns.UintegerValue(6 << 20))
     d("ns3::TcpSocket::DelAckTimeout", ns.TimeValue(ns.MilliSeconds(40)))

@@ -129,3 +129,30 @@ def test_neighbour_limits_hold_every_hosts_arp_entries():
     assert neighbour_limits(16) == (4096, 8192, 16384)  # Mininet's own values suffice for k=4
     t1, t2, t3 = neighbour_limits(128)  # k=8: 16,256 entries after a full ping sweep
     assert t1 >= 128 * 127 and t1 < t2 < t3
+
+
+class _Host:
+    def __init__(self, name, runs):
+        self.name, self.runs, self.cmds = name, runs, []
+
+    def cmd(self, c):
+        self.cmds.append(c)
+        return self.runs + "\n"
+
+
+def test_congestion_control_is_set_in_every_host_and_read_back():
+    from topology.builder import set_congestion_control
+
+    hosts = [_Host("h0", "reno"), _Host("h1", "reno")]
+    assert set_congestion_control(hosts, "newreno") == "newreno"  # ns-3's name, Linux's reno
+    assert all("tcp_congestion_control=reno" in h.cmds[0] for h in hosts)
+
+
+def test_a_host_that_keeps_another_congestion_control_is_named():
+    from topology.builder import BuildError, set_congestion_control
+
+    with pytest.raises(BuildError, match="h1 runs 'bbr', not 'cubic'"):
+        set_congestion_control([_Host("h0", "cubic"), _Host("h1", "bbr")], "cubic")
+    with pytest.raises(BuildError, match="not a congestion control"):
+        set_congestion_control([_Host("h0", "cubic")], "cubic; reboot")
+    assert set_congestion_control([_Host("h0", "bbr")], None) == "bbr"  # left as the machine has it

@@ -373,10 +373,13 @@ def written(out: Path, spec: dict) -> dict | None:
     """The results of a run already written under ``out`` with this very spec (an interrupted sweep resumes),
     else None."""
     d = out / spec["label"]
-    if (d / "run.json").exists() and (d / "spec.json").exists() and \
-            json.loads((d / "spec.json").read_text()) == json.loads(json.dumps(spec)):
-        return json.loads((d / "run.json").read_text())
-    return None
+    if not ((d / "run.json").exists() and (d / "spec.json").exists()):
+        return None
+    old, new = json.loads((d / "spec.json").read_text()), json.loads(json.dumps(spec))
+    if isinstance(old.get("settings"), dict):  # a setting added since, at its default, changes nothing
+        defaults = json.loads(json.dumps(asdict(Settings())))
+        old["settings"] = {**{k: v for k, v in defaults.items() if k not in old["settings"]}, **old["settings"]}
+    return json.loads((d / "run.json").read_text()) if old == new else None
 
 
 def run_one(out: Path, spec: dict, timeout_s: float = 6 * 3600) -> dict:

@@ -37,3 +37,19 @@ def test_the_mirror_follows_every_change_of_the_tables():
     t.delete_group(1)  # its entries go with it, then the group
     assert m.take().splitlines() == ["DE 2", entry_line(3, a), "DE 3", "DG 1"]
     assert m.expired(99) is None and m.entries == {}
+
+
+def test_a_run_written_before_a_setting_existed_is_kept_while_the_setting_is_at_its_default(tmp_path):
+    import json
+    from dataclasses import asdict, replace
+
+    from experiments.ns3.engine import Settings, written
+
+    old = asdict(Settings())
+    del old["first_flight_bytes"]  # a run.json written before the setting was added
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "spec.json").write_text(json.dumps({"label": "r", "settings": old}))
+    (tmp_path / "r" / "run.json").write_text(json.dumps({"label": "r", "done": 1}))
+    assert written(tmp_path, {"label": "r", "settings": asdict(Settings())}) == {"label": "r", "done": 1}
+    assert written(tmp_path, {"label": "r", "settings": asdict(replace(Settings(), first_flight_bytes=35_840))}) is None
+    assert written(tmp_path, {"label": "r", "settings": asdict(replace(Settings(), seed=2))}) is None

@@ -99,7 +99,7 @@ def run_spec(spec: dict, progress=print) -> dict:
     for t in spec.get("tx_at", []):
         ctl.at(t, lambda now: port_tx.append({"t": round(now, 6), "tx": {
             f"{sw}-eth{port}": int(net.switches[sw].txBytes(port)) for (sw, port) in net.ports}}))
-    apps = _hosts(net, fabric, flows, policy.takes_announces, st.rr_dscp, st.seed)
+    apps = _hosts(net, fabric, flows, policy.takes_announces, st.rr_dscp, st.seed, ecn=st.tcp == "dctcp")
     last_start = max((f.start for f in flows), default=0.0)
     stops = [f.stop for f in flows if f.stop is not None]
     until = max([last_start] + stops + spec.get("tx_at", [])) + st.grace_s
@@ -178,7 +178,8 @@ def _tcp_defaults(ns, st: Settings) -> None:
         d("ns3::TcpSocketBase::UseEcn", ns.StringValue("On"))
 
 
-def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool, rr_dscp: int = 0, seed: int = 1) -> dict:
+def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool, rr_dscp: int = 0, seed: int = 1,
+           ecn: bool = False) -> dict:
     """One ``fw::Host`` per host with its flows (announced ones carry their handshake's bytes). A flow
     without a source port of its own gets one drawn from Linux's ephemeral range (seeded), as a Linux
     host's connect() does: ns-3 would give every host the same ports in the same order, and the same
@@ -193,6 +194,8 @@ def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool, rr_dscp: int
     for h in fabric.hosts:
         app = ns.CreateObject[fw.Host]()
         app.Configure(_int(hs.SERVICE_IP), RR_PORT, rr_dscp << 2)
+        if ecn:  # ns-3's TCP sends a socket with a TOS of its own Not-ECT: hosts mark at their egress instead
+            app.MarkAtEgress(net.host_queues[h.name])
         net.nodes[h.name].AddApplication(app)
         app.SetStartTime(ns.Seconds(0.0))
         apps[h.name] = app
@@ -321,6 +324,7 @@ def _collect(spec: dict, net, fabric: Fabric, flows: list[Flow], apps: dict, ctl
             queues[f"{sw}-eth{port}"] = {
                 "drops": [int(q.drops[0]), int(q.drops[1])], "marks": [int(q.marks[0]), int(q.marks[1])],
                 "sent": [int(q.sent[0]), int(q.sent[1])], "evictions": int(q.evictions), "cut_ins": int(q.cutIns),
+                "ect": int(q.ect),
                 "blocked": int(q.blocked), "pauses": [int(q.pauses[0]), int(q.pauses[1])],
                 "paused_s": [round(q.PausedTime(0), 6), round(q.PausedTime(1), 6)], "peak_bytes": int(q.peak),
                 "average_bytes": round(q.AverageBytes(), 1),

@@ -60,6 +60,9 @@ def _runs(tmp_path):
         "announced": spec_of("announced", "freeway", F, "freeway", False,
                              [Flow(0.0, "h0_0_0", "h3_1_1", 0, "bulk", True, 2.0)], Settings(paths=True, **fast)),
         "pinned": _pinned(Settings(paths=True, **fast)),
+        "ecn": spec_of("ecn", "ecmp", F, "ecmp", False,
+                       [Flow(0.0, src, "h2_0_0", 0, "bulk", False, 3.0, 0, 8) for src in ("h0_0_0", "h1_0_0")],
+                       Settings(tcp="dctcp", queues="fifo+ecn", own_queues=True, **fast)),
         "perpkt": spec_of("perpkt", "perpkt", F, "perpkt", False, [Flow(0.0, "h0_0_0", "h2_1_1", 0, "bulk", False, 3.0)],
                           Settings(**fast), tx_at=[3.0]),
     }
@@ -96,6 +99,19 @@ def test_two_elephants_hashed_onto_one_uplink_share_it(runs):
     assert a["goodput_mbps"] + b["goodput_mbps"] <= 1.01 * LINK_MBPS, (a, b)  # one uplink between them
     assert a["goodput_mbps"] + b["goodput_mbps"] >= 0.85 * LINK_MBPS, (a, b)
     assert min(a["goodput_mbps"], b["goodput_mbps"]) >= 0.3 * LINK_MBPS, (a, b)
+
+
+def test_dctcp_elephants_marked_by_their_hosts_get_ecn_marks_instead_of_drops(runs):
+    """Two DCTCP elephants with the elephant DSCP into one receiver over fifo+ecn ports (issue 39): the
+    packets stay ECN-capable (ns-3's TCP sends a socket with a TOS of its own Not-ECT, so the hosts mark
+    at their egress), the receiver's port marks them above K, DCTCP backs off before the buffer fills."""
+    _, done = runs
+    qs = done["ecn"]["queues"].values()
+    sent, ect = sum(sum(q["sent"]) for q in qs), sum(q["ect"] for q in qs)
+    assert ect >= 0.9 * sent, (ect, sent)
+    assert sum(sum(q["marks"]) for q in qs) > 50
+    assert sum(sum(q["drops"]) for q in qs) <= 0.001 * sent
+    assert sum(e["goodput_mbps"] for e in done["ecn"]["elephants"]) >= 0.85 * LINK_MBPS
 
 
 def test_isolation_lowers_mice_completion_times_under_an_elephant(runs):

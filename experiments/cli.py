@@ -161,7 +161,7 @@ def cmd_experiment(args) -> int:
                 rates = [float(x) for x in args.rates.split(",")]
                 dur = {r: (duration if args.duration is not None else (0.3 if r >= 1000 else 10.0)) for r in rates}
                 r = queueing.cut_in(Path(args.out), rates, args.tcps.split(","), args.disciplines.split(","), dur,
-                                    args.seed, args.jobs)
+                                    args.seed, args.jobs, args.short_senders)
                 for row in r["rows"]:
                     print(f"{row['rate_mbps']:>7g} {row['tcp']:<8} {row['discipline']:<7} delay "
                           f"{row['queueing_delay_ms']} ms, drops {row['drop_rate']}, short p99 {row['short_p99_ms']} ms, "
@@ -245,6 +245,8 @@ def add_commands(sub) -> None:
     x.add_argument("--rates", default="10000,100", help="cut-in: link rates in Mbit/s (10000,100)")
     x.add_argument("--tcps", default="newreno,cubic,bbr,dctcp", help="cut-in: congestion controls (all four)")
     x.add_argument("--disciplines", default="fifo,strict,cq", help="cut-in: port disciplines (fifo,strict,cq)")
+    x.add_argument("--short-senders", type=int, choices=[1, 3], default=1,
+                   help="cut-in: the short flows from one host (1), or dealt over all three senders (3: an incast)")
     x.add_argument("--seeds", default="1,2,3", help="paper: workload and engine seeds, one run each per mode (1,2,3)")
     x.add_argument("--hosts-per-edge", type=int, default=10, help="paper: servers an edge switch (10, the paper's)")
     x.add_argument("--engine", choices=["emulator", "ns3"], default="emulator",

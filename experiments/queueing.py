@@ -43,31 +43,37 @@ def _run_all(out: Path, specs: list[dict], jobs: int) -> list[dict]:
 
 
 # ----- cut-in queueing ------------------------------------------------------------------------------
-def cut_in_flows(rate_mbps: float, duration: float, seed: int, burst: int = 16) -> list[Flow]:
-    """h0_1 and h0_2 send long flows to h0_0 for the whole run; h0_3 sends ``burst`` short flows (10-100 KB,
-    log-uniform) at once, every ON period: the bursts come every 200 ms at 100 Mbit/s, every 2 ms at
-    10 Gbit/s (the same bytes per burst against a buffer of the same size)."""
+SHORT_SENDERS = {1: ("h0_3",), 3: ("h0_3", "h0_1", "h0_2")}
+
+
+def cut_in_flows(rate_mbps: float, duration: float, seed: int, burst: int = 16, short_senders: int = 1) -> list[Flow]:
+    """h0_1 and h0_2 send long flows to h0_0 for the whole run; every ON period ``burst`` short flows
+    (10-100 KB, log-uniform) start at once: the bursts come every 200 ms at 100 Mbit/s, every 2 ms at
+    10 Gbit/s (the same bytes per burst against a buffer of the same size). ``short_senders``: 1, all from
+    h0_3 (they reach the switch at most at one link's rate); 3, dealt in turn to h0_3, h0_1 and h0_2 (an
+    incast of short flows: up to three links' rate into the receiver's port)."""
     rng = random.Random(seed)
     period = 0.2 * 100 / rate_mbps
+    senders = SHORT_SENDERS[short_senders]
     out = [Flow(0.0, src, "h0_0", 0, "bulk", False, duration, 0, ELEPHANT) for src in ("h0_1", "h0_2")]
     t = period / 2
     while t < duration - period:
-        for _ in range(burst):
+        for i in range(burst):
             size = int(math.exp(rng.uniform(math.log(10_000), math.log(100_000))))
-            out.append(Flow(round(t + rng.uniform(0, period / 20), 9), "h0_3", "h0_0", size, "bulk", False, None, 0,
-                            MICE))
+            out.append(Flow(round(t + rng.uniform(0, period / 20), 9), senders[i % len(senders)], "h0_0", size, "bulk",
+                            False, None, 0, MICE))
         t += period
     return out
 
 
 def cut_in(out: Path, rates: list[float], tcps: list[str], disciplines: list[str], duration: dict, seed: int = 1,
-           jobs: int = 0) -> dict:
+           jobs: int = 0, short_senders: int = 1) -> dict:
     from experiments.ns3.engine import Settings, spec_of
 
     specs = []
     for rate in rates:
         fabric = leafspine(1, 2, 4, rate)
-        flows = cut_in_flows(rate, duration[rate], seed)
+        flows = cut_in_flows(rate, duration[rate], seed, short_senders=short_senders)
         for tcp in tcps:
             for disc in disciplines:
                 queues = disc + ("+ecn" if tcp == "dctcp" else "")
@@ -77,6 +83,7 @@ def cut_in(out: Path, rates: list[float], tcps: list[str], disciplines: list[str
     runs = _run_all(out, specs, jobs)
     rows = [cut_in_row(spec, run) for spec, run in zip(specs, runs, strict=True)]
     result = {"scenario": "cut-in", "rates_mbps": rates, "tcps": tcps, "disciplines": disciplines, "seed": seed,
+              "short_senders": list(SHORT_SENDERS[short_senders]),
               "duration_s": duration, "rows": rows, "checks": cut_in_checks(rows)}
     result["plots"] = [_plot_cut_in(out, rows, rate) for rate in rates]
     stats.write_json(out / "results.json", result)

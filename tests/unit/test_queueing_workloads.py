@@ -15,6 +15,14 @@ def test_cut_in_has_two_long_flows_and_bursts_of_marked_short_ones():
     assert cut_in_flows(10_000.0, 0.02, 1)[2].start < 0.002  # 100 times faster at 100 times the rate
 
 
+def test_cut_in_incast_deals_the_same_short_flows_over_the_three_senders():
+    one, three = cut_in_flows(100.0, 2.0, 1), cut_in_flows(100.0, 2.0, 1, short_senders=3)
+    assert [(f.start, f.bytes) for f in one] == [(f.start, f.bytes) for f in three]  # the same bursts
+    shorts = [f for f in three if f.bytes]
+    assert {f.src for f in shorts[:3]} == {"h0_1", "h0_2", "h0_3"}
+    assert sum(f.src == "h0_3" for f in shorts) == 6 * 9  # 6, 5 and 5 of every burst of 16
+
+
 def test_flow_control_traffic_is_many_to_one_with_mice_at_their_share_of_the_load():
     mixed = flow_control_flows("mixed", 10_000.0, 0.2, 3)
     assert {f.dst for f in mixed} == {"h3_0"} and len({f.src for f in mixed}) == 12

@@ -18,6 +18,7 @@ Both print one JSON line per flow or connection, and nothing else.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import socket
@@ -142,32 +143,19 @@ def rr_local(dst: str) -> str:
 
 def run(flows: list[dict], t0: float, rr_port: int) -> int:
     """Start each flow at ``t0 + start`` (one thread each); one JSON line per flow."""
-    lock = threading.Lock()
 
-    def one(f: dict) -> None:
-        if f["kind"] == "rr":
-            try:
-                r = rr.fetch(f["dst_ip"], rr_port, int(f["bytes"]))
-            except OSError as e:
-                r = {"ok": False, "error": str(e), "start": time.time()}
-            r["id"] = f["id"]
-            r["end"] = r["start"] + r["fct_s"] if r.get("fct_s") is not None else None
-        else:
-            r = bulk(f, t0)
-        with lock:
-            print(json.dumps(r), flush=True)
+    def one(f: dict) -> dict:
+        if f["kind"] != "rr":
+            return bulk(f, t0)
+        try:
+            r = rr.fetch(f["dst_ip"], rr_port, int(f["bytes"]))
+        except OSError as e:
+            r = {"ok": False, "error": str(e), "start": time.time()}
+        r["id"] = f["id"]
+        r["end"] = r["start"] + r["fct_s"] if r.get("fct_s") is not None else None
+        return r
 
-    threads = []
-    for f in sorted(flows, key=lambda f: f["start"]):
-        delay = t0 + f["start"] - time.time()
-        if delay > 0:
-            time.sleep(delay)
-        t = threading.Thread(target=one, args=(f,), daemon=True)
-        t.start()
-        threads.append(t)
-    for t in threads:
-        t.join()
-    return 0
+    return rr.run_at([(t0 + f["start"], functools.partial(one, f)) for f in flows], clock=time.time)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ Python: ``python -m experiments.rr server --port 7000``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import socket
 import struct
@@ -130,31 +131,42 @@ def _both_rto(s: socket.socket) -> int | None:
     return None if mine is None or theirs == 0xFFFF else mine + theirs
 
 
-def run_schedule(schedule: list, port: int) -> int:
-    """Start each flow at its offset (one thread each, so slow flows never delay later ones)."""
+def run_at(jobs: list, clock=time.monotonic) -> int:
+    """Run each ``(when, job)`` at ``when`` on ``clock``, each in a thread of its own (a slow one never
+    delays a later one); each job's result dict printed as one JSON line, whole. Returns when all end."""
     lock = threading.Lock()
-    t0 = time.monotonic()
     threads = []
 
-    def one(server: str, size: int) -> None:
-        try:
-            r = fetch(server, port, size)
-        except OSError as e:
-            r = {"size": size, "ok": False, "error": str(e), "start": time.time()}
-        r["server"] = server
+    def one(job) -> None:
+        r = job()
         with lock:
             print(json.dumps(r), flush=True)
 
-    for offset, server, size in schedule:
-        delay = t0 + offset - time.monotonic()
+    for when, job in sorted(jobs, key=lambda j: j[0]):
+        delay = when - clock()
         if delay > 0:
             time.sleep(delay)
-        t = threading.Thread(target=one, args=(server, int(size)))
+        t = threading.Thread(target=one, args=(job,), daemon=True)
         t.start()
         threads.append(t)
     for t in threads:
         t.join()
     return 0
+
+
+def run_schedule(schedule: list, port: int) -> int:
+    """Start each flow at its offset (one thread each, so slow flows never delay later ones)."""
+
+    def one(server: str, size: int) -> dict:
+        try:
+            r = fetch(server, port, size)
+        except OSError as e:
+            r = {"size": size, "ok": False, "error": str(e), "start": time.time()}
+        r["server"] = server
+        return r
+
+    t0 = time.monotonic()
+    return run_at([(t0 + offset, functools.partial(one, server, int(size))) for offset, server, size in schedule])
 
 
 def main(argv: list[str] | None = None) -> int:

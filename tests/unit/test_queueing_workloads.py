@@ -32,3 +32,23 @@ def test_flow_control_traffic_is_many_to_one_with_mice_at_their_share_of_the_loa
     assert 0.04 < offered < 0.06
     assert not [f for f in flow_control_flows("mice", 10_000.0, 0.2, 3) if not f.bytes]
     assert not [f for f in flow_control_flows("elephants", 10_000.0, 0.2, 3) if f.bytes]
+
+
+def test_run_at_starts_each_job_at_its_time_in_its_own_thread_and_prints_each_result_whole(capsys):
+    import json
+    import time
+
+    from experiments.rr import run_at
+
+    t0 = time.monotonic()
+    started = {}
+
+    def job(name, hold):
+        started[name] = time.monotonic() - t0
+        time.sleep(hold)
+        return {"name": name}
+
+    run_at([(t0 + 0.10, lambda: job("late", 0.0)), (t0, lambda: job("slow", 0.3))])
+    assert started["slow"] < 0.05 and 0.09 <= started["late"] < 0.25  # the slow one did not hold the late one
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [x["name"] for x in lines] == ["late", "slow"]

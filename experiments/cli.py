@@ -58,6 +58,17 @@ def cmd_bench(args) -> int:
               f"partition period with {r['partition_period']['active_pairs']} active pairs: median "
               f"{r['partition_period']['median_ms']} ms; Bin-Pack / optimum {r['binpack_vs_exact']['mean_ratio']}")
         print(f"results in {Path(args.out) / 'scale.json'}")
+    elif args.bench == "fabric-scale":
+        from experiments import fabricscale
+
+        for k in [int(x) for x in args.k.split(",")]:
+            r = fabricscale.run(k, Path(args.out), args.topo, args.pairs, mode=args.mode, timeout=args.timeout)
+            w = r.get("walk", {})
+            print(f"k={k}: {r['switches']} switches programmed in {r.get('startup_s')} s "
+                  f"({r.get('startup_messages')} messages), RSS {r.get('controller_rss_mb')} MB; walked "
+                  f"{w.get('tor_pairs_walked')} ToR pairs, {w.get('tor_pairs_failed')} failed; restart "
+                  f"{json.dumps(r.get('restart'))}")
+            print(f"results in {Path(args.out) / f'fabric_scale_k{k}.json'}")
     elif args.bench == "failover" and args.cluster:
         r = bench.cluster_failover(args.trials, args.ttl, Path(args.out))
         print(json.dumps(r["summary"]))
@@ -338,6 +349,14 @@ def add_commands(sub) -> None:
     bk.add_argument("--exact-flows", type=int, default=24, help="flows per exact comparison (24)")
     bk.add_argument("--seed", type=int, default=1, help="random seed (1)")
     bk.add_argument("--out", default="results/bench", help="output directory (results/bench)")
+    bf = bsub.add_parser("fabric-scale", help="the controller process against a fabric's switches emulated at the "
+                                             "socket (one OpenFlow connection each): start-up, program walk, restart")
+    bf.add_argument("--k", default="8", help="fat-tree arity, or several: 8,16,32 (8)")
+    bf.add_argument("--topo", choices=["fattree", "leafspine"], default="fattree")
+    bf.add_argument("--pairs", type=int, default=2000, help="ToR pairs walked through the tables (2000; 0: every one)")
+    bf.add_argument("--mode", default="freeway", help="the controller's mode (freeway)")
+    bf.add_argument("--timeout", type=float, default=600.0, help="seconds allowed for start-up and restart (600)")
+    bf.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     br = bsub.add_parser("reroute", help="EFM reroute delay; the EFM paper's four collision tests per mode")
     br.add_argument("--trials", type=int, default=5, help="reroute-delay trials (5)")
     br.add_argument("--size", default="6M", help="bytes per flow in the collision tests (6M)")

@@ -134,7 +134,7 @@ class SimFabric:
         self.switches = {sw: SimSwitch(sw, fabric.switches[sw].dpid, self._ports(sw)) for sw in fabric.switches}
         self.to_hosts: list[tuple[str, Delivered]] = []  # (host, frame) the controller sent to hosts
         self.events: list[dict] = []  # the decision records the policy returned, in order
-        for sw in fabric.switches:
+        for sw in fabric.switches if policy is not None else ():  # None: the switches are programmed from elsewhere
             self.switches[sw].apply(policy.program(sw))
 
     def _ports(self, sw: str) -> dict[int, Port]:

@@ -160,3 +160,17 @@ def test_a_long_read_back_comes_in_several_replies_flagged_more():
     assert len(replies) > 1 and all(r.flags & ofp.OFPMPF_REPLY_MORE for r in replies[:-1])
     assert not replies[-1].flags & ofp.OFPMPF_REPLY_MORE
     assert sum(len(r.body) for r in replies) == 900
+
+
+def test_a_packet_in_the_emulated_switches_send_parses_as_the_controller_parses_it():
+    from experiments.fabricscale import packet_in
+    from ryu_apps.openflow.framework import ofproto as ofp
+    from ryu_apps.openflow.framework import parser
+
+    frame = bytes(range(60))
+    msg = packet_in(7, frame, table_id=0, cookie=0x42)
+    version, mtype, length, xid = struct.unpack_from("!BBHI", msg)
+    assert (version, mtype, length) == (4, ofp.OFPT_PACKET_IN, len(msg))
+    stub = SimpleNamespace(ofproto=ofp, ofproto_parser=parser)
+    pi = parser.OFPPacketIn.parser(stub, version, mtype, length, xid, msg)
+    assert pi.match["in_port"] == 7 and pi.data == frame and pi.cookie == 0x42 and pi.buffer_id == ofp.OFP_NO_BUFFER

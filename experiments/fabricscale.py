@@ -1,0 +1,344 @@
+"""``freeway bench fabric-scale``: the controller process against a whole fabric's switches emulated at
+the socket (issue 41), as ONOS's cbench and null providers test a controller.
+
+One real OpenFlow 1.3 connection per switch of a described fabric, against the real ``freeway
+controller`` process started as a user starts it. Each connection is a message-level simulated switch
+(``ryu_apps.simswitch``): it answers as Open vSwitch does (features, port descriptions, barriers, echo,
+role requests, multipart reads of what it holds) and keeps its tables by applying the very messages it
+receives. A packet-out a switch sends out of a fabric port arrives at the peer switch, goes through the
+peer's tables and, if they send it to the controller (the LLDP link check's probes), comes back as a
+packet-in: the controller sees the links it would see. A packet-out to a host is counted and dropped.
+
+The generator runs in its own process (an asyncio loop), so the controller's cost is what is measured.
+Once every switch is programmed (the controller's ``freeway_switches_connected`` equals the fabric's
+switches and no message came for a quiet second), the program is checked by walking packets through the
+emulated tables: ToR to ToR for every pair (or a sample), and every host from a ToR of another pod.
+Then the controller is killed (SIGKILL) and started again: every switch must be read back with no change
+sent. Not yet emulated: sFlow datagrams (the controller runs without a monitor's input).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import struct
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from monitoring.sflow import FiveTuple
+from ryu_apps.openflow.framework import ofproto as ofp
+from ryu_apps.simswitch.fabric import SimFabric
+from ryu_apps.simswitch.wire import HEADER, messages
+from topology.fabric import Fabric
+
+HELLO = HEADER.pack(ofp.OFP_VERSION, ofp.OFPT_HELLO, HEADER.size, 0)
+CHANGES = {ofp.OFPT_FLOW_MOD, ofp.OFPT_GROUP_MOD, ofp.OFPT_METER_MOD}
+# what programming a switch (or reading it back) is made of; echo, LLDP probes and the like are not
+PROGRAM = CHANGES | {ofp.OFPT_BARRIER_REQUEST, ofp.OFPT_MULTIPART_REQUEST, ofp.OFPT_ROLE_REQUEST,
+                     ofp.OFPT_FEATURES_REQUEST}
+QUIET_S = 1.0  # programmed: every switch counted by the controller and no programming message for this long
+
+
+def packet_in(in_port: int, data: bytes, table_id: int = 0, cookie: int = 0, reason: int = ofp.OFPR_ACTION) -> bytes:
+    """An OFPT_PACKET_IN as a switch sends it: the whole frame (no buffer), the in_port in its match."""
+    match = struct.pack("!HHII", ofp.OFPMT_OXM, 12, (0x8000 << 16) | (ofp.OFPXMT_OFB_IN_PORT << 9) | 4, in_port)
+    body = struct.pack("!IHBBQ", ofp.OFP_NO_BUFFER, len(data), reason, table_id, cookie) + match + b"\0" * 4 + b"\0\0"
+    return HEADER.pack(ofp.OFP_VERSION, ofp.OFPT_PACKET_IN, HEADER.size + len(body) + len(data), 0) + body + data
+
+
+@dataclass
+class Conn:
+    """What one switch's connections saw."""
+
+    connects: int = 0
+    messages: int = 0
+    changes: int = 0  # flow, group and meter mods
+    barriers: int = 0
+    last_program: float = 0.0  # when the last programming message (PROGRAM) came
+    errors: int = 0
+    writer: object = None
+    marks: dict = field(default_factory=dict)  # label -> (messages, changes) when mark() was called
+
+
+class Emulator:
+    """Every switch of ``fabric`` as an OpenFlow connection to ``address``, in an asyncio loop of its own
+    thread (``start``/``stop``); ``sim`` holds their tables."""
+
+    def __init__(self, fabric: Fabric, address: tuple[str, int]):
+        self.fabric, self.address = fabric, address
+        self.sim = SimFabric(fabric, None)
+        self.conns = {sw: Conn() for sw in fabric.switches}
+        self.to_hosts = 0  # packet-outs that left by a host port
+        self.loop = asyncio.new_event_loop()
+        self.running = True
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    def start(self) -> Emulator:
+        self.thread.start()
+        for sw in self.fabric.switches:
+            asyncio.run_coroutine_threadsafe(self._switch(sw), self.loop)
+        return self
+
+    def stop(self) -> None:
+        self.running = False
+
+        async def close():
+            for c in self.conns.values():
+                if c.writer is not None:
+                    c.writer.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self.loop.stop()
+
+        asyncio.run_coroutine_threadsafe(close(), self.loop)
+        self.thread.join(10)
+
+    def mark(self, label: str) -> None:
+        for c in self.conns.values():
+            c.marks[label] = (c.messages, c.changes)
+
+    def since(self, label: str) -> tuple[int, int]:
+        """Messages and changes every switch was sent since ``mark(label)``."""
+        return (sum(c.messages - c.marks[label][0] for c in self.conns.values()),
+                sum(c.changes - c.marks[label][1] for c in self.conns.values()))
+
+    def connected(self) -> int:
+        return sum(1 for c in self.conns.values() if c.writer is not None)
+
+    async def _switch(self, sw: str) -> None:
+        """Connect, serve, and connect again when the controller goes (as Open vSwitch does, 1 s apart)."""
+        c, me = self.conns[sw], self.sim.switches[sw]
+        while self.running:
+            try:
+                reader, writer = await asyncio.open_connection(*self.address, limit=1 << 22)
+            except OSError:
+                await asyncio.sleep(1.0)
+                continue
+            c.connects += 1
+            c.writer = writer
+            writer.write(HELLO)
+            buf = b""
+            try:
+                while self.running:
+                    data = await reader.read(1 << 20)
+                    if not data:
+                        break
+                    msgs, buf = messages(buf + data)
+                    out = []
+                    for m in msgs:
+                        mtype = m[1]
+                        c.messages += 1
+                        c.changes += mtype in CHANGES
+                        c.barriers += mtype == ofp.OFPT_BARRIER_REQUEST
+                        if mtype in PROGRAM:
+                            c.last_program = time.monotonic()
+                        replies, sent = me.receive(m)
+                        c.errors += sum(1 for r in replies if r[1] == ofp.OFPT_ERROR)
+                        out += replies
+                        for o, frame in sent:
+                            self._deliver(sw, o, frame)
+                    if out:
+                        writer.write(b"".join(out))
+                        await writer.drain()
+            except (OSError, ValueError, asyncio.IncompleteReadError):
+                pass
+            c.writer = None
+            writer.close()
+            await asyncio.sleep(1.0)
+
+    def _deliver(self, sw: str, o, frame: bytes) -> None:
+        """A packet-out's frame arrives at the peer of the port it left by: a switch runs it through its
+        tables (to the controller: a packet-in on that switch's connection); a host gets it (counted)."""
+        from ryu_apps.simswitch.wire import frame_fields
+
+        if not isinstance(o.port, int):
+            return
+        peer = self.fabric.peer(sw, o.port)
+        if peer is None:
+            return
+        if peer[0] not in self.fabric.switches:
+            self.to_hosts += 1
+            return
+        them = self.sim.switches[peer[0]]
+        pkt = {**frame_fields(frame), "in_port": peer[1]}
+        for out in them.tables.process(pkt):
+            w = self.conns[peer[0]].writer
+            if out.port == "controller" and w is not None:
+                w.write(packet_in(peer[1], frame, cookie=out.cookie))
+
+
+def _get(url: str, timeout: float = 10.0) -> tuple[bytes, float]:
+    t = time.monotonic()
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        body = r.read()
+    return body, time.monotonic() - t
+
+
+def _switches_connected(api: str) -> int:
+    try:
+        body, _ = _get(f"http://{api}/metrics", timeout=5)
+    except OSError:
+        return -1
+    for line in body.decode().splitlines():
+        if line.startswith("freeway_switches_connected "):
+            return int(float(line.split()[1]))
+    return -1
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def wait_programmed(em: Emulator, api: str, timeout: float, t0: float, progress=print) -> float | None:
+    """Seconds from ``t0`` to the last programming message, once the controller counts every switch and
+    none came for QUIET_S; None when ``timeout`` passes first."""
+    n = len(em.fabric.switches)
+    last_print = 0.0
+    while time.monotonic() - t0 < timeout:
+        time.sleep(0.25)
+        now = time.monotonic()
+        counted = _switches_connected(api)
+        last = max(c.last_program for c in em.conns.values())
+        if now - last_print >= 5:
+            last_print = now
+            progress(f"[fabric-scale] {now - t0:5.1f} s: {em.connected()}/{n} connected, {counted} programmed "
+                     f"(controller's count), {sum(c.messages for c in em.conns.values())} messages")
+        if counted == n and last > t0 and now - last >= QUIET_S:
+            return last - t0
+    return None
+
+
+def walk(em: Emulator, pairs: int, seed: int) -> dict:
+    """ToR to ToR (every pair, or ``pairs`` of them drawn with ``seed``), and every host from a ToR of
+    another pod or leaf, through the emulated tables."""
+    f = em.fabric
+    rng = random.Random(seed)
+    first = {}
+    for h in f.hosts:
+        first.setdefault(h.switch, h)
+    tors = sorted(first)
+    all_pairs = [(a, b) for a in tors for b in tors if a != b]
+    chosen = all_pairs if pairs <= 0 or pairs >= len(all_pairs) else rng.sample(all_pairs, pairs)
+    bad = []
+    for n, (a, b) in enumerate(chosen):
+        src, dst = first[a], first[b]
+        t = em.sim.send(src.name, FiveTuple(src.ip, dst.ip, 6, 40000 + n % 20000, 5001))
+        if t.delivered_to != dst.name:
+            bad.append(f"{src.name}->{dst.name}: {t.dropped or t.delivered_to}")
+    hosts_bad = []
+    for n, h in enumerate(f.hosts):
+        other = next(s for s in tors if s != h.switch and not _same_pod(f, s, h.switch))
+        src = first[other]
+        t = em.sim.send(src.name, FiveTuple(src.ip, h.ip, 6, 30000 + n % 20000, 5001))
+        if t.delivered_to != h.name:
+            hosts_bad.append(f"{src.name}->{h.name}: {t.dropped or t.delivered_to}")
+    return {"tor_pairs": len(all_pairs), "tor_pairs_walked": len(chosen), "tor_pairs_failed": len(bad),
+            "hosts": len(f.hosts), "hosts_failed": len(hosts_bad), "failures": (bad + hosts_bad)[:20]}
+
+
+def _same_pod(f: Fabric, a: str, b: str) -> bool:
+    pa, pb = f.switches[a].pod, f.switches[b].pod
+    return pa == pb
+
+
+def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int = 1, mode: str = "freeway",
+        timeout: float = 600.0, restart: bool = True, progress=print) -> dict:
+    """One fabric: start-up, the walk, the restart; results in ``out/fabric_scale_k{k}.json``."""
+    from experiments.bench import machine
+    from experiments.procs import ControllerProcess, free_port
+    from experiments.runner import build_fabric
+
+    out.mkdir(parents=True, exist_ok=True)
+    fabric = build_fabric(topo, k, 10.0)
+    d = out / f"k{k}"
+    d.mkdir(exist_ok=True)
+    fabric.save(d / "fabric.json")
+    api = f"127.0.0.1:{free_port()}"
+    n = len(fabric.switches)
+    progress(f"[fabric-scale] {topo} k={k}: {n} switches, {len(fabric.hosts)} hosts, mode {mode}")
+    t_build = time.monotonic()
+    em = Emulator(fabric, ("127.0.0.1", 0))
+    build_s = time.monotonic() - t_build
+    ctl = ControllerProcess(d / "fabric.json", mode=mode, log_file=d / "controller.log",
+                            extra=["--api", api])
+    result: dict = {"bench": "fabric-scale", "machine": machine(), "topo": topo, "k": k, "switches": n,
+                    "hosts": len(fabric.hosts), "mode": mode, "generator_build_s": round(build_s, 2)}
+    try:
+        t0 = time.monotonic()
+        ctl.start(timeout=120)
+        result["controller_listening_s"] = round(time.monotonic() - t0, 2)
+        em.address = ctl.address
+        t1 = time.monotonic()
+        em.start()
+        prog = wait_programmed(em, api, timeout, t1, progress)
+        result["startup_s"] = None if prog is None else round(prog, 2)
+        result["startup_messages"] = sum(c.messages for c in em.conns.values())
+        result["startup_changes"] = sum(c.changes for c in em.conns.values())
+        result["switch_errors"] = sum(c.errors for c in em.conns.values())
+        result["controller_rss_mb"] = round(_rss_mb(ctl.proc.pid), 1)
+        progress(f"[fabric-scale] programmed in {result['startup_s']} s: {result['startup_messages']} messages "
+                 f"({result['startup_changes']} changes), controller RSS {result['controller_rss_mb']} MB")
+        body, secs = _get(f"http://{api}/metrics")
+        result["metrics_bytes"], result["metrics_s"] = len(body), round(secs, 3)
+        body, secs = _get(f"http://{api}/api/v1/fabric", timeout=60)
+        result["api_fabric_bytes"], result["api_fabric_s"] = len(body), round(secs, 3)
+        t = time.monotonic()
+        result["walk"] = walk(em, pairs, seed)
+        result["walk_s"] = round(time.monotonic() - t, 2)
+        progress(f"[fabric-scale] walked {result['walk']['tor_pairs_walked']} ToR pairs "
+                 f"({result['walk']['tor_pairs_failed']} failed) and {result['walk']['hosts']} hosts "
+                 f"({result['walk']['hosts_failed']} failed) in {result['walk_s']} s")
+        if restart and prog is not None:
+            before = {sw: (sorted(map(str, s.flows())), sorted(map(str, s.groups.items())))
+                      for sw, s in em.sim.switches.items()}
+            em.mark("restart")
+            ctl.kill()
+            t2 = time.monotonic()
+            ctl.start(timeout=120)
+            back = wait_programmed(em, api, timeout, t2, progress)
+            msgs, changes = em.since("restart")
+            after = {sw: (sorted(map(str, s.flows())), sorted(map(str, s.groups.items())))
+                     for sw, s in em.sim.switches.items()}
+            result["restart"] = {"s": None if back is None else round(back, 2), "messages": msgs, "changes": changes,
+                                 "switches_whose_tables_changed": sum(before[sw] != after[sw] for sw in before),
+                                 "controller_rss_mb": round(_rss_mb(ctl.proc.pid), 1)}
+            progress(f"[fabric-scale] restart: read back in {result['restart']['s']} s, {changes} changes sent, "
+                     f"{result['restart']['switches_whose_tables_changed']} switches' tables changed")
+    finally:
+        em.stop()
+        ctl.stop()
+    result["packet_outs_to_hosts"] = em.to_hosts
+    (out / f"fabric_scale_k{k}.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="freeway bench fabric-scale")
+    p.add_argument("--k", default="8", help="fat-tree k, or several (8,16,32)")
+    p.add_argument("--topo", choices=["fattree", "leafspine"], default="fattree")
+    p.add_argument("--pairs", type=int, default=2000, help="ToR pairs walked (0: every pair)")
+    p.add_argument("--mode", default="freeway")
+    p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument("--out", default="results/fabric-scale")
+    a = p.parse_args(argv)
+    for k in [int(x) for x in a.k.split(",")]:
+        r = run(k, Path(a.out), a.topo, a.pairs, mode=a.mode, timeout=a.timeout)
+        print(json.dumps({key: r[key] for key in ("k", "switches", "startup_s", "startup_messages")
+                          if key in r}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,18 @@
+"""The controller process against a k=8 fat-tree's 80 switches emulated at the socket (issue 41): every
+switch programmed through its own OpenFlow connection, every ToR pair and every host reached by walking
+packets through the tables those messages built, and a SIGKILLed controller that reads every switch back
+and changes nothing."""
+
+from experiments import fabricscale
+
+
+def test_a_k8_fabric_emulated_at_the_socket_is_programmed_walked_and_read_back_unchanged(tmp_path):
+    r = fabricscale.run(8, tmp_path, pairs=0, timeout=120)
+    assert r["switches"] == 80 and r["startup_s"] is not None and r["startup_s"] < 30, r
+    assert r["switch_errors"] == 0
+    w = r["walk"]
+    assert w["tor_pairs_walked"] == 32 * 31 and w["tor_pairs_failed"] == 0, w["failures"]
+    assert w["hosts"] == 128 and w["hosts_failed"] == 0, w["failures"]
+    rs = r["restart"]
+    assert rs["s"] is not None and rs["changes"] == 0 and rs["switches_whose_tables_changed"] == 0, rs
+    assert r["metrics_bytes"] > 0 and r["api_fabric_bytes"] > 0

@@ -185,9 +185,19 @@ class Partition:
 
     def lol_paths(self, pair: Pair) -> list[Path]:
         if self.is_partitioned(pair):
+            n = min(self.n_lol(pair), len(self.tops))
             if not self.dead:
-                return [self.path(pair, i) for i in range(min(self.n_lol(pair), len(self.tops)))]
-            return self.live_paths(pair)[: self.n_lol(pair)]
+                return [self.path(pair, i) for i in range(n)]
+            if pair in self._live:
+                return self._live[pair][:n]
+            out = []  # the first n live paths, without building (and keeping) all of them
+            for i in range(len(self.tops)):
+                p = self.path(pair, i)
+                if not any(ln in self.dead for ln in path_links(p)):
+                    out.append(p)
+                    if len(out) == n:
+                        break
+            return out
         return [p for p in tor_paths(self.fabric, *pair) if all(self.mice_usable(ln) for ln in path_links(p))]
 
     def hol_paths(self, pair: Pair) -> list[Path]:
@@ -383,13 +393,28 @@ class Partition:
         dead = frozenset(dead)
         if dead == self.dead:
             return res
-        self.dead, self._live = dead, {}
-        new: Counter[Link] = Counter()
-        for s in self.tors:
-            for d in self.tors:
-                if self.is_partitioned((s, d)):
-                    for p in self.lol_paths((s, d)):
-                        new.update(path_links(p))
+        if self.dead is None:  # a recount of every pair (``restore``)
+            self.dead, self._live = dead, {}
+            new: Counter[Link] = Counter()
+            for s in self.tors:
+                for d in self.tors:
+                    if self.is_partitioned((s, d)):
+                        for p in self.lol_paths((s, d)):
+                            new.update(path_links(p))
+        else:  # only the pairs with a path over a link that died or came back (k=32: a switch's thousands,
+            # not all 261,632 pairs, whose every live path held at once took 3.3 GB and minutes)
+            affected = self._pairs_over(dead ^ self.dead)
+            new = Counter(self.counter)
+            for pair in affected:
+                for p in self.lol_paths(pair):
+                    new.subtract(path_links(p))
+            self.dead = dead
+            for pair in affected:
+                self._live.pop(pair, None)
+            for pair in affected:
+                for p in self.lol_paths(pair):
+                    new.update(path_links(p))
+            new = Counter({ln: c for ln, c in new.items() if c > 0})
         for ln in set(self.counter) | set(new):
             was, now_lol = self.counter[ln] > 0, new[ln] > 0
             if was != now_lol:
@@ -403,6 +428,18 @@ class Partition:
             self.draining.pop(ln, None)
         self.counter = new
         return res
+
+    def _pairs_over(self, links) -> list[Pair]:
+        """The partitioned pairs that have a path over any of ``links``: a path goes up from its source
+        ToR and down to its destination, so a link's pairs have an end below the link's lower switch."""
+        ends: set[str] = set()
+        for a, b in links:
+            if a in self.fabric.switches and b in self.fabric.switches:
+                lower = a if self.fabric.switches[a].level < self.fabric.switches[b].level else b
+                ends |= self._tors_below[lower]
+        out = {(s, d) for s in ends for d in self.tors if self.is_partitioned((s, d))}
+        out |= {(d, s) for s in ends for d in self.tors if self.is_partitioned((d, s))}
+        return sorted(out)
 
     def restore(self, now: float, counts: dict[Pair, int]) -> StepResult:
         """After a restart: pairs' low-latency path counts as read back from the switches (values

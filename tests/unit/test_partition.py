@@ -1,6 +1,7 @@
 """Freeway's path partition: fixed paths, counters, Fig. 3's order, bounds, decisions, deferred switch-over."""
 
 import functools
+from collections import Counter
 import operator
 
 import pytest
@@ -314,3 +315,45 @@ def test_mice_routes_answer_as_reachability_does_through_changes(fabric):
         for sw in fabric.switches:
             assert routes.next_hops_many(sw, range(len(tors))) == [tuple(now[(sw, d)]) for d in tors]
         before = now
+
+
+@pytest.mark.parametrize("fab", [fattree(8, 10), leafspine(4, 6, 2, 10)], ids=["fattree8", "leafspine"])
+def test_links_dying_and_coming_back_recount_only_their_pairs_and_agree_with_a_full_recount(fab):
+    """set_dead recounts the pairs over the links that changed, not every pair (k=32: 261,632 pairs);
+    after every change its counters, draining links and results equal a recount of every pair's LOL
+    paths (``restore``'s way), through paths added and removed in between."""
+    import random
+
+    rng = random.Random(7)
+    inc, full = Partition(fab), Partition(fab)
+    links = [(ln.a, ln.b) for ln in fab.links if ln.a in fab.switches and ln.b in fab.switches]
+    pairs = [(s, d) for s in inc.tors for d in inc.tors if inc.is_partitioned((s, d))]
+    dead: set = set()
+    for step in range(40):
+        for _ in range(3):
+            pair = rng.choice(pairs)
+            if rng.random() < 0.6:
+                inc.add_path(pair)
+                full.add_path(pair)
+            else:
+                inc.remove_path(pair, float(step))
+                full.remove_path(pair, float(step))
+        if step % 7 == 6 and dead:  # links come back
+            dead -= set(rng.sample(sorted(dead), max(1, len(dead) // 2)))
+        elif step % 5 == 4:  # a whole switch goes
+            sw = rng.choice(sorted(fab.switches))
+            dead |= {(a, b) for a, b in links if sw in (a, b)} | {(b, a) for a, b in links if sw in (a, b)}
+        else:
+            a, b = rng.choice(links)
+            dead |= {(a, b), (b, a)}
+        r1 = inc.set_dead(float(step), frozenset(dead))
+        full.dead = None  # a recount of every pair
+        r2 = full.set_dead(float(step), frozenset(dead))
+        assert +inc.counter == +full.counter, step
+        assert inc.draining == full.draining and inc.lol_links() == full.lol_links()
+        assert (r1.became_lol, r1.began_draining) == (r2.became_lol, r2.began_draining)
+        brute = Counter()
+        for pair in pairs:
+            for p in inc.lol_paths(pair):
+                brute.update(path_links(p))
+        assert +brute == +inc.counter

@@ -195,7 +195,7 @@ def flow_control(out: Path, rate: float, duration: float, configs: list[str], tr
         for tr in traffic:
             flows = flow_control_flows(tr, rate, duration, seed)
             st = Settings(tcp=tcp, queues=queues, own_queues=True, seed=seed, grace_s=0.5, link_delay_s=1e-6)
-            specs.append(spec_of(f"fc-{name}-{tr}", queues, fabric, "ecmp", False, flows, st))
+            specs.append(spec_of(f"fc-{name}-{tr}", queues, fabric, "ecmp", False, flows, st, tx_at=[duration]))
     runs = _run_all(out, specs, jobs)
     rows = []
     for spec, run in zip(specs, runs, strict=True):
@@ -206,7 +206,7 @@ def flow_control(out: Path, rate: float, duration: float, configs: list[str], tr
                      "mice": len(run["mice"]), "mice_done": len(mice),
                      "mice_mean_us": round(sum(mice) / len(mice) * 1e6, 1) if mice else None,
                      "mice_p99_us": round(stats.percentile(mice, 99) * 1e6, 1) if mice else None,
-                     "utilisation": round(q["tx_bytes"] * 8 / (rate * 1e6 * duration), 4),
+                     "utilisation": round(_tx_at(run, "l3-eth1", duration) * 8 / (rate * 1e6 * duration), 4),
                      "pause_frames": sum(v["pause_frames"] for v in run["pfc"].values()),
                      "drops": sum(sum(v["drops"]) for v in run["queues"].values()),
                      "marks": sum(sum(v["marks"]) for v in run["queues"].values()),
@@ -216,6 +216,11 @@ def flow_control(out: Path, rate: float, duration: float, configs: list[str], tr
     result["plots"] = [_plot_flow_control(out, rows)]
     stats.write_json(out / "results.json", result)
     return result
+
+
+def _tx_at(run: dict, port: str, t: float) -> int:
+    """The bytes ``port`` had sent by time ``t`` (the run goes on past it: a paused backlog drains)."""
+    return next(s["tx"][port] for s in run["port_tx"] if abs(s["t"] - t) < 1e-6)
 
 
 def flow_control_checks(rows: list[dict]) -> dict:

@@ -55,6 +55,10 @@ class IsolationConfig:
                                   "this through a port", "bytes", min=1)
     cq_decay_ms: float = setting(1.0, "cq: the short flows' headroom fades with this time constant once they "
                                  "stop", "ms", min=0.001)
+    cq_backoff_frames: int = setting(100, "cq: the back-off queue: long packets a short one evicts wait there "
+                                     "(outside the shared buffer) and leave when no short packet waits; when "
+                                     "it is full an evicted packet is dropped (0: every evicted packet is)",
+                                     "frames", min=0)
 
     def __post_init__(self) -> None:
         validate(self)

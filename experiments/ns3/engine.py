@@ -324,7 +324,7 @@ def _collect(spec: dict, net, fabric: Fabric, flows: list[Flow], apps: dict, ctl
             queues[f"{sw}-eth{port}"] = {
                 "drops": [int(q.drops[0]), int(q.drops[1])], "marks": [int(q.marks[0]), int(q.marks[1])],
                 "sent": [int(q.sent[0]), int(q.sent[1])], "evictions": int(q.evictions), "cut_ins": int(q.cutIns),
-                "ect": int(q.ect),
+                "ect": int(q.ect), "backed_off": int(q.backedOff), "backoff_peak_bytes": int(q.backoffPeak),
                 "blocked": int(q.blocked), "pauses": [int(q.pauses[0]), int(q.pauses[1])],
                 "paused_s": [round(q.PausedTime(0), 6), round(q.PausedTime(1), 6)], "peak_bytes": int(q.peak),
                 "average_bytes": round(q.AverageBytes(), 1),

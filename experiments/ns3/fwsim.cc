@@ -271,8 +271,11 @@ class PauseSource
 //    it carries the mice DSCP, long if the elephant DSCP, else short while its flow has sent fewer than
 //    ``shortBytes`` through this port. The pulling function: short packets leave first (they cut in
 //    ahead of the long backlog). A short packet finding the buffer full evicts long packets from the
-//    head of their queue (the oldest: their senders learn of the loss a queue's time sooner than from a
-//    tail drop, and the packets nearest to leaving are the ones whose room is needed now). Long
+//    head of their queue (the oldest: the packets nearest to leaving are the ones whose room is needed
+//    now) into the back-off queue, outside the shared buffer (``backoffLimit`` bytes of it); they leave
+//    once no short packet waits, before the long packets behind them (so a flow's order holds). An
+//    evicted packet that finds the back-off queue full is dropped (its sender learns of the loss a
+//    queue's time sooner than from a tail drop). Long
 //    packets may fill only what the short ones' recent peak leaves (``headroom``), and that headroom
 //    decays with ``decay`` seconds once short packets stop: long flows use the whole buffer while
 //    short ones are OFF and give it up while they are ON.
@@ -312,10 +315,11 @@ class PortQueue : public QueueDisc
         ecnK[1] = k1;
     }
 
-    void SetCutIn(uint32_t shortBytes_, double decay_)
+    void SetCutIn(uint32_t shortBytes_, double decay_, uint32_t backoff_ = 0)
     {
         shortBytes = shortBytes_;
         decay = decay_;
+        backoffLimit = backoff_;
     }
 
     void Counter(PauseSource* owner_, uint32_t node_)
@@ -366,7 +370,9 @@ class PortQueue : public QueueDisc
     // what happened here
     uint64_t drops[2] = {0, 0};
     uint64_t marks[2] = {0, 0};
-    uint64_t evictions = 0;
+    uint64_t evictions = 0; // long packets evicted and dropped (the back-off queue full)
+    uint64_t backedOff = 0; // long packets evicted into the back-off queue
+    uint32_t backoffPeak = 0; // the most bytes the back-off queue held
     uint64_t cutIns = 0; // short packets sent while long ones were waiting
     uint64_t ect = 0; // packets that arrived ECN-capable (ECT or CE): marks are possible only on these
     uint64_t blocked = 0; // packets that arrived at a paused band (head-of-line blocking by pause)
@@ -380,6 +386,9 @@ class PortQueue : public QueueDisc
     uint8_t miceDscp = 46;
     uint8_t elephantDscp = 8;
     uint32_t shortBytes = 100000;
+    uint32_t backoffLimit = 0; // bytes the back-off queue holds (cq); 0: an evicted packet is dropped
+    std::deque<Ptr<QueueDiscItem>> m_backoff;
+    uint32_t m_backoffBytes = 0;
     double decay = 0.001;
 
   private:
@@ -465,6 +474,14 @@ class PortQueue : public QueueDisc
                 {
                     Account();
                     Ptr<QueueDiscItem> old = GetInternalQueue(1)->Dequeue();
+                    if (m_backoffBytes + old->GetSize() <= backoffLimit)
+                    {
+                        m_backoff.push_back(old); // still waiting: still counted for pause
+                        m_backoffBytes += old->GetSize();
+                        backedOff++;
+                        backoffPeak = std::max(backoffPeak, m_backoffBytes);
+                        continue;
+                    }
                     evictions++;
                     Uncount(old);
                     DropAfterDequeue(old, "evicted");
@@ -526,7 +543,20 @@ class PortQueue : public QueueDisc
     {
         for (uint32_t b = 0; b < bands; b++)
         {
-            if (paused[b] || Empty(b))
+            if (paused[b])
+            {
+                continue;
+            }
+            if (b == 1 && !m_backoff.empty()) // the pulling function: evicted long packets first (the oldest)
+            {
+                Ptr<QueueDiscItem> item = m_backoff.front();
+                m_backoff.pop_front();
+                m_backoffBytes -= item->GetSize();
+                sent[1]++;
+                Uncount(item);
+                return item;
+            }
+            if (Empty(b))
             {
                 continue;
             }

@@ -94,7 +94,7 @@ def build(fabric: Fabric, *, link_delay_s: float = 5e-6, mtu: int = 1500, queues
         q.Configure(2 if two else 1, base == "cq", (PORT_QUEUE_PKTS if base != "strict" else iso.mice_queue_len)
                     * FRAME_BYTES, iso.elephant_queue_len * FRAME_BYTES, iso.mice_dscp, iso.elephant_dscp)
         if base == "cq":
-            q.SetCutIn(iso.cq_short_bytes, iso.cq_decay_ms / 1000)
+            q.SetCutIn(iso.cq_short_bytes, iso.cq_decay_ms / 1000, iso.cq_backoff_frames * FRAME_BYTES)
         if "ecn" in mods:
             k = iso.ecn_k_frames * FRAME_BYTES
             q.SetEcn(0 if two else k, k if two else 0)

@@ -56,6 +56,20 @@ def test_a_short_packet_finding_the_buffer_full_evicts_the_oldest_long_one(fw):
     assert _drain(fw, q) == [9, 2, 3, 4]  # the head (1) went
 
 
+def test_evicted_long_packets_back_off_and_leave_after_the_short_ones_in_their_order(fw):
+    """The slides' back-off queue: evicted long packets wait outside the shared buffer (room for two
+    here), leave once no short packet waits, oldest first and before the long ones behind them; a third
+    eviction finds the back-off queue full and drops."""
+    q = _queue(fw, cut_in=True, limit0=4 * FRAME)
+    q.SetCutIn(100000, 0.001, 2 * FRAME)
+    for sport in (1, 2, 3, 4):
+        assert q.Enqueue(_item(fw, ELEPHANT, sport))
+    for sport in (7, 8, 9):
+        assert q.Enqueue(_item(fw, MICE, sport))
+    assert q.backedOff == 2 and q.evictions == 1 and FRAME < q.backoffPeak <= 2 * FRAME
+    assert _drain(fw, q) == [7, 8, 9, 1, 2, 4]  # 3, the third evicted, was dropped
+
+
 def test_long_packets_leave_the_short_ones_recent_peak_free(fw):
     q = _queue(fw, cut_in=True, limit0=6 * FRAME)
     for sport in (1, 2, 3):

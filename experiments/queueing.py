@@ -101,7 +101,8 @@ def cut_in_row(spec: dict, run: dict) -> dict:
     return {"rate_mbps": float(rate), "tcp": tcp, "discipline": disc, "queues": spec["settings"]["queues"],
             "queueing_delay_ms": round(q["average_bytes"] * 8 / rate_bps * 1e3, 4),
             "drop_rate": round((sum(q["drops"]) + q["evictions"]) / packets, 5) if packets else None,
-            "evictions": q["evictions"], "short_flows": len(run["mice"]), "short_done": len(short),
+            "evictions": q["evictions"], "backed_off": q.get("backed_off", 0), "short_flows": len(run["mice"]),
+            "short_done": len(short),
             "short_p50_ms": _ms(stats.percentile(short, 50)), "short_p99_ms": _ms(stats.percentile(short, 99)),
             "short_mean_ms": _ms(sum(short) / len(short)) if short else None,
             "long_mbps": round(sum(e["goodput_mbps"] for e in longs), 3)}

@@ -158,8 +158,17 @@ def cmd_experiment(args) -> int:
             if args.engine != "ns3":
                 raise ExperimentError("paper: the paper's fabric (k=8, 320 servers) runs on --engine ns3 only")
             seeds = [int(x) for x in args.seeds.split(",")]
+            if args.queues is not None:
+                from topology.queues import SettingError as QueueError
+                from topology.queues import check_discipline
+
+                try:
+                    check_discipline(args.queues, "ns3")
+                except QueueError as e:
+                    raise ExperimentError(f"--{e}") from None
             r = paper.run(Path(args.out), modes, seeds, k, args.hosts_per_edge, link_mbps, duration, jobs=args.jobs,
-                          settings={"tcp": args.tcp, "link_delay_s": args.link_delay_us * 1e-6, "mtu": args.mtu})
+                          settings={"tcp": args.tcp, "link_delay_s": args.link_delay_us * 1e-6, "mtu": args.mtu},
+                          queues=args.queues)
             paper.print_table(r)
             return 0
         if args.scenario in ("cut-in", "flow-control"):

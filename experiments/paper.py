@@ -50,7 +50,9 @@ def plan(modes: list[str], seeds: list[int]) -> list[tuple[str, int]]:
 
 def run(out: Path, modes: list[str], seeds: list[int], k: int = 8, hosts_per_edge: int = 10,
         link_mbps: float = 100.0, duration: float = 10.0, grace: float = 10.0, jobs: int = 0,
-        settings: dict | None = None, derivation: dict | None = None) -> dict:
+        settings: dict | None = None, derivation: dict | None = None, queues: str | None = None) -> dict:
+    """``queues``: every switch port's discipline in every run (``topology.queues``); by default the mode's
+    own (strict with +isolation, fifo without)."""
     from experiments.ns3.engine import Settings, run_all, spec_of
     from experiments.runner import ExperimentError, _controller_mode, _controller_settings, _mode_parts
     from experiments.swim import Derivation, derive, load
@@ -67,7 +69,8 @@ def run(out: Path, modes: list[str], seeds: list[int], k: int = 8, hosts_per_edg
                            "servers": len(fabric.hosts)},
                 "workload": {"derivation": {**Derivation().__dict__, **(derivation or {}), "duration_s": duration},
                              "mice_boundary_bytes": BOUNDARY},
-                "modes": modes, "seeds": seeds, "engine": {**Settings().__dict__, **base_settings, "grace_s": grace},
+                "modes": modes, "seeds": seeds, "queues": queues,
+                "engine": {**Settings().__dict__, **base_settings, "grace_s": grace},
                 "paper": PAPER}
     (out / "declared.json").write_text(json.dumps(declared, indent=1) + "\n")
     jobs_list = []
@@ -77,7 +80,8 @@ def run(out: Path, modes: list[str], seeds: list[int], k: int = 8, hosts_per_edg
         flows = derive(load(), fabric, d)
         mixes[seed] = mix(flows, BOUNDARY)
         base, iso = _mode_parts(mode)
-        st = Settings(**{**base_settings, "seed": seed, "grace_s": grace, "queues": "strict" if iso else "fifo",
+        st = Settings(**{**base_settings, "seed": seed, "grace_s": grace,
+                         "queues": queues or ("strict" if iso else "fifo"),
                          "controller": _controller_settings(base)})
         label = f"{mode.replace('+', '_')}-s{seed}"
         jobs_list.append(spec_of(label, mode, fabric, _controller_mode(base), iso, flows, st, BOUNDARY))

@@ -201,8 +201,10 @@ def cmd_experiment(args) -> int:
                 print(f"isolated vs hybrid: {r['checks']}")
             print(f"results in {args.out}/results.json, plots: " + ", ".join(r["plots"]))
             return 0
-        ns3 = ({"tcp": args.tcp, "link_delay_s": args.link_delay_us * 1e-6, "host_send": args.host_send}
-               if args.engine == "ns3" else None)
+        if args.first_flight < 0:
+            raise ExperimentError("--first-flight: bytes, at least 0")
+        ns3 = ({"tcp": args.tcp, "link_delay_s": args.link_delay_us * 1e-6, "host_send": args.host_send,
+                "first_flight_bytes": args.first_flight} if args.engine == "ns3" else None)
         own = None if ns3 is None else {**ns3, "mtu": args.mtu, "seed": args.seed}
         if args.engine == "emulator" and args.tcp != "cubic" and args.scenario in ("efm-collisions", "many-to-one"):
             raise ExperimentError(f"--tcp: {args.scenario} on the emulator runs cubic (its hosts are set to it); "
@@ -279,6 +281,9 @@ def add_commands(sub) -> None:
                    help="the hosts' congestion control (cubic, Linux's default), on both engines: the emulator sets "
                         "it in every host, whatever this machine's default")
     x.add_argument("--link-delay-us", type=float, default=5.0, help="ns3: each link's one-way delay in us (5)")
+    x.add_argument("--first-flight", type=int, default=0,
+                   help="ns3: a new connection's first flight in bytes, standing in for a Linux receiver's first "
+                        "advertised window (35840 on these machines: 4 jumbo segments); 0: ten segments (0)")
     x.add_argument("--host-send", choices=["link", "unshaped"], default="link",
                    help="ns3: hosts send at their link's rate (link), or unshaped into their switch, as the "
                         "emulator's hosts do (only switch ports are shaped there): for comparing the engines")

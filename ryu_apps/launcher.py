@@ -65,10 +65,26 @@ def check_udp(host: str, port: int) -> None:
             raise LaunchError(f"--sflow-listen: cannot receive sFlow on {host}:{port}: {e.strerror}") from None
 
 
+def raise_fd_limit() -> tuple[int, int]:
+    """The open-file limit up to the hard limit: a socket per switch (k=48: 2,880), besides the API's and
+    etcd's; returns (soft, hard) as they are now."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        want = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        except (ValueError, OSError):
+            pass
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
 def start_osken(host: str, port: int, apps: list[str], log_format: str = "text", verbose: bool = False,
                 guard=None, tls: tuple[str, str, str] = ("", "", "")):
     """os-ken listening for switches on host:port with ``apps`` loaded, every connection through ``guard``
     (``ofchannel``; over TLS when ``tls`` is key, certificate and CA); returns (manager, services)."""
+    raise_fd_limit()
     warnings.filterwarnings("ignore", message="\nEventlet is deprecated")
     warnings.filterwarnings("ignore", message="Eventlet is deprecated")
     from os_ken.lib import hub

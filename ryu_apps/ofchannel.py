@@ -194,7 +194,8 @@ def _server_loop(self, ofp_tcp_listen_port, ofp_ssl_listen_port) -> None:
     from os_ken.lib import hub
 
     host = cfg.CONF.ofp_listen_host
-    server = hub.listen((host, ofp_tcp_listen_port), family=10 if ":" in host else 2)
+    # a whole fabric's switches connect at once after a restart (k=48: 2,880); os-ken's backlog is 50
+    server = hub.listen((host, ofp_tcp_listen_port), family=10 if ":" in host else 2, backlog=4096)
     LOG.info("OpenFlow on %s:%d (%s)", host, ofp_tcp_listen_port,
              "TLS, switch certificates from " + TLS["ca"] if TLS else "plain TCP")
     while True:

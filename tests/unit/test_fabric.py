@@ -156,3 +156,18 @@ def test_a_host_that_keeps_another_congestion_control_is_named():
     with pytest.raises(BuildError, match="not a congestion control"):
         set_congestion_control([_Host("h0", "cubic")], "cubic; reboot")
     assert set_congestion_control([_Host("h0", "bbr")], None) == "bbr"  # left as the machine has it
+
+
+def test_the_controller_raises_its_open_file_limit_to_the_hard_limit():
+    import resource
+
+    from ryu_apps.launcher import raise_fd_limit
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))
+        now = raise_fd_limit()
+        assert now == resource.getrlimit(resource.RLIMIT_NOFILE)
+        assert now[0] == hard or hard == resource.RLIM_INFINITY
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

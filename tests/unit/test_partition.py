@@ -1,8 +1,8 @@
 """Freeway's path partition: fixed paths, counters, Fig. 3's order, bounds, decisions, deferred switch-over."""
 
 import functools
-from collections import Counter
 import operator
+from collections import Counter
 
 import pytest
 

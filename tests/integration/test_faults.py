@@ -165,7 +165,10 @@ def test_a_killed_controller_restarts_without_losing_a_packet_or_an_elephant(fab
             time.sleep(0.5)
         time.sleep(0.5)
         before = {sw: _pinned(sw, 5009) for sw in fn.fabric.switches}
-        pings = [_ping(fn, "h0_0_0", "h3_1_0", 8), _ping(fn, "h2_0_0", "h1_1_1", 8)]
+        # the pings leave by other edge switches than the elephant's: a Cubic elephant (loss-based) keeps its
+        # first uplink's drop-tail queue full, and a ping hashed into that queue can be lost to it whatever
+        # the controller does (2 of 400 in Hedera mode on 2026-11-26, once the hosts ran Cubic, not BBR)
+        pings = [_ping(fn, "h0_1_0", "h3_1_0", 8), _ping(fn, "h2_0_0", "h1_1_1", 8)]
         time.sleep(1.0)
         view = _view(ctl)
         mark, t_kill = len(ctl.log_text()), time.monotonic()

@@ -23,7 +23,6 @@ import asyncio
 import json
 import random
 import struct
-import sys
 import threading
 import time
 import urllib.request
@@ -321,24 +320,3 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
     (out / f"fabric_scale_k{k}.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
 
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    p = argparse.ArgumentParser(prog="freeway bench fabric-scale")
-    p.add_argument("--k", default="8", help="fat-tree k, or several (8,16,32)")
-    p.add_argument("--topo", choices=["fattree", "leafspine"], default="fattree")
-    p.add_argument("--pairs", type=int, default=2000, help="ToR pairs walked (0: every pair)")
-    p.add_argument("--mode", default="freeway")
-    p.add_argument("--timeout", type=float, default=600.0)
-    p.add_argument("--out", default="results/fabric-scale")
-    a = p.parse_args(argv)
-    for k in [int(x) for x in a.k.split(",")]:
-        r = run(k, Path(a.out), a.topo, a.pairs, mode=a.mode, timeout=a.timeout)
-        print(json.dumps({key: r[key] for key in ("k", "switches", "startup_s", "startup_messages")
-                          if key in r}), flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -232,7 +232,8 @@ def cmd_experiment(args) -> int:
                                link_mbps=link_mbps, repeats=args.repeat, announce=args.announce,
                                controller_config=args.controller_config, static_arp=args.static_arp,
                                mtu=args.mtu, switch_processes=args.switch_processes, engine=args.engine,
-                               topo=args.topo, ns3=ns3, jobs=args.jobs, queues=args.queues, tcp=args.tcp)
+                               topo=args.topo, ns3=ns3, jobs=args.jobs, queues=args.queues, tcp=args.tcp,
+                               mice_after=args.mice_after)
     except (ExperimentError, WorkloadError, scenarios.ScenarioError, ValueError) as e:
         print(f"freeway experiment: error: {e}", file=sys.stderr)
         return 2
@@ -310,6 +311,9 @@ def add_commands(sub) -> None:
     x.add_argument("--k", type=int, default=None, help="fat-tree arity (4; paper: 8)")
     x.add_argument("--link-mbps", type=float, default=None, help="link rate in Mbit/s (10; paper: 100)")
     x.add_argument("--mice-load", type=float, default=0.1, help="mice load per host, fraction of its link (0.1)")
+    x.add_argument("--mice-after", type=float, default=None, metavar="S",
+                   help="permutation: mice (at --mice-load) join the elephants S seconds into the run, until its "
+                        "end (default: no mice)")
     x.add_argument("--distribution", default="websearch", help="mice sizes: websearch or datamining")
     x.add_argument("--mice-boundary", type=float, default=100_000, help="largest mouse in bytes (100000)")
     x.add_argument("--no-references", action="store_true", help="skip the floor and ceiling reference runs")
@@ -325,9 +329,10 @@ def add_commands(sub) -> None:
     x.add_argument("--switch-processes", type=int, default=1,
                    help="mixed: spread the fabric's switches over this many Open vSwitch processes, 1-8 (1; each "
                         "process's forwarding thread reads every port it has for every packet: docs/experiments.md)")
-    x.add_argument("--announce", choices=["send", "hook"], default="send",
-                   help="how Freeway modes announce the elephants: the host agent 'freeway send' (default), or "
-                        "the connect() hook under 'freeway run' with iperf3 unmodified")
+    x.add_argument("--announce", choices=["send", "hook", "none"], default="send",
+                   help="how Freeway modes announce the elephants: the host agent 'freeway send' (default), "
+                        "the connect() hook under 'freeway run' with iperf3 unmodified, or none (they do not "
+                        "announce; monitoring finds them)")
     x.add_argument("--out", default="results/experiment", help="output directory (results/experiment)")
     x.set_defaults(func=cmd_experiment)
 

@@ -38,8 +38,9 @@ from topology.fabric import Fabric, fattree, leafspine
 from topology.ovsproc import ProcessError, SwitchProcesses, check_count
 from topology.sflow_agent import SFlowAgentConfig
 
-BASE_MODES = ("ecmp", "hedera", "hedera-1s", "efm-biggest", "efm-smallest", "freeway", "perpkt")
-MODES = ("ecmp", "hedera", "hedera-1s", "efm-biggest", "efm-smallest", "freeway", "perpkt", "ecmp+isolation",
+BASE_MODES = ("ecmp", "hedera", "hedera-1s", "efm-biggest", "efm-smallest", "freeway", "freeway-paper", "perpkt")
+MODES = ("ecmp", "hedera", "hedera-1s", "efm-biggest", "efm-smallest", "freeway", "freeway-paper", "perpkt",
+         "freeway-paper+isolation", "ecmp+isolation",
          "freeway+isolation")
 NS3_ONLY = ("perpkt",)  # per-packet load balancing to the least-loaded next hop: no OpenFlow switch offers it
 ENGINES = ("emulator", "ns3")
@@ -51,6 +52,9 @@ class ExperimentError(ValueError):
     pass
 
 
+MICE_OFFSET_S = 2.0  # both engines start the mice this long after the elephants
+
+
 @dataclass
 class Workload:
     elephants: list[tuple[str, str]]  # (src host, dst host)
@@ -58,25 +62,49 @@ class Workload:
     duration: float = 30.0
 
 
+def group_of(fabric: Fabric, switch: str):
+    """A ToR's group: its pod in a fat-tree, the leaf itself in a leaf-spine."""
+    return fabric.switches[switch].pod if fabric.topo == "fattree" else switch
+
+
 def mixed_workload(fabric: Fabric, duration: float, seed: int, mice_load: float, dist: str,
                    boundary: float) -> Workload:
-    """Elephants: the first host of every edge in pods 0 and 1 sends to the last host of the same edge
-    position two pods on. Mice: every host fetches from random hosts in other pods."""
-    k = fabric.params["k"]
+    """Elephants: on a fat-tree, the first host of every edge in pods 0 and 1 sends to the last host of
+    the same edge position two pods on; on a leaf-spine, the first half of the hosts of leaves 0 and 1
+    send to the last half of leaves 2 and 3 (a quarter of the hosts send one, as on the fat-tree).
+    Mice: every host fetches from random hosts in other pods (leaves)."""
     name = {h.name: h for h in fabric.hosts}
     elephants = []
-    for p in (0, 1):
-        for e in range(k // 2):
-            elephants.append((f"h{p}_{e}_0", f"h{p + 2}_{e}_{k // 2 - 1}"))
-    rng = random.Random(seed)
+    if fabric.topo == "fattree":
+        k = fabric.params["k"]
+        for p in (0, 1):
+            for e in range(k // 2):
+                elephants.append((f"h{p}_{e}_0", f"h{p + 2}_{e}_{k // 2 - 1}"))
+    else:
+        leaves = fabric.tors()
+        if len(leaves) < 4:
+            raise ExperimentError("mixed on a leaf-spine needs at least 4 leaves")
+        for i in (0, 1):
+            src, dst = fabric.hosts_on(leaves[i]), fabric.hosts_on(leaves[i + 2])
+            half = max(1, len(src) // 2)
+            elephants += [(a.name, b.name) for a, b in zip(src[:half], dst[-half:], strict=False)]
+    mice = mice_schedules(fabric, duration, random.Random(seed), mice_load, dist, boundary)
+    assert all(s in name and d in name for s, d in elephants)
+    return Workload(elephants, mice, duration)
+
+
+def mice_schedules(fabric: Fabric, duration: float, rng, mice_load: float, dist: str, boundary: float,
+                   start: float = 0.0) -> dict[str, list]:
+    """Every host's Poisson request/response mice to random hosts of other pods (leaves), sized by
+    ``dist`` cut at ``boundary``, at ``mice_load`` of its link, from ``start`` to ``duration`` seconds."""
     cdf = SizeCDF.load(dist).mice(boundary)
     mice = {}
     for h in fabric.hosts:
-        pod = fabric.switches[h.switch].pod
-        servers = [o.ip for o in fabric.hosts if fabric.switches[o.switch].pod != pod]
-        mice[h.name] = poisson_schedule(rng, cdf, mice_load, fabric.link_rate_mbps * 1e6, duration, servers)
-    assert all(s in name and d in name for s, d in elephants)
-    return Workload(elephants, mice, duration)
+        g = group_of(fabric, h.switch)
+        servers = [o.ip for o in fabric.hosts if group_of(fabric, o.switch) != g]
+        sched = poisson_schedule(rng, cdf, mice_load, fabric.link_rate_mbps * 1e6, duration - start, servers)
+        mice[h.name] = [(start + off, srv, size) for off, srv, size in sched]
+    return mice
 
 
 def non_blocking(fabric: Fabric) -> tuple[Fabric, dict[str, str]]:
@@ -100,7 +128,8 @@ def remap_workload(wl: Workload, fabric: Fabric, other: Fabric, host_map: dict[s
 
 def _mode_parts(mode: str) -> tuple[str, bool]:
     """(the controller's mode, isolation); ``hedera-1s`` is Hedera polling every second (the paper's
-    setting), ``perpkt`` per-packet load balancing (ns-3 only)."""
+    setting), ``freeway-paper`` Freeway as the paper has it (elephants never on low-latency links:
+    ``lend`` off), ``perpkt`` per-packet load balancing (ns-3 only)."""
     base, _, iso = mode.partition("+")
     if base not in BASE_MODES or iso not in ("", "isolation"):
         raise ExperimentError(f"--modes: unknown mode {mode!r} (known: {', '.join(MODES)})")
@@ -108,15 +137,32 @@ def _mode_parts(mode: str) -> tuple[str, bool]:
 
 
 def _controller_settings(base: str) -> dict:
-    """Settings a mode's name implies, as a config file gives them (``hedera-1s``: a poll a second)."""
-    return {"hedera_poll_s": 1.0} if base == "hedera-1s" else {}
+    """Settings a mode's name implies, as a config file gives them (``hedera-1s``: a poll a second;
+    ``freeway-paper``: no lending)."""
+    if base == "hedera-1s":
+        return {"hedera_poll_s": 1.0}
+    if base == "freeway-paper":
+        return {"freeway_settings": [["lend", "off"]]}
+    return {}
+
+
+def _controller_flags(base: str) -> list[str]:
+    """``_controller_settings`` as ``freeway controller`` flags."""
+    out = []
+    for key, value in _controller_settings(base).items():
+        if key == "hedera_poll_s":
+            out += ["--hedera-poll", f"{value:g}"]
+        else:
+            for k, v in value:
+                out += [f"--{key.removesuffix('_settings')}-set", f"{k}={v}"]
+    return out
 
 
 def _controller_mode(base: str) -> str:
-    return "hedera" if base == "hedera-1s" else base
+    return {"hedera-1s": "hedera", "freeway-paper": "freeway"}.get(base, base)
 
 
-ANNOUNCERS = ("send", "hook")
+ANNOUNCERS = ("send", "hook", "none")  # none: the elephants do not announce themselves (monitoring finds them)
 
 
 def elephant_command(announce: str, py: str, to: str, port: int, cport: int, seconds: float) -> str:
@@ -144,10 +190,7 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
     from ryu_apps.programs.isolation import IsolationConfig
 
     base, iso = _mode_parts(mode)
-    if base == "hedera-1s":
-        extra_flags = ["--hedera-poll", "1"]
-    else:
-        extra_flags = []
+    extra_flags = _controller_flags(base)
     base = _controller_mode(base)
     d = out / label
     d.mkdir(parents=True, exist_ok=True)
@@ -183,7 +226,7 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
             time.sleep(0.5)
             for i, s, t in els:
                 iperf = f"iperf3 -c {ip[t]} -p {6000 + i} -t {wl.duration:.0f} -J"
-                if base == "freeway":
+                if base == "freeway" and announce != "none":
                     cmd = elephant_command(announce, py, ip[t], 6000 + i, 46000 + i, wl.duration)
                 else:
                     cmd = iperf
@@ -470,14 +513,16 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
                    references: bool = True, link_mbps: float = 10.0, repeats: int = 1,
                    announce: str = "send", controller_config: str | None = None, static_arp: bool = False,
                    mtu: int = 1500, switch_processes: int = 1, engine: str = "emulator", topo: str = "fattree",
-                   ns3: dict | None = None, jobs: int = 0, queues: str | None = None, tcp: str = "cubic") -> dict:
+                   ns3: dict | None = None, jobs: int = 0, queues: str | None = None, tcp: str = "cubic",
+                   mice_after: float | None = None) -> dict:
     """``engine``: ``emulator`` or ``ns3`` (``ns3``: the engine's ``Settings`` fields to set, e.g. tcp,
     link_delay_s; ``jobs``: runs at once, 0 for one per core). ``queues``: every switch port's discipline
     in every run (``topology.queues``: fifo, strict, cq, with +ecn, +pfc); by default a mode's own: strict
     with +isolation, fifo without. ``+isolation`` is the controller's program (marks, classification,
     meters), ``queues`` what the ports do with it; the emulator carries only the defaults. ``tcp``: the
     hosts' congestion control on either engine (set in every emulated host, whatever the machine's
-    default)."""
+    default). ``mice_after`` (permutation): mice at ``mice_load`` join the elephants that many seconds
+    into the run, until its end (by default a permutation has no mice)."""
     if scenario not in SCENARIOS:
         raise ExperimentError(f"scenario: unknown {scenario!r} (known: {', '.join(SCENARIOS)})")
     if engine not in ENGINES:
@@ -507,7 +552,7 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
         if engine == "emulator":
             raise ExperimentError("--queues: the emulator's ports follow the mode (strict with +isolation, fifo "
                                   "without); other disciplines need --engine ns3")
-    if engine == "ns3" and (announce != "send" or static_arp or switch_processes != 1):
+    if engine == "ns3" and (announce == "hook" or static_arp or switch_processes != 1):
         raise ExperimentError("--announce hook, --static-arp and --switch-processes are the emulator's; ns-3 hosts "
                               "announce as freeway send does, have no ARP and no Open vSwitch process")
     from topology.queues import SettingError, check_mtu
@@ -541,14 +586,23 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
             perm = permutation(fabric, seed, duration)
         except FlowListError as e:
             raise ExperimentError(str(e)) from None
-        wl = Workload([(f.src, f.dst) for f in perm], {}, duration)
+        mice = {}
+        if mice_after is not None:
+            if not MICE_OFFSET_S <= mice_after <= duration - 1:
+                raise ExperimentError(f"--mice-after: must be between {MICE_OFFSET_S:g} and the duration less "
+                                      f"1 s ({duration - 1:g}), got {mice_after:g}")
+            # (both engines start the mice MICE_OFFSET_S after the elephants)
+            mice = mice_schedules(fabric, duration - MICE_OFFSET_S, random.Random(seed), mice_load, dist, boundary,
+                                  mice_after - MICE_OFFSET_S)
+        wl = Workload([(f.src, f.dst) for f in perm], mice, duration)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     config = {"scenario": scenario, "engine": engine, "topo": topo, "k": k, "fabric": fabric.params,
               "link_mbps": link_mbps, "modes": modes, "duration_s": duration, "seed": seed,
               "mice_load": mice_load, "distribution": dist, "mice_boundary_bytes": boundary,
               "elephants": wl.elephants, "mice_flows": sum(len(v) for v in wl.mice.values()),
               "repeats": repeats, "announce": announce, "controller_config": controller_config,
-              "static_arp": static_arp, "mtu": mtu, "switch_processes": switch_processes, "tcp": tcp}
+              "static_arp": static_arp, "mtu": mtu, "switch_processes": switch_processes, "tcp": tcp,
+              "mice_after_s": mice_after}
     if engine == "emulator" and tcp == "dctcp":
         raise ExperimentError("--tcp: dctcp needs ECN marks, which the emulator's queues cannot give (--engine ns3 "
                               "with --queues ...+ecn)")
@@ -590,7 +644,8 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
         print(f"[experiment] run {i}/{len(todo)}: {label}{tag}", flush=True)
         name = label.split(" ")[0] + (f"-{rep + 1}" if repeats > 1 else "")
         if engine == "ns3":
-            return ns3_run(out, name, fab, mode, work, with_mice, el_on, settings, loaded, seed + rep, queues)
+            return ns3_run(out, name, fab, mode, work, with_mice, el_on, settings, loaded, seed + rep, queues,
+                           announce != "none")
         return run_one(out, name, fab, mode, work, with_mice, el_on, announce, controller_config, static_arp, mtu,
                        switch_processes, tcp)
 
@@ -652,7 +707,7 @@ def build_fabric(topo: str, k: int, link_mbps: float) -> Fabric:
 
 
 def ns3_run(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with_mice: bool, with_elephants: bool,
-            settings, controller: dict, seed: int, queues: str | None = None) -> dict:
+            settings, controller: dict, seed: int, queues: str | None = None, announce: bool = True) -> dict:
     """One run on the packet-level engine: the same workload as a flow list, the same mode; a run already
     written with the same spec is read back, not run again."""
     from dataclasses import replace
@@ -663,7 +718,7 @@ def ns3_run(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
 
     base, iso = _mode_parts(mode)
     work = Workload(wl.elephants if with_elephants else [], wl.mice if with_mice else {}, wl.duration)
-    flows = from_mixed(work, fabric, announce=_controller_mode(base) == "freeway")
+    flows = from_mixed(work, fabric, announce=announce and _controller_mode(base) == "freeway")
     st = replace(settings, seed=seed, queues=queues or ("strict" if iso else "fifo"),
                  controller={**controller, **_controller_settings(base)})
     spec = spec_of(label, mode, fabric, _controller_mode(base), iso, flows, st)

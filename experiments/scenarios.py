@@ -26,7 +26,7 @@ COLLISION_MODES = ("ecmp", "hedera", "efm-biggest", "efm-smallest", "freeway")
 MANY_TO_ONE_MODES = ("ecmp", "ecmp+isolation")
 DEFAULT_MODES = {
     "mixed": "ecmp,hedera,efm-biggest,freeway,freeway+isolation",
-    "permutation": "ecmp,hedera,efm-biggest,freeway",
+    "permutation": "ecmp,hedera,efm-biggest,freeway,freeway-paper",
     "paper": "ecmp,hedera-1s,perpkt,freeway+isolation",
     "cut-in": "ecmp",
     "flow-control": "ecmp",

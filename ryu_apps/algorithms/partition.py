@@ -204,20 +204,22 @@ class Partition:
         """The pair's paths made only of HOL links (open to elephants)."""
         return [p for p in self.live_paths(pair) if all(self.is_hol(ln) for ln in path_links(p))]
 
-    def best_hol_path(self, pair: Pair, util, usable=lambda ln: True) -> tuple[float, Path] | None:
+    def best_hol_path(self, pair: Pair, util, usable=lambda ln: True, open_=None) -> tuple[float, Path] | None:
         """(its utilisation, the path) of the pair's HOL path whose busiest link is least busy by ``util``
         (ties to the earliest path, as ``binpack.bin_pack`` over ``hol_paths``), among paths whose links
         are all ``usable`` too; None when there is none. Without building every path: the paths are
         taken in groups that share their first and last link (``top_groups``), the groups with the
         least busy shared links first, and a group whose shared links are already busier than the best
-        path found is not opened. For partitioned pairs only."""
+        path found is not opened. For partitioned pairs only. ``open_`` (default ``is_hol``): which links an
+        elephant may take (Freeway's lending adds low-latency links that mice leave idle)."""
         s, d = pair
         memo: dict[Link, float] = {}
+        is_open = open_ or self.is_hol
 
         def u(ln: Link) -> float:
             v = memo.get(ln)
             if v is None:
-                v = memo[ln] = util(ln) if self.is_hol(ln) and usable(ln) else float("inf")
+                v = memo[ln] = util(ln) if is_open(ln) and usable(ln) else float("inf")
             return v
 
         order = []

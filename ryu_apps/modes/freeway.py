@@ -87,7 +87,7 @@ class FreewayPolicy(Policy):
         return ops
 
     def _elephant_paths(self, s: str, d: str) -> list:
-        return self.state.hol_paths((s, d))
+        return self.state.elephant_paths((s, d))
 
     def _partition_events(self, res, reason: str) -> list[dict]:
         """Log the partition's changes and return them as decision records."""
@@ -232,17 +232,18 @@ class FreewayPolicy(Policy):
 
     def on_period(self, now, view) -> Reaction:
         out = self.observe(view)
-        self.state.link_util = view.link_util()
+        self.state.measure(now, view.link_util(), view.flows)
         self.state.stale = self.stale
         res, ops = self.state.period(now, view.active_pairs(self.state.cfg.active_s))
         out.events += self._partition_events(res, "mice load")
         out.ops += ops
         for el, install, after in self.state.take_moves():  # off links that turned LOL, then the mice follow
-            LOG.info("elephant %d leaves links that turned low-latency: to %s", el.eid,
-                     ", ".join(path_top(pl.path) for pl in el.placements))
+            LOG.info("elephant %d leaves low-latency links (%s): to %s", el.eid, self.state.move_why.get(
+                el.eid, "they turned low-latency"), ", ".join(path_top(pl.path) for pl in el.placements))
 
-            ev = {"type": "reroute", "how": "partition", "elephant": el.eid, "reason": "its links turned low-latency",
-                  "paths": [list(pl.path) for pl in el.placements]}
+            why = self.state.why_moved(el.eid)
+            ev = {"type": "reroute", "how": "partition" if why.startswith("its links") else "reclaim",
+                  "elephant": el.eid, "reason": why, "paths": [list(pl.path) for pl in el.placements]}
 
             def done(after=after, ev=ev) -> Reaction:
                 return Reaction(after + self.state.move_finished(), events=[ev])
@@ -299,6 +300,13 @@ class FreewayPolicy(Policy):
             return "draining"
         return "lol" if part.counter[link] > 0 else "hol"
 
+    def lending(self) -> str:
+        return self.state.cfg.lend
+
+    def lent_links(self) -> list:
+        """Low-latency links that elephants use now (lent, or not yet taken back), sorted."""
+        return self.state.lent_links()
+
     def link_counter(self, link) -> int | None:
         return self.state.partition.counter[link]
 
@@ -327,5 +335,6 @@ class FreewayPolicy(Policy):
             "lol_link_names": sorted(f"{a}>{b}" for a, b in part.lol_links()),
             "lol_min": part.n_min, "lol_links": len(part.lol_links()), "draining": len(part.draining),
             "dead_links": sorted(f"{a}>{b}" for a, b in self.dead),
+            "lent_links": [f"{a}>{b}" for a, b in self.state.lent_links()],
             "allocated": {str(e.eid): round(e.rate_bps) for e in self.state.elephants.values()},
             "freeway": dict(self.state.counters)}

@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field, fields
 from itertools import repeat
 
+from monitoring.sflow import FiveTuple
 from ryu_apps.algorithms.binpack import Allocations, NoRoom, Placement, bin_pack, links, split
 from ryu_apps.algorithms.maxmin import max_min
 from ryu_apps.algorithms.partition import Partition, PartitionConfig, StepResult
@@ -45,6 +46,7 @@ __all__ = ["PRIO_ELEPHANT", "FreewayState", "FreewayConfig", "FreewayConfigError
 
 
 FreewayConfigError = SettingError  # an invalid Freeway setting; the message names the key
+LEND_MODES = ("idle", "off")
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,22 @@ class FreewayConfig(PartitionConfig):
     host_elephants: int = setting(8, "announced elephants one host may have placed at once (more: NACK)", min=1, live=True)
     host_share: float = setting(1.0, "total allocation of one host's announced elephants, as a fraction of its "
                                 "link (more: NACK; a rate-less announce gets at most what is left)", positive=True, live=True)
+
+    lend: str = setting("idle", "elephants may use low-latency links that mice leave idle: idle (lend a LOL link "
+                        "while its mice load is below lend_below, take it back above reclaim_above) or off (the "
+                        "paper: elephants only on high-throughput paths)", choices=LEND_MODES, live=True)
+    lend_below: float = setting(0.1, "a low-latency link is lent to elephants while its mice load (measured load "
+                                "less the elephants' on it) is below this", max=1, live=True)
+    reclaim_above: float = setting(0.2, "... and taken back (its elephants moved to high-throughput paths, "
+                                   "confirmed) once its mice load is above this", positive=True, max=1, live=True)
+    lend_hold_s: float = setting(10.0, "a link taken back from elephants is not lent again for this long", "s",
+                                 live=True)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.lend_below < self.reclaim_above:
+            raise SettingError(f"lend_below: must be below reclaim_above ({self.reclaim_above:g}) so that a link "
+                               f"lent is not taken back at once, got {self.lend_below:g}")
 
     def partition_config(self) -> PartitionConfig:
         return PartitionConfig(**{f.name: getattr(self, f.name) for f in fields(PartitionConfig)})
@@ -162,6 +180,8 @@ class Elephants(dict):
 
 
 
+FRESH_S = 2.0  # a flow reading older than this is not a measurement of now
+LEND_MARGIN = 0.1  # lending needs the HOL paths fuller than capacity, and the lent path better, by this much
 GROW_AT = 0.8  # an adopted elephant measured at this fraction of its allocation or more grows
 SHRINK_AT = 0.5  # ... below this fraction it shrinks
 MOVE_WAIT_S = 10.0  # the longest the mice groups wait for elephant moves to report back
@@ -224,6 +244,10 @@ class FreewayState:
         self.records: dict[int, dict] = {}  # what a cluster store kept of each announced elephant (``record``)
         self.by_subflow: dict[hs.Subflow, int] = {}
         self.link_util: dict[Link, float] = {}
+        self.flows = {}  # the period's flow readings (five-tuple -> rate, links, elephant?, last seen): ``measure``
+        self._mice_of: tuple | None = None  # (link_util, flows) the mice loads were computed from, and they
+        self.reclaimed: dict[Link, float] = {}  # LOL links taken back from elephants (or turned LOL), and when
+        self.now = 0.0
         self.stale: frozenset[Link] = frozenset()  # links whose measurement is too old to place on
         self._held = HeldPins(fabric, lambda c: eid_of(c) is not None)  # after a restart: entries read back
         self._recover_until: float | None = None  # reading the partition back from the ToRs ends then at the latest
@@ -231,6 +255,7 @@ class FreewayState:
         self._tors_read: set[str] = set()
         self._held_mice: dict[str, list[Flow]] = {}  # mice entries each switch held when it was read back
         self.moves: list = []  # elephant moves off links that turned LOL, not yet handed out
+        self.move_why: dict[int, str] = {}  # why each of those moves (elephant id -> reason)
         self.moving = 0  # of those, how many are not confirmed or rolled back yet
         self._moving_since = 0.0
         self._held_meters: dict[tuple[str, int], Meter] = {}
@@ -259,6 +284,79 @@ class FreewayState:
 
     def capacity_bps(self, link: Link) -> float:
         return self.fabric.capacity_bps(link)
+
+    def measure(self, now: float, link_util, flows=None) -> None:
+        """The period's measurements: each link's load (fraction of capacity) and the flows sampled
+        (``monitoring.view.FlowReading`` by five-tuple), from which the mice load of each link follows."""
+        self.now, self.link_util, self.flows = now, link_util, flows if flows is not None else {}
+
+    @property
+    def mice_util(self) -> dict[Link, float]:
+        """Per link, the mice load the partition steps on: with lending, ``mice_seen`` (a lent link's
+        elephant is not mice asking for more paths); lending off, the measured load itself, as the paper
+        has it (low-latency links carry no elephant)."""
+        return self.link_util if self.cfg.lend == "off" else self._mice_loads()[1]
+
+    @property
+    def mice_seen(self) -> dict[Link, float]:
+        """Per link, the mice load lending (and, when lending, the partition) decides on: the lower of
+        the measured load less the elephants' and the rates of the flows sampled on it that are not
+        elephants (``_mice_loads``)."""
+        return self._mice_loads()[1]
+
+    def _mice_loads(self) -> tuple[dict, dict]:
+        """Two estimates of each link's mice load. (1) The measured load less the elephants': an
+        elephant Freeway placed counts on its placement's links at its measured rate (its allocation
+        when not sampled lately), another flow flagged an elephant on the links it was sampled on. After
+        an elephant moves, the smoothed load of the link it left still holds it for a few periods. (2)
+        The rates of the flows not flagged elephants, summed over the links they were sampled on: only
+        what mice send, but an elephant's first fraction of a second (before it is flagged) too. Lending
+        takes the lower of the two: a link is lent only when both say its mice are idle, and taken back
+        only when both say they came back."""
+        key = (self.link_util, self.flows)
+        if self._mice_of is not None and self._mice_of[0][0] is key[0] and self._mice_of[0][1] is key[1]:
+            return self._mice_of[1]
+        now, el_bps, mice_bps, placed = self.now, Counter(), Counter(), set()
+        for el in self.elephants.values():
+            for sub, pl in zip(el.subflows, el.placements, strict=True):
+                ft = FiveTuple(sub.src, sub.dst, sub.proto, sub.sport, sub.dport)
+                placed.add(ft)
+                r = self.flows.get(ft)
+                rate = r.rate_bps if r is not None and now - r.last_seen < FRESH_S else pl.rate_bps
+                for ln in links(pl.path):
+                    el_bps[ln] += rate
+        for ft, r in self.flows.items():
+            if now - r.last_seen >= FRESH_S or ft in placed:
+                continue
+            for ln in r.links:
+                (el_bps if r.elephant else mice_bps)[ln] += r.rate_bps
+        cap = self.capacity_bps
+        less = {ln: max(0.0, u - el_bps[ln] / cap(ln)) if ln in el_bps else u for ln, u in self.link_util.items()}
+        seen = {ln: min(v, mice_bps[ln] / cap(ln)) for ln, v in less.items()}
+        self._mice_of = (key, (less, seen))
+        return less, seen
+
+    def lending(self) -> bool:
+        return self.cfg.lend != "off"
+
+    def lendable(self, link: Link) -> bool:
+        """A low-latency link an elephant may use now: mice leave it idle (their load below ``lend_below``)
+        and it was not taken back from elephants within ``lend_hold_s``."""
+        part = self.partition
+        if not self.lending() or link in part.dead or not part.is_lol(link):
+            return False
+        if self.now - self.reclaimed.get(link, -1e18) < self.cfg.lend_hold_s:
+            return False
+        return self.mice_seen.get(link, 0.0) < self.cfg.lend_below
+
+    def lent_links(self) -> list[Link]:
+        """Low-latency links that carry elephant allocations now, sorted."""
+        part = self.partition
+        return sorted(ln for ln, bps in self.alloc.link.items() if bps > 0 and part.is_lol(ln))
+
+    def open_link(self, link: Link) -> bool:
+        """A link an elephant may be placed on: high-throughput, or low-latency and lendable."""
+        return self.partition.is_hol(link) or self.lendable(link)
 
     def per_meter(self) -> float:
         """What an elephant's meter lets through per bit/s of its allocation (1 without isolation)."""
@@ -650,8 +748,11 @@ class FreewayState:
             measured = self.link_util.get(ln, 0.0) * self.capacity_bps(ln) - extra * held[ln]
             return max(0.0, max(measured, self.alloc.link.get(ln, 0.0)) - comp[ln])
 
+        # a rate-less elephant may grow to its host's link (the placement is chosen for that; it is
+        # allocated its floor, then its share)
+        demand = want if msg.rate_kbps else max(want, access_kbps * 1000)
         try:
-            placements = self.place(pair, want, n, load_after)
+            placements = self.place(pair, want, n, load_after, demand_bps=demand)
         except NoRoom as e:
             out = nack(str(e), "no-room")
             out.replaced = replaced
@@ -736,8 +837,12 @@ class FreewayState:
         src, dst = self.fabric.host_by_ip(flow.src), self.fabric.host_by_ip(flow.dst)
         if sub in self.by_subflow or src is None or dst is None or flow.proto not in (6, 17):
             return []
+        # The path is chosen for what it may grow to, its host's link (as Hedera estimates a flow's
+        # demand): its measured rate is a snapshot of TCP still speeding up. Its allocation and meter
+        # start at the measured rate and follow it (``follow_demand``).
+        demand = max(rate_bps, self.capacity_bps((src.name, src.switch)))
         try:
-            (pl,) = self.place((src.switch, dst.switch), rate_bps, headroom=float("inf"))
+            (pl,) = self.place((src.switch, dst.switch), rate_bps, headroom=float("inf"), demand_bps=demand)
         except NoRoom:
             return []
         el = Elephant(self._next_eid, 0, src, dst, 0, 0, rate_bps, (sub,), [pl], now, adopted=True)
@@ -807,16 +912,18 @@ class FreewayState:
         releases it: it then travels with the mice)."""
         n = len(el.subflows)
         pair = (el.src.switch, el.dst.switch)
-        paths = [p for p in self.hol_paths(pair) if not set(links(p)) & avoid]
+        avoid = frozenset(avoid)
+        paths = [p for p in self.elephant_paths(pair) if not set(links(p)) & avoid]
         live = [p for p in self.partition.live_paths(pair) if not set(links(p)) & avoid] if overbook_lol else []
         if not paths and not live:
             return None
         self.alloc.release(el.eid)
         try:
-            placements = split(paths, el.rate_bps, n, self.load_bps, self.capacity_bps, self.cfg.headroom)
+            placements = self.place(pair, el.rate_bps, n, self.load_bps, self.cfg.headroom, avoid)
         except NoRoom:
             self.counters["reroute-overbooked"] += 1
-            placements = split(paths or live, el.rate_bps, n, self.load_bps, self.capacity_bps, float("inf"))
+            hol = [p for p in paths if all(self.partition.is_hol(ln) for ln in links(p))]
+            placements = split(hol or paths or live, el.rate_bps, n, self.load_bps, self.capacity_bps, float("inf"))
         old_cookie, old_paths = el.cookie, [pl.path for pl in el.placements]
         el.gen = (el.gen + 1) & GEN_MASK
         el.placements = placements
@@ -869,10 +976,11 @@ class FreewayState:
                            key=lambda el: -el.rate_bps)
             for el in cands:
                 mine = {ln for pl in el.placements for ln in links(pl.path)}
-                too_hot = {ln for p in self.hol_paths((el.src.switch, el.dst.switch)) for ln in links(p)
+                paths = self.elephant_paths((el.src.switch, el.dst.switch))
+                too_hot = {ln for p in paths for ln in links(p)
                            if ln not in mine and (self.load_bps(ln) + el.rate_bps) > threshold * self.capacity_bps(ln)}
                 avoid = {link} | too_hot
-                if not any(not set(links(p)) & avoid for p in self.hol_paths((el.src.switch, el.dst.switch))):
+                if not any(not set(links(p)) & avoid for p in paths):
                     continue
                 plan = self.reroute_plan(el, avoid)
                 if plan is not None:
@@ -882,26 +990,83 @@ class FreewayState:
                     break
         return moves
 
-    def place(self, pair, rate_bps: float, n: int = 1, load=None, headroom: float | None = None) -> list[Placement]:
+    def place(self, pair, rate_bps: float, n: int = 1, load=None, headroom: float | None = None,
+              avoid=frozenset(), demand_bps: float | None = None) -> list[Placement]:
         """``n`` subflows carrying ``rate_bps`` together on the pair's open HOL paths (``hol_paths``), by
         the load ``load`` (default ``load_bps``): Bin-Pack for one subflow, found without building every
-        path (``Partition.best_hol_path``); split as Eq. 1 splits it for several (``binpack.split``)."""
+        path (``Partition.best_hol_path``); split as Eq. 1 splits it for several (``binpack.split``).
+        Links in ``avoid`` are not used.
+
+        Lending (``lend`` idle): when the best HOL placement would load a link beyond its capacity by
+        more than ``LEND_MARGIN`` (with the elephant at ``demand_bps``, what it may grow to, and every
+        allocation, rate-less shares included, and measurement), the paths through lendable LOL links
+        are looked at too, and one of them is taken if it leaves the busiest link less busy by more than
+        the margin. So an elephant takes idle low-latency capacity only when the high-throughput paths
+        are full, and a few per cent of measurement noise decides nothing."""
         load = load or self.load_bps
+        scale = (demand_bps or rate_bps) / rate_bps if rate_bps > 0 else 1.0
         headroom = self.cfg.headroom if headroom is None else headroom
+        try:
+            hol = self._place_on(pair, rate_bps, n, load, headroom, self.partition.is_hol, avoid)
+        except NoRoom as e:
+            if not self.lending():
+                raise
+            hol, why = None, e
+        if not self.lending():
+            return hol
+        u_hol = self._full_util(hol, scale) if hol is not None else float("inf")
+        if u_hol <= 1.0 + LEND_MARGIN:
+            return hol
+        try:
+            lent = self._place_on(pair, rate_bps, n, load, headroom, self.open_link, avoid)
+        except NoRoom:
+            lent = None
+        if lent is not None and self._full_util(lent, scale) < u_hol - LEND_MARGIN:
+            self.counters["placed-on-lent"] += any(not self.partition.is_hol(ln) for pl in lent
+                                                   for ln in links(pl.path))
+            return lent
+        if hol is None:
+            raise why
+        return hol
+
+    def _place_on(self, pair, rate_bps, n, load, headroom, open_, avoid) -> list[Placement]:
         if n > 1 or not self.partition.is_partitioned(pair):
-            return split(self.hol_paths(pair), rate_bps, n, load, self.capacity_bps, headroom)
+            return split(self._paths(pair, open_, avoid), rate_bps, n, load, self.capacity_bps, headroom)
         stale = self.stale
+        usable = ((lambda ln: ln not in stale and ln not in avoid) if stale or avoid else (lambda ln: True))
         found = self.partition.best_hol_path(pair, lambda ln: (load(ln) + rate_bps) / self.capacity_bps(ln),
-                                             (lambda ln: ln not in stale) if stale else (lambda ln: True))
+                                             usable, open_)
         # the same checks and refusal as Bin-Pack over every path
         return [bin_pack([found[1]] if found else [], rate_bps, load, self.capacity_bps, headroom)]
 
+    def _full_util(self, placements: list[Placement], scale: float = 1.0) -> float:
+        """The busiest link's utilisation with ``placements`` (their rates times ``scale``) added to
+        everything allocated and measured."""
+        extra: Counter = Counter()
+        for pl in placements:
+            for ln in links(pl.path):
+                extra[ln] += pl.rate_bps * scale
+        return max(((self.load_bps(ln) + r) / self.capacity_bps(ln) for ln, r in extra.items()), default=0.0)
+
+    def _paths(self, pair, open_, avoid=frozenset()) -> list[Path]:
+        """The pair's live paths whose links are all ``open_``, freshly measured and not in ``avoid``."""
+        stale = self.stale
+        if open_ is self.partition.is_hol:
+            paths = self.partition.hol_paths(pair)
+        else:
+            paths = [p for p in self.partition.live_paths(pair) if all(open_(ln) for ln in links(p))]
+        if not stale and not avoid:
+            return paths
+        return [p for p in paths if not any(ln in stale or ln in avoid for ln in links(p))]
+
     def hol_paths(self, pair) -> list[Path]:
         """The HOL paths open to elephants now: live (the partition) and freshly measured (not stale)."""
-        paths = self.partition.hol_paths(pair)
-        if not self.stale:
-            return paths
-        return [p for p in paths if not any(ln in self.stale for ln in links(p))]
+        return self._paths(pair, self.partition.is_hol)
+
+    def elephant_paths(self, pair) -> list[Path]:
+        """The paths an elephant may take now: the HOL paths and, when lending, those through lendable
+        low-latency links (``lendable``); live and freshly measured."""
+        return self._paths(pair, self.open_link if self.lending() else self.partition.is_hol)
 
     # ----- after a controller restart ----------------------------------------------------
     def recover(self, now: float, switch: str, flows, meters, groups=()) -> list[Elephant]:
@@ -1043,9 +1208,12 @@ class FreewayState:
         if self.moving:  # a move that never reported back must not freeze the partition
             self.counters["moves-never-finished"] += self.moving
             self.moving = 0
-        res = self.partition.step(now, active_pairs, self.link_util)
+        self.now = now
+        res = self.partition.step(now, active_pairs, self.mice_util)
         ops: list[tuple[str, list]] = []
         moved = set()
+        for ln in res.became_lol:  # the mice asked for it: not lent before lend_hold_s
+            self.reclaimed[ln] = now
         for ln in sorted(res.became_lol):
             for eid in self.alloc.crossing(ln):
                 if eid not in moved and eid in self.elephants:
@@ -1053,12 +1221,35 @@ class FreewayState:
                     plan = self.reroute_plan(self.elephants[eid], set(), overbook_lol=True)
                     if plan is not None:
                         self.moves.append((self.elephants[eid], *plan))
+                        self.move_why[eid] = "its links turned low-latency"
+        self._reclaim(now, moved)
         if self.moves:  # the mice groups change once every move is confirmed (``move_finished``)
             self.moving, self._moving_since = len(self.moves), now
             return res, ops
         for sw, intents in self.mice_updates().items():
             ops.append((sw, intents))
         return res, ops
+
+    def _reclaim(self, now: float, moved: set) -> None:
+        """Lent links whose mice came back (mice load above ``reclaim_above``) are taken back: every
+        elephant on one moves to the HOL paths (overbooked if they are full), or to other lendable
+        links when those leave it less busy; the link is not lent again for ``lend_hold_s``."""
+        if not self.lending():
+            return
+        mice, part = self.mice_seen, self.partition
+        back = sorted(ln for ln in self.alloc.link if ln not in part.dead and part.is_lol(ln)
+                      and mice.get(ln, 0.0) > self.cfg.reclaim_above)
+        for ln in back:
+            self.reclaimed[ln] = now
+        for ln in back:
+            for eid in self.alloc.crossing(ln):
+                if eid not in moved and eid in self.elephants:
+                    moved.add(eid)
+                    plan = self.reroute_plan(self.elephants[eid], set(back))
+                    if plan is not None:
+                        self.counters["elephant-reclaimed"] += 1
+                        self.moves.append((self.elephants[eid], *plan))
+                        self.move_why[eid] = "mice came back to a lent link"
 
     def abandon(self, el: Elephant, after: list[tuple[str, list]]) -> list[tuple[str, list]]:
         """A move was rolled back: the state already says the new path, and the rollback deleted the new
@@ -1076,6 +1267,10 @@ class FreewayState:
         install, after)]. Each must be reported with ``move_finished`` (confirmed or rolled back)."""
         moves, self.moves = self.moves, []
         return moves
+
+    def why_moved(self, eid: int) -> str:
+        """Why the elephant's latest move off low-latency links was made (``take_moves``)."""
+        return self.move_why.pop(eid, "its links turned low-latency")
 
     def move_finished(self) -> list[tuple[str, list]]:
         """One move is confirmed or rolled back; after the last, the mice groups follow the partition."""

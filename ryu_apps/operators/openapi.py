@@ -56,7 +56,8 @@ ELEPHANT = _obj({"id": STR, "how": {"type": "string", "enum": ["announced", "ado
 PAIR = _obj({"src": STR, "dst": STR, "lol_paths": INT, "active": BOOL, "paths": {"type": "array", "items": NAMES}})
 
 PARTITION = _obj({"mode": STR, "partitioned": BOOL, "lol_min": INT, "lol_max": INT, "lol_links": INT,
-                  "draining_links": INT, "hol_links": INT, "pairs": {"type": "array", "items": PAIR}},
+                  "draining_links": INT, "hol_links": INT, "lend": STR, "lent_links": NAMES,
+                  "pairs": {"type": "array", "items": PAIR}},
                  ["mode", "partitioned", "pairs"])
 
 DECISION = {"type": "object", "required": ["seq", "time", "type"], "additionalProperties": True,

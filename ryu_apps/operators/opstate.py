@@ -195,7 +195,8 @@ def partition(policy, view: View) -> dict:
                       "paths": [list(p) for p in part.lol_paths(pair)]})
     return {"mode": policy.mode, "partitioned": True, "lol_min": part.n_min, "lol_max": part.n_max,
             "lol_links": sum(1 for c in part.counter.values() if c > 0), "draining_links": len(part.draining),
-            "hol_links": sum(1 for ln in _fabric_links(policy.fabric) if part.is_hol(ln)), "pairs": pairs}
+            "hol_links": sum(1 for ln in _fabric_links(policy.fabric) if part.is_hol(ln)),
+            "lend": policy.lending(), "lent_links": [f"{a}>{b}" for a, b in policy.lent_links()], "pairs": pairs}
 
 
 def _fabric_links(fabric: Fabric) -> list[Link]:

@@ -1,8 +1,11 @@
 """Adopted elephants (found by monitoring, never announced) in freeway mode (issue 13 items 1 and 3):
 their allocation and meter follow the measured rate, and one on a hot link is moved."""
 
+import pytest
+
 from monitoring.sflow import FiveTuple
-from ryu_apps.modes.freeway_state import FreewayState
+from monitoring.view import FlowReading
+from ryu_apps.modes.freeway_state import FreewayConfig, FreewayState
 from ryu_apps.openflow.intents import DeleteFlows, MeterModify
 from ryu_apps.programs.isolation import IsolationConfig, elephant_meter
 from topology.fabric import fattree
@@ -12,10 +15,11 @@ ISO = IsolationConfig()
 F = fattree(4, 10)
 SRC, DST = F.hosts_on("e0_0")[0], F.hosts_on("e3_1")[0]
 FLOW = FiveTuple(SRC.ip, DST.ip, 6, 40001, 5201)
+MOUSE = FiveTuple(F.hosts_on("e0_1")[0].ip, DST.ip, 6, 40100, 7100)
 
 
-def _adopted(rate=1.5e6):
-    core = FreewayState(F, iso=ISO)
+def _adopted(rate=1.5e6, cfg=None):
+    core = FreewayState(F, cfg, iso=ISO)
     assert core.adopt(0.0, FLOW, rate)
     return core, core.elephant_of(FLOW)
 
@@ -35,12 +39,25 @@ def test_an_adopted_elephant_held_by_its_meter_grows_to_what_its_path_has_and_sh
 
 
 def test_a_grown_allocation_is_what_bin_pack_sees():
-    core, el = _adopted()
+    core, el = _adopted(cfg=FreewayConfig(lend="off"))
     other = FiveTuple(F.hosts_on("e0_0")[1].ip, DST.ip, 6, 40002, 5201)
     core.follow_demand(1.0, lambda sub: 1.45e6)  # the first one grows to its whole path (e0_0's HOL uplink)
     assert core.adopt(0.0, other, 4e6)
     # on k=4 both HOL paths from e0_0 share that uplink: the second is placed seeing 10 + 4 Mbit/s on it
     assert core.elephant_of(other).placements[0].max_util == 1.4
+
+
+def test_with_the_high_throughput_paths_full_an_adopted_elephant_borrows_idle_low_latency_capacity():
+    core, el = _adopted()  # lending on (the default)
+    other = FiveTuple(F.hosts_on("e0_0")[1].ip, DST.ip, 6, 40002, 5201)
+    core.follow_demand(1.0, lambda sub: 1.45e6)
+    assert core.adopt(0.0, other, 4e6)
+    pl = core.elephant_of(other).placements[0]
+    assert pl.max_util == 0.4 and not core.partition.is_hol(path_links(pl.path)[0])  # e0_0's LOL uplink, idle
+    # mice on it: no longer lent, so a third elephant from e0_0 overbooks the HOL path instead
+    up = path_links(pl.path)[0]  # 4 Mbit/s of elephant and 1.5 of mice on it
+    core.measure(2.0, {up: 0.4 + 0.15}, {MOUSE: FlowReading(1.5e6, frozenset({up}), False, 2.0)})
+    assert not core.lendable(path_links(pl.path)[0]) and core.lendable(path_links(pl.path)[1])
 
 
 def test_announced_elephants_keep_their_allocation():
@@ -50,7 +67,7 @@ def test_announced_elephants_keep_their_allocation():
 
 
 def test_an_adopted_elephant_on_a_hot_link_moves_to_a_high_throughput_path_with_room():
-    core, el = _adopted(3e6)
+    core, el = _adopted(3e6, FreewayConfig(lend="off"))
     old_cookie, hot = el.cookie, path_links(el.placements[0].path)[1]
     core.alloc.link[("c4", "a3_1")] = 5e6  # the other path would go over 70% with it (5 + 3 of 10)
     assert core.hot_adopted(10.0, {hot: 0.85}, 0.7, 10.0) == []  # EFM's rule: it stays
@@ -81,3 +98,46 @@ def test_an_adopted_elephant_is_recovered_as_adopted_after_a_restart():
         fresh.recover(5.0, sw, s.flows(), list(s.meters.values()), list(s.groups.values()))
     back = fresh.state.elephant_of(FLOW)
     assert back.adopted and back.cookie == el.cookie and back.rate_bps == el.rate_bps
+
+
+def test_with_lending_a_hot_adopted_elephant_moves_to_idle_low_latency_capacity_and_back_when_mice_return():
+    core, el = _adopted(3e6)
+    hot = path_links(el.placements[0].path)[1]
+    core.alloc.link[("c4", "a3_1")] = 5e6  # the other HOL path would go over 70% with it
+    (moved, _install, _after), = core.hot_adopted(10.0, {hot: 0.85}, 0.7, 10.0)
+    lent = [ln for ln in path_links(el.placements[0].path) if not core.partition.is_hol(ln)]
+    assert moved is el and hot not in path_links(el.placements[0].path) and lent  # onto idle LOL links
+    # mice come back on one of them (its load beyond the elephant's 3 Mbit/s): the link is taken back
+    core.measure(11.0, {lent[0]: 0.3 + 0.25}, {MOUSE: FlowReading(2.5e6, frozenset({lent[0]}), False, 11.0)})
+    core.period(11.0, [])
+    (back, _i, _a), = core.take_moves()
+    assert back is el and not set(lent) & set(path_links(el.placements[0].path))
+    assert core.why_moved(el.eid) == "mice came back to a lent link" and not core.lendable(lent[0])
+    core.move_finished()
+    core.measure(15.0, {})  # mice gone again: not lent before lend_hold_s has passed
+    assert not core.lendable(lent[0])
+    core.measure(21.0, {})
+    assert core.lendable(lent[0])
+
+
+def test_a_lent_link_is_taken_back_only_when_mice_are_sampled_on_it():
+    """The smoothed load of a lent link an elephant just left still holds the elephant for a few periods:
+    with no mouse sampled on it, that is not mice coming back. Nor is a flow not yet flagged an elephant
+    on a link whose load the placed elephants explain."""
+    core, el = _adopted(3e6)
+    hot = path_links(el.placements[0].path)[1]
+    core.alloc.link[("c4", "a3_1")] = 5e6
+    core.hot_adopted(10.0, {hot: 0.85}, 0.7, 10.0)
+    lent = next(ln for ln in path_links(el.placements[0].path) if not core.partition.is_hol(ln))
+    young = FiveTuple(F.hosts_on("e0_0")[1].ip, DST.ip, 6, 40200, 5201)
+    core.measure(11.0, {lent: 0.9}, {young: FlowReading(0.2e6, frozenset({lent}), False, 11.0)})
+    less, seen = core._mice_loads()
+    assert less[lent] == pytest.approx(0.6)  # 9 Mbit/s measured, the placed elephant's 3 (its allocation) taken off
+    assert seen[lent] == pytest.approx(0.02)  # ... but only 0.2 Mbit/s of flows that are not elephants
+    assert core.mice_seen[lent] == core.mice_util[lent] == seen[lent]  # what lending and the partition use
+    core.period(11.0, [])
+    assert core.take_moves() == [] and core.lendable(lent)
+    core.measure(12.0, {lent: 0.9}, {young: FlowReading(2.5e6, frozenset({lent}), False, 12.0)})
+    core.period(12.0, [])
+    (back, _i, _a), = core.take_moves()  # now both say mice are there (0.25 > reclaim_above)
+    assert back is el and not core.lendable(lent)

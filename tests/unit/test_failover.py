@@ -4,8 +4,11 @@ around the dead links, nothing placed on them, and everything back once they ret
 import pytest
 
 from monitoring.view import View
+from ryu_apps import modes
+from ryu_apps.algorithms.efm_rounds import EFMConfig
 from ryu_apps.algorithms.partition import StepResult
 from ryu_apps.control.liveness import Liveness
+from ryu_apps.modes.freeway_state import FreewayConfig
 from ryu_apps.openflow import pipeline, reconcile
 from ryu_apps.openflow.intents import DeleteFlow, DeleteFlows, Flow, Group, GroupModify, Meter, MeterModify, match
 from ryu_apps.programs import forwarding
@@ -104,16 +107,25 @@ def test_freeway_partition_replaces_a_dead_low_latency_path_by_the_next_and_elep
     assert not any(ln in sim.dead() for ln in part.lol_links())
 
 
-def test_an_elephant_with_no_live_path_left_is_released_and_travels_as_a_mouse():
+@pytest.mark.parametrize("lend", ["off", "idle"])
+def test_an_elephant_with_no_live_path_left_is_released_and_travels_as_a_mouse(lend):
+    """With two spines, one LOL and one HOL path: the HOL spine's link dies. The paper's behaviour
+    (lend off) has no path left for the elephant; lending moves it to the low-latency path that mice
+    leave idle (confirmed, make-before-break)."""
     fabric = leafspine(2, 2, 1)
-    pol = policy("freeway", fabric, None)
+    pol = modes.FreewayPolicy(fabric, None, FreewayConfig(lend=lend), EFMConfig())
     sim = SimFabric(fabric, pol)
     src, dst = fabric.hosts_on("l0")[0], fabric.hosts_on("l1")[0]
-    # with two spines, one LOL and one HOL path: kill the HOL spine's link
     flow, el = _announce(sim, pol, src, dst, 40001)
     spine = el.placements[0].path[1]
     sim.fail(("l0", spine))
-    assert pol.state.elephant_of(flow) is None and pol.state.counters["elephant-unroutable"] == 1
+    if lend == "off":
+        assert pol.state.elephant_of(flow) is None and pol.state.counters["elephant-unroutable"] == 1
+    else:
+        moved = pol.state.elephant_of(flow)
+        assert moved is el and spine not in moved.placements[0].path
+        assert not pol.state.partition.is_hol((moved.placements[0].path[0], moved.placements[0].path[1]))
+        assert pol.state.counters["elephant-unroutable"] == 0
     t = sim.send(src.name, flow)
     assert t.delivered_to == dst.name and spine not in t.path
 
@@ -552,13 +564,14 @@ def test_rate_less_elephants_are_recovered_rate_less_and_keep_sharing_after_a_re
     elephant from one with an explicit rate: read back, two rate-less elephants from one ToR are
     rate-less again, keep their shares, and a third one shares with them."""
     fabric = fattree(4, 10)
-    pol = policy("freeway", fabric, iso)
+    cfg = FreewayConfig(lend="off")  # (all three on e0_0's one HOL uplink: lending would spread them)
+    pol = modes.FreewayPolicy(fabric, iso, cfg, EFMConfig())
     sim = SimFabric(fabric, pol)
     src = fabric.hosts_on("e0_0")
     dsts = fabric.hosts_on("e3_0") + fabric.hosts_on("e3_1")
     placed = [_announce(sim, pol, src[i % 2], dsts[i], 41000 + i, rate_kbps=0) for i in range(2)]
     assert all(el.rateless for _, el in placed)
-    fresh = policy("freeway", fabric, iso)
+    fresh = modes.FreewayPolicy(fabric, iso, cfg, EFMConfig())
     for sw in fabric.switches:
         flows, groups, meters = _held(sim, sw)
         fresh.recover(5.0, sw, flows, meters, groups)

@@ -120,6 +120,18 @@ def test_flow_removed_releases_and_clears():
     assert not core.elephants and not core.alloc.link and core.flow_removed("e0_0", el.cookie) == {}
 
 
+def _mice_on(core, links, util: float, now: float) -> None:
+    """Mice measured at ``util`` on ``links`` (the links' load, and a flow that is no elephant sampled on
+    each at that rate, as monitoring reports them)."""
+    from monitoring.sflow import FiveTuple
+    from monitoring.view import FlowReading
+
+    cap = core.capacity_bps(links[0])
+    core.measure(now, dict.fromkeys(links, util),
+                 {FiveTuple(SRC, DST, 6, 50000 + i, 7100): FlowReading(util * cap, frozenset({ln}), False, now)
+                  for i, ln in enumerate(links)})
+
+
 def test_new_lol_links_push_elephants_to_other_hol_paths_make_before_break():
     core = _core()
     for sw in core.fabric.switches:  # the switches connected and hold their programs
@@ -127,8 +139,8 @@ def test_new_lol_links_push_elephants_to_other_hol_paths_make_before_break():
     el = core.handshake(1.0, "e0_0", 1, SRC, _ann()).elephant
     old = el.placements[0].path
     assert old[1:3] == ("a0_1", "c4")
-    hot = {ln: 0.5 for p in core.partition.lol_paths(("e0_0", "e5_2")) for ln in zip(p, p[1:], strict=False)}
-    core.link_util = hot
+    _mice_on(core, [ln for p in core.partition.lol_paths(("e0_0", "e5_2")) for ln in zip(p, p[1:], strict=False)],
+             0.5, 2.0)
     res, ops = core.period(2.0, active_pairs(core.fabric, [(SRC, DST)]))
     assert res.added == [("e0_0", "e5_2")] and ("a0_1", "c4") in res.became_lol
     assert ops == []  # issue 13 item 4: no mice group changes while the elephant is still on the link
@@ -165,8 +177,8 @@ def test_a_switch_gaining_or_losing_its_only_low_latency_hop_gets_a_group_or_los
         core.switch_program(sw)
     dst_index = core.fabric.tors().index("e5_2")
     assert not core.mice["a0_1"].groups and dst_index not in core.mice["a0_1"].gid_of
-    hot = {ln: 0.5 for p in core.partition.lol_paths(("e0_0", "e5_2")) for ln in zip(p, p[1:], strict=False)}
-    core.link_util = hot
+    _mice_on(core, [ln for p in core.partition.lol_paths(("e0_0", "e5_2")) for ln in zip(p, p[1:], strict=False)],
+             0.5, 2.0)
     pairs = active_pairs(core.fabric, [(SRC, DST)])
     _, ops = core.period(2.0, pairs)
     a01 = [i for sw, intents in ops if sw == "a0_1" for i in intents]
@@ -185,7 +197,7 @@ def test_a_switch_gaining_or_losing_its_only_low_latency_hop_gets_a_group_or_los
     _, again = core.period(3.0, pairs)
     assert not [i for sw, intents in again if sw == "a0_1" for i in intents if isinstance(i, (Group, Flow))]
     # the mice load goes away: the dynamic path closes, a0_1's entries toward e5_2 go, then its group
-    core.link_util = {}
+    core.measure(4.0, {}, {})
     t, gone = 4.0, []
     while not gone and t < 200:
         _, ops = core.period(t, pairs)
@@ -289,12 +301,13 @@ def _metered_kbps(core) -> int:
     return sum(core.meter_of(el).rate for el in core.elephants.values())
 
 
-def _rate_less_announcer(host_share: float):
+def _rate_less_announcer(host_share: float, lend: str = "off"):
     """A k=4 core with isolation and ``host_share``, and a function announcing elephant ``i`` from
-    ``ip`` (a host under e0_0; ``rate_kbps`` 0: rate-less) to 10.3.1.3."""
+    ``ip`` (a host under e0_0; ``rate_kbps`` 0: rate-less) to 10.3.1.3. Lending off by default (the
+    paper's behaviour: every high-throughput path from e0_0 crosses its one HOL uplink)."""
     from ryu_apps.programs.isolation import IsolationConfig
 
-    core = FreewayState(fattree(4, 10), FreewayConfig(host_share=host_share), iso=IsolationConfig())
+    core = FreewayState(fattree(4, 10), FreewayConfig(host_share=host_share, lend=lend), iso=IsolationConfig())
     ports = {"10.0.0.2": 1, "10.0.0.3": 2}
 
     def announce(i, ip, rate_kbps=0):

@@ -70,10 +70,11 @@ class FreewayConfig(PartitionConfig):
     lend: str = setting("idle", "elephants may use low-latency links that mice leave idle: idle (lend a LOL link "
                         "while its mice load is below lend_below, take it back above reclaim_above) or off (the "
                         "paper: elephants only on high-throughput paths)", choices=LEND_MODES, live=True)
-    lend_below: float = setting(0.1, "a low-latency link is lent to elephants while its mice load (measured load "
-                                "less the elephants' on it) is below this", max=1, live=True)
-    reclaim_above: float = setting(0.2, "... and taken back (its elephants moved to high-throughput paths, "
-                                   "confirmed) once its mice load is above this", positive=True, max=1, live=True)
+    lend_below: float = setting(0.05, "a low-latency link is lent to elephants while its mice load is below this "
+                                "(half the partition's idle level, lol_low)", max=1, live=True)
+    reclaim_above: float = setting(0.1, "... and taken back (its elephants moved to high-throughput paths, "
+                                   "confirmed) once its mice load is above this (the idle level)", positive=True,
+                                   max=1, live=True)
     lend_hold_s: float = setting(10.0, "a link taken back from elephants is not lent again for this long", "s",
                                  live=True)
 

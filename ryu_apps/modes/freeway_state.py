@@ -846,6 +846,11 @@ class FreewayState:
             (pl,) = self.place((src.switch, dst.switch), rate_bps, headroom=float("inf"), demand_bps=demand)
         except NoRoom:
             return []
+        if self.lending():  # placed for its demand: allocated the room its path has (as ``follow_demand``
+            # would grow it at the next period), so that its meter does not hold TCP at the rate of its
+            # first fraction of a second (it then shrank before TCP could speed up)
+            rate_bps = min(demand, rate_bps + max(0.0, self._free(pl.path)))
+            pl = Placement(pl.path, rate_bps, pl.max_util)
         el = Elephant(self._next_eid, 0, src, dst, 0, 0, rate_bps, (sub,), [pl], now, adopted=True)
         self._next_eid += 1
         self.elephants[el.eid] = el

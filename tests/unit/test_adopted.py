@@ -18,14 +18,20 @@ FLOW = FiveTuple(SRC.ip, DST.ip, 6, 40001, 5201)
 MOUSE = FiveTuple(F.hosts_on("e0_1")[0].ip, DST.ip, 6, 40100, 7100)
 
 
-def _adopted(rate=1.5e6, cfg=None):
+def _adopted(rate=1.5e6, cfg=None, held=False):
+    """An adopted elephant measured at ``rate`` when found; ``held``: its allocation then brought to
+    ``rate`` (lending allocates it its path's room: it is measured sending 0.8 of ``rate`` and shrinks)."""
     core = FreewayState(F, cfg, iso=ISO)
     assert core.adopt(0.0, FLOW, rate)
-    return core, core.elephant_of(FLOW)
+    el = core.elephant_of(FLOW)
+    if held and el.rate_bps != rate:
+        core.follow_demand(0.0, lambda sub: 0.8 * rate)
+        assert el.rate_bps == rate
+    return core, el
 
 
 def test_an_adopted_elephant_held_by_its_meter_grows_to_what_its_path_has_and_shrinks_when_it_sends_less():
-    core, el = _adopted()
+    core, el = _adopted(cfg=FreewayConfig(lend="off"))
     link = path_links(el.placements[0].path)[1]
     ops = core.follow_demand(1.0, lambda sub: 1.45e6)  # at its 1.5 Mbit/s allocation: the meter holds it
     assert el.rate_bps == 10e6 and core.alloc.link[link] == 10e6  # the whole 10 Mbit/s path was free
@@ -48,7 +54,7 @@ def test_a_grown_allocation_is_what_bin_pack_sees():
 
 
 def test_with_the_high_throughput_paths_full_an_adopted_elephant_borrows_idle_low_latency_capacity():
-    core, el = _adopted()  # lending on (the default)
+    core, el = _adopted(held=True)  # lending on (the default)
     other = FiveTuple(F.hosts_on("e0_0")[1].ip, DST.ip, 6, 40002, 5201)
     core.follow_demand(1.0, lambda sub: 1.45e6)
     assert core.adopt(0.0, other, 4e6)
@@ -56,12 +62,13 @@ def test_with_the_high_throughput_paths_full_an_adopted_elephant_borrows_idle_lo
     assert pl.max_util == 0.4 and not core.partition.is_hol(path_links(pl.path)[0])  # e0_0's LOL uplink, idle
     # mice on it: no longer lent, so a third elephant from e0_0 overbooks the HOL path instead
     up = path_links(pl.path)[0]  # 4 Mbit/s of elephant and 1.5 of mice on it
-    core.measure(2.0, {up: 0.4 + 0.15}, {MOUSE: FlowReading(1.5e6, frozenset({up}), False, 2.0)})
+    core.measure(2.0, {up: 0.4 + 0.15}, {MOUSE: FlowReading(1.5e6, frozenset({up}), False, 2.0),
+                                         other: FlowReading(4e6, frozenset({up}), True, 2.0)})
     assert not core.lendable(path_links(pl.path)[0]) and core.lendable(path_links(pl.path)[1])
 
 
 def test_announced_elephants_keep_their_allocation():
-    core, el = _adopted()
+    core, el = _adopted(held=True)
     el.adopted = False
     assert core.follow_demand(1.0, lambda sub: 1.45e6) == [] and el.rate_bps == 1.5e6
 
@@ -101,7 +108,7 @@ def test_an_adopted_elephant_is_recovered_as_adopted_after_a_restart():
 
 
 def test_with_lending_a_hot_adopted_elephant_moves_to_idle_low_latency_capacity_and_back_when_mice_return():
-    core, el = _adopted(3e6)
+    core, el = _adopted(3e6, held=True)
     hot = path_links(el.placements[0].path)[1]
     core.alloc.link[("c4", "a3_1")] = 5e6  # the other HOL path would go over 70% with it
     (moved, _install, _after), = core.hot_adopted(10.0, {hot: 0.85}, 0.7, 10.0)
@@ -124,7 +131,7 @@ def test_a_lent_link_is_taken_back_only_when_mice_are_sampled_on_it():
     """The smoothed load of a lent link an elephant just left still holds the elephant for a few periods:
     with no mouse sampled on it, that is not mice coming back. Nor is a flow not yet flagged an elephant
     on a link whose load the placed elephants explain."""
-    core, el = _adopted(3e6)
+    core, el = _adopted(3e6, held=True)
     hot = path_links(el.placements[0].path)[1]
     core.alloc.link[("c4", "a3_1")] = 5e6
     core.hot_adopted(10.0, {hot: 0.85}, 0.7, 10.0)
@@ -141,3 +148,14 @@ def test_a_lent_link_is_taken_back_only_when_mice_are_sampled_on_it():
     core.period(12.0, [])
     (back, _i, _a), = core.take_moves()  # now both say mice are there (0.25 > reclaim_above)
     assert back is el and not core.lendable(lent)
+
+
+def test_with_lending_an_adopted_elephant_starts_with_the_room_its_path_has():
+    """Placed for its demand (its host's link), it is allocated what its path has at once: a meter at the
+    rate of TCP's first fraction of a second held it there, and it shrank before TCP sped up."""
+    core, el = _adopted(1.5e6)
+    assert el.rate_bps == 10e6 and core.meter_of(el).rate == elephant_meter(el.eid, 10e6, ISO).rate
+    other = FiveTuple(F.hosts_on("e0_0")[1].ip, DST.ip, 6, 40002, 5201)
+    assert core.adopt(0.0, other, 2e6)  # the HOL uplink is taken: lent e0_0's idle LOL uplink, all of it
+    second = core.elephant_of(other)
+    assert second.rate_bps == 10e6 and not core.partition.is_hol(path_links(second.placements[0].path)[0])

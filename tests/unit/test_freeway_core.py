@@ -212,6 +212,10 @@ def test_config_errors_name_the_key():
         FreewayConfig(punt_pps=0)
     with pytest.raises(FreewayConfigError, match="lol_low: must be below lol_high/2"):
         FreewayConfig(lol_low=0.2)
+    with pytest.raises(FreewayConfigError, match="lend_below: must be below reclaim_above"):
+        FreewayConfig(lend_below=0.1, reclaim_above=0.1)
+    with pytest.raises(FreewayConfigError, match="lend: must be one of idle, off"):
+        FreewayConfig(lend="always")
 
 
 def test_mice_groups_follow_big_load_changes_not_jitter():

@@ -135,12 +135,16 @@ def from_mixed(wl, fabric, announce: bool, mice_offset: float = 2.0) -> list[Flo
     return sorted(out, key=lambda f: (f.start, f.src))
 
 
+def group_of(fabric, switch: str):
+    """A ToR's group: its pod in a fat-tree, the leaf itself in a leaf-spine."""
+    return fabric.switches[switch].pod if fabric.topo == "fattree" else switch
+
+
 def permutation(fabric, seed: int, duration: float, announce: bool = False) -> list[Flow]:
     """Every host sends one long flow for ``duration`` seconds to a host in another pod (fat-tree) or under
     another leaf (leaf-spine), and every host receives one: a random permutation with no flow inside a
     pod or leaf (seeded)."""
-    group = {h.name: (fabric.switches[h.switch].pod if fabric.topo == "fattree" else h.switch)
-             for h in fabric.hosts}
+    group = {h.name: group_of(fabric, h.switch) for h in fabric.hosts}
     names = [h.name for h in fabric.hosts]
     if len(set(group.values())) < 2:
         raise FlowListError("a permutation needs at least two pods or leaves")

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from experiments import stats
-from experiments.flowlist import RR_PORT
+from experiments.flowlist import RR_PORT, group_of
 from experiments.procs import ControllerProcess, SwitchCpu
 from experiments.workload import SizeCDF, poisson_schedule
 from topology.builder import FabricNet
@@ -60,11 +60,6 @@ class Workload:
     elephants: list[tuple[str, str]]  # (src host, dst host)
     mice: dict[str, list] = field(default_factory=dict)  # client host -> schedule [(offset, server ip, size)]
     duration: float = 30.0
-
-
-def group_of(fabric: Fabric, switch: str):
-    """A ToR's group: its pod in a fat-tree, the leaf itself in a leaf-spine."""
-    return fabric.switches[switch].pod if fabric.topo == "fattree" else switch
 
 
 def mixed_workload(fabric: Fabric, duration: float, seed: int, mice_load: float, dist: str,
@@ -147,14 +142,16 @@ def _controller_settings(base: str) -> dict:
 
 
 def _controller_flags(base: str) -> list[str]:
-    """``_controller_settings`` as ``freeway controller`` flags."""
+    """``_controller_settings`` as ``freeway controller`` flags (its own table of them)."""
+    from ryu_apps.cli import FLAGS
+    from ryu_apps.config import SECTIONS
+
     out = []
     for key, value in _controller_settings(base).items():
-        if key == "hedera_poll_s":
-            out += ["--hedera-poll", f"{value:g}"]
+        if key in SECTIONS:
+            out += [x for k, v in value for x in ("--" + key.replace("_settings", "-set"), f"{k}={v}")]
         else:
-            for k, v in value:
-                out += [f"--{key.removesuffix('_settings')}-set", f"{k}={v}"]
+            out += [FLAGS[key], f"{value:g}"]
     return out
 
 

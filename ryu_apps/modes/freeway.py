@@ -238,10 +238,9 @@ class FreewayPolicy(Policy):
         out.events += self._partition_events(res, "mice load")
         out.ops += ops
         for el, install, after in self.state.take_moves():  # off links that turned LOL, then the mice follow
-            LOG.info("elephant %d leaves low-latency links (%s): to %s", el.eid, self.state.move_why.get(
-                el.eid, "they turned low-latency"), ", ".join(path_top(pl.path) for pl in el.placements))
-
             why = self.state.why_moved(el.eid)
+            LOG.info("elephant %d leaves low-latency links (%s): to %s", el.eid, why,
+                     ", ".join(path_top(pl.path) for pl in el.placements))
             ev = {"type": "reroute", "how": "partition" if why.startswith("its links") else "reclaim",
                   "elephant": el.eid, "reason": why, "paths": [list(pl.path) for pl in el.placements]}
 

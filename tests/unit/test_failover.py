@@ -237,6 +237,28 @@ def test_a_restarted_controller_sends_nothing_and_recovers_announced_elephants(m
         assert fresh.state.elephant_of(flow) is None and fresh.state._next_eid > el.eid
 
 
+@pytest.mark.parametrize("iso", [None, ISO], ids=["plain", "isolation"])
+def test_a_restarted_controller_reads_back_an_elephant_on_a_lent_link_and_sends_nothing(iso):
+    """Issue 37: two rate-less elephants from under one k=4 ToR, the second lent the ToR's idle
+    low-latency uplink. A restarted controller reads both back from the switches where they are
+    (the lent one on its low-latency links) and sends nothing."""
+    fabric = fattree(4)
+    pol = policy("freeway", fabric, iso)
+    sim = SimFabric(fabric, pol)
+    src, dst = fabric.hosts_on("e0_0"), fabric.hosts_on("e3_1")
+    placed = [_announce(sim, pol, src[i], dst[i], 41000 + i, rate_kbps=0) for i in range(2)]
+    firsts = {el.placements[0].path[1] for _, el in placed}
+    assert firsts == {"a0_0", "a0_1"}  # one on each uplink: the LOL one (to a0_0) is lent
+    fresh = policy("freeway", fabric, iso)
+    for sw in sorted(fabric.switches, reverse=True):
+        ops = _read_back(sim, fresh, sw)
+        assert ops == [], (sw, ops[:3])
+    for flow, el in placed:
+        back = fresh.state.elephant_of(flow)
+        assert back is not None and back.placements[0].path == el.placements[0].path
+    assert ("e0_0", "a0_0") in fresh.state.lent_links()
+
+
 def _renumber(sim, sw, new_id):
     """Give ``sw``'s mice groups other ids (``new_id(group id, destination index)``), the entries
     pointing at them following: what another controller's allocation may have left on it."""

@@ -45,7 +45,14 @@ class FakeSwitch:
             self.closed.set()
             return self
         self.sock.settimeout(None)
-        self.sock.sendall(_msg(HELLO, 1))
+        try:  # with TLS 1.3 the client's handshake ends before the server has judged its certificate: a
+            # refused peer may learn it here, on its first write, as the server's close (SSLEOFError)
+            self.sock.sendall(_msg(HELLO, 1))
+        except (ssl.SSLError, OSError) as e:
+            self.error = str(e)
+            self.close()
+            self.closed.set()
+            return self
         threading.Thread(target=self._serve, daemon=True).start()
         return self
 

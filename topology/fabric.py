@@ -177,6 +177,12 @@ class Fabric:
                 self._slot[h.name] = n + 1
         self._by_dpid = {sw.dpid: sw for sw in self.switches.values()}
         self._adj = {n: sorted(peers, key=self._order) for n, peers in self._adj.items()}
+        # asked for millions of times when a k=48 fabric's programs are computed: kept, copied on the way out
+        self._ups = {s: tuple(n for n in self._adj.get(s, ()) if self.switches[n].level > sw.level)
+                     for s, sw in self.switches.items()}
+        self._downs = {s: tuple(n for n in self._adj.get(s, ()) if self.switches[n].level < sw.level)
+                       for s, sw in self.switches.items()}
+        self._tors = tuple(sorted((s.name for s in self.switches.values() if s.is_tor), key=self._order))
         for sw in sorted(self.switches.values(), key=lambda s: s.level):
             below = list(self._hosts_on.get(sw.name, []))
             for n in self.down_neighbors(sw.name):
@@ -214,15 +220,13 @@ class Fabric:
         return list(self._adj.get(switch, ()))
 
     def up_neighbors(self, switch: str) -> list[str]:
-        lvl = self.switches[switch].level
-        return [n for n in self.neighbors(switch) if self.switches[n].level > lvl]
+        return list(self._ups[switch])
 
     def down_neighbors(self, switch: str) -> list[str]:
-        lvl = self.switches[switch].level
-        return [n for n in self.neighbors(switch) if self.switches[n].level < lvl]
+        return list(self._downs[switch])
 
     def tors(self) -> list[str]:
-        return sorted((s.name for s in self.switches.values() if s.is_tor), key=self._order)
+        return list(self._tors)
 
     def capacity(self, a: str, b: str) -> float:
         """Capacity in Mbit/s of the link between two switches."""

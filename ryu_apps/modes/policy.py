@@ -209,16 +209,21 @@ class Policy:
 
     # ----- failures ---------------------------------------------------------------------
     def on_links(self, now: float, dead) -> Reaction:
-        """The liveness model changed: every switch's base program is recomputed around the dead links
-        and only the difference is sent; then the mode moves what crossed them (``after_links``)."""
+        """The liveness model changed: the base program of every switch whose dead uplinks or detours
+        moved (``forwarding.dead_key``) is recomputed around the dead links and only the difference is
+        sent; then the mode moves what crossed them (``after_links``). A mode whose own fixed entries
+        followed the dead links would have to widen that key."""
         dead = frozenset(dead)
         if dead == self.dead:
             return NOTHING()
-        before = {sw: self.static_program(sw) for sw in self.fabric.switches}
+        reach = Reachability(self.fabric, lambda ln: ln not in dead)
+        moved = [sw for sw in self.fabric.switches if forwarding.dead_key(self.fabric, sw, self.dead, self.reach())
+                 != forwarding.dead_key(self.fabric, sw, dead, reach)]
+        before = {sw: self.static_program(sw) for sw in moved}
         went_down = dead - self.dead
-        self.dead, self._reach = dead, None
+        self.dead, self._reach = dead, reach
         out = Reaction()
-        for sw in self.fabric.switches:
+        for sw in moved:
             ops = reconcile.diff(before[sw], self.static_program(sw))
             if ops:
                 out.ops.append((sw, ops))

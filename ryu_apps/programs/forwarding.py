@@ -43,10 +43,11 @@ ETH_ARP = 0x0806
 ETH_IPV4 = 0x0800
 
 
-def covering_prefixes(under: list[str], all_sorted: list[int]) -> list[tuple[str, int]]:
+def covering_prefixes(under: list[str], all_sorted: list[int], parsed: dict[str, int] | None = None) -> list[tuple[str, int]]:
     """The shortest prefix (/8, /16 or /24) holding every address in ``under``
-    and no other address of ``all_sorted``; else one /32 per address."""
-    ints = sorted(int(ipaddress.IPv4Address(ip)) for ip in under)
+    and no other address of ``all_sorted``; else one /32 per address (``parsed``: the addresses
+    already as integers)."""
+    ints = sorted(parsed[ip] if parsed is not None else int(ipaddress.IPv4Address(ip)) for ip in under)
     if not ints:
         return []
     for plen in (8, 16, 24):
@@ -80,10 +81,20 @@ def uplink_group(fabric: Fabric, switch: str, weights: dict[int, int] | None = N
     return Group(UPLINK_GROUP, tuple(Bucket((Output(p),), weights.get(p, 1)) for p in ports))
 
 
+def _addresses(fabric: Fabric) -> tuple[dict[str, int], list[int]]:
+    """Every host's address as an integer, and all of them sorted: parsed once per fabric (parsing a
+    k=32 fat-tree's 8,192 addresses again for each of its 1,280 switches took 14 s of start-up)."""
+    got = fabric.__dict__.get("_addresses_cache")
+    if got is None:
+        parsed = {h.ip: int(ipaddress.IPv4Address(h.ip)) for h in fabric.hosts}
+        got = fabric.__dict__["_addresses_cache"] = (parsed, sorted(parsed.values()))
+    return got
+
+
 def tor_prefixes(fabric: Fabric) -> dict[str, list]:
     """Each ToR's covering prefixes as matches."""
-    all_sorted = sorted(int(ipaddress.IPv4Address(h.ip)) for h in fabric.hosts)
-    return {t: [_prefix_match(a, p) for a, p in covering_prefixes([h.ip for h in fabric.hosts_on(t)], all_sorted)]
+    parsed, all_sorted = _addresses(fabric)
+    return {t: [_prefix_match(a, p) for a, p in covering_prefixes([h.ip for h in fabric.hosts_on(t)], all_sorted, parsed)]
             for t in fabric.tors()}
 
 
@@ -97,11 +108,32 @@ def detour(fabric: Fabric, switch: str, dst_tor: str, dead, reach: Reachability)
 
 
 def detours(fabric: Fabric, switch: str, dead, reach: Reachability | None = None) -> dict[str, list[str]]:
-    """Destination ToRs that the live uplinks do not all reach, with the up-neighbors that still do."""
+    """Destination ToRs that the live uplinks do not all reach, with the up-neighbors that still do
+    (those ``detour`` names, found from the ToRs each uplink does not reach, in the fabric's order)."""
     if not dead:
         return {}
     reach = reach or Reachability(fabric, lambda ln: ln not in dead)
-    return {t: hops for t in fabric.tors() if (hops := detour(fabric, switch, t, dead, reach)) is not None}
+    ups = [n for n in fabric.up_neighbors(switch) if (switch, n) not in dead]
+    missed = frozenset().union(*(reach.unreached(n) for n in ups)) - reach.below[switch]
+    if not missed:
+        return {}
+    order = _tor_order(fabric)
+    return {t: [n for n in ups if t not in reach.unreached(n)] for t in sorted(missed, key=order.__getitem__)}
+
+
+def _tor_order(fabric: Fabric) -> dict[str, int]:
+    got = fabric.__dict__.get("_tor_order_cache")
+    if got is None:
+        got = fabric.__dict__["_tor_order_cache"] = {t: i for i, t in enumerate(fabric.tors())}
+    return got
+
+
+def dead_key(fabric: Fabric, switch: str, dead, reach: Reachability | None = None) -> tuple:
+    """All that ``base_program`` takes from the dead links for ``switch``: its dead uplinks and its
+    detours. Two liveness models with the same key give the switch the same base program, so a link
+    change recomputes (and diffs) only the switches whose key moved."""
+    lost = tuple(n for n in fabric.up_neighbors(switch) if (switch, n) in dead)
+    return lost, tuple((t, tuple(h)) for t, h in detours(fabric, switch, dead, reach).items())
 
 
 def _down_flows(fabric: Fabric, switch: str) -> list[Flow]:
@@ -110,11 +142,11 @@ def _down_flows(fabric: Fabric, switch: str) -> list[Flow]:
     link change recomputes every switch's program; parsing every address again held the loop)."""
     cache = fabric.__dict__.setdefault("_down_flows_cache", {})
     if switch not in cache:
-        all_sorted = sorted(int(ipaddress.IPv4Address(h.ip)) for h in fabric.hosts)
+        parsed, all_sorted = _addresses(fabric)
         out = []
         for n in fabric.down_neighbors(switch):
             port = fabric.port_to(switch, n)
-            for addr, plen in covering_prefixes([h.ip for h in fabric.hosts_below(n)], all_sorted):
+            for addr, plen in covering_prefixes([h.ip for h in fabric.hosts_below(n)], all_sorted, parsed):
                 out.append(Flow(PRIO_DOWN, _prefix_match(addr, plen), (Output(port),)))
         cache[switch] = tuple(out)
     return list(cache[switch])
@@ -139,7 +171,7 @@ def base_program(fabric: Fabric, switch: str, dead=frozenset(), reach: Reachabil
         flows.append(Flow(PRIO_UP, match(eth_type=ETH_IPV4), (ToGroup(group.group_id),)))
     if dead:
         prefixes = prefixes or tor_prefixes(fabric)
-        index = {t: i for i, t in enumerate(fabric.tors())}
+        index = _tor_order(fabric)
         for t, hops in detours(fabric, switch, dead, reach).items():
             actions: tuple = ()
             if hops:

@@ -61,3 +61,24 @@ def test_path_ports():
     p = tor_paths(f, "e0_0", "e1_0")[3]  # via core 4
     assert p == ("e0_0", "a0_1", "c4", "a1_1", "e1_0")
     assert path_ports(f, p) == [("e0_0", 4), ("a0_1", 4), ("c4", 2), ("a1_1", 1)]
+
+
+@pytest.mark.parametrize("fabric", [fattree(4), fattree(6), leafspine(3, 4, 2)], ids=["k4", "k6", "leafspine"])
+def test_unreached_sets_agree_with_reaches_for_random_dead_links(fabric):
+    """``Reachability.unreached`` (every ToR a switch does not reach, as one set) says what ``reaches``
+    says for every switch and ToR, whatever set of directed links is dead; so do the detours built on it."""
+    import random
+
+    from ryu_apps.programs.forwarding import detour, detours
+    from topology.paths import Reachability
+
+    rng = random.Random(7)
+    directed = [(ln.a, ln.b) for ln in fabric.links] + [(ln.b, ln.a) for ln in fabric.links]
+    for n_dead in (1, 2, 3, 6, 12, len(directed) // 2):
+        for _ in range(8):
+            dead = frozenset(rng.sample(directed, n_dead))
+            fast, slow = (Reachability(fabric, lambda ln, d=dead: ln not in d) for _ in "ab")
+            for sw in fabric.switches:
+                assert fast.unreached(sw) == {t for t in fabric.tors() if not slow.reaches(sw, t)}, (sw, dead)
+                want = {t: h for t in fabric.tors() if (h := detour(fabric, sw, t, dead, slow)) is not None}
+                assert detours(fabric, sw, dead, fast) == want and list(detours(fabric, sw, dead, fast)) == list(want)

@@ -87,6 +87,10 @@ class Config:
     lldp_timeout_s: float = setting(3.5, "a described link not heard by LLDP both ways for this long (or heard "
                                     "wired elsewhere) is a fault: taken down until it is heard again", "s",
                                     positive=True)
+    lldp_budget_pps: float = setting(1000.0, "LLDP probes per second at most: a fabric with more ports than that "
+                                     "in lldp_interval_s is probed in longer rounds, spread over the round, and "
+                                     "lldp_timeout_s grows in proportion (k=32: 32,768 ports, a round every "
+                                     "33 s)", "probes/s", positive=True)
     api: str = setting("", "serve the operator API, /metrics and the fabric view on this HOST:PORT ('' = off)")
     api_token_file: str = setting("", "a file holding the token that write calls (announce, withdraw) must send "
                                   "as 'Authorization: Bearer TOKEN' ('' = the API is read-only)")

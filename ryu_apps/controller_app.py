@@ -18,7 +18,7 @@ from collections import Counter
 
 from monitoring import portmap
 from monitoring.view import View
-from ryu_apps import config, modes
+from ryu_apps import config, modes, ofchannel
 from ryu_apps.control import linkwatch, queue_keeper
 from ryu_apps.control.liveness import Liveness
 from ryu_apps.monitor_app import EventElephantEnd, EventElephantStart, EventPortState
@@ -49,6 +49,7 @@ LAG_WARN_S = 1.0  # the event loop held this long is logged (``loop_lag``)
 EARLY_ROUND_S = 0.2  # at most one early round (a link newly over EFM's threshold) this often
 BARRIER_TIMEOUT_S = 3.0
 SYNC_TIMEOUT_S = 5.0  # a switch that does not answer the read-back in time is programmed from scratch
+SYNC_CAP_S = 30.0  # ... even while the controller is behind (``_behind``)
 FOLLOWER_LOOK_S = 0.25  # how often a cluster's follower looks for a lapsed leader
 OFP_ERROR_TYPES = {getattr(ofproto, n): n[len("OFPET_"):] for n in dir(ofproto) if n.startswith("OFPET_")}
 
@@ -64,7 +65,7 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         self.tracker = Tracker(BARRIER_TIMEOUT_S)
         self.liveness = Liveness(self.fabric, self.cfg.link_hold_down_s)
         self.linkwatch = linkwatch.LinkWatch(self.fabric, self.cfg.lldp_interval_s, self.cfg.lldp_timeout_s,
-                                             os.urandom(16))
+                                             os.urandom(16), self.cfg.lldp_budget_pps)
         self.queues = queue_keeper.QueueKeeper()
         self.syncs: dict[str, reconcile.ReadBack] = {}  # switches being read back
         self.datapaths: dict[int, object] = {}  # every switch this controller programs
@@ -346,8 +347,8 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         """Probe every programmed switch when a round is due; apply what LLDP judges (``LinkWatch.judge``)."""
         if not self.master():
             return
-        if self.linkwatch.round_due(now):
-            self.send_probes()
+        self.linkwatch.round_due(now, [self._switch(dpid) for dpid in self.datapaths])
+        self.send_probes(self.linkwatch.to_probe(now))
         judged = self.linkwatch.judge(now)
         if judged is None:
             return
@@ -361,13 +362,14 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         self.linkwatch.reset()
         self.links_changed(now, self.liveness.lldp(now, set()))
 
-    def send_probes(self) -> None:
-        for dpid, dp in list(self.datapaths.items()):
-            sw = self._switch(dpid)
-            if sw is None:
+    def send_probes(self, switches) -> None:
+        """The probes of the switches whose turn it is (``LinkWatch.to_probe`` paces a round to the
+        budget); one that has gone since the round began is skipped."""
+        for sw in switches:
+            dp = self._dp(sw) if sw is not None else None
+            if dp is None:
                 continue
-            hub.sleep(0)  # a switch at a time: a round at k=8 is 640 probes, not one hold of the loop
-            for port, frame in self.linkwatch.probes(dpid, sw, getattr(dp, "ports", {})):
+            for port, frame in self.linkwatch.probes(dp.id, sw, getattr(dp, "ports", {})):
                 dp.send_msg(ofmsg.bind([ofmsg.packet_out(port, frame)], dp)[0])
 
     # ----- the isolation queues, through each switch's OVSDB (``QueueKeeper`` decides) -----------------
@@ -501,10 +503,18 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
                         continue
                     if not sync.requested:
                         self._read_back_when_settled(sw, now)
-                    elif now - sync.started > SYNC_TIMEOUT_S:
+                    elif now - sync.started > SYNC_TIMEOUT_S and (now - sync.started > SYNC_CAP_S
+                                                                   or not self._behind(sync.dp)):
                         self.synced(sw, sync, complete=False)
             except Exception:
                 LOG.exception("freeway tick failed")
+
+    def _behind(self, dp) -> bool:
+        """Whether what a switch sent may still wait on this side: events not yet handled, or its bytes
+        unread. A read-back is then not late (at k=32 a restart's 1,280 read-backs come back faster than
+        they are handled); it is reprogrammed from scratch only once the controller has caught up, or
+        after ``SYNC_CAP_S``."""
+        return not self.events.empty() or bool(ofchannel.unread(getattr(dp, "socket", None)))
 
     def loop_lag(self, lag: float) -> None:
         """How late the tick loop woke: the time the process's single event loop spent on something
@@ -569,7 +579,7 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         if self.monitor is not None:
             self.monitor.estimator.hot_threshold = self.policy.hot_threshold()
         self.liveness.hold_down_s = cfg.link_hold_down_s
-        self.linkwatch.configure(cfg.lldp_interval_s, cfg.lldp_timeout_s)
+        self.linkwatch.configure(cfg.lldp_interval_s, cfg.lldp_timeout_s, cfg.lldp_budget_pps)
 
     def reload(self) -> None:
         """SIGHUP: read the configuration again; the live settings that changed take effect at the next
@@ -669,6 +679,6 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
 
     def snapshot(self) -> dict:
         return ({"controller": dict(self.counters + self.linkwatch.counters + self.queues.counters
-                                    + self.policy.counters),
+                                    + self.policy.counters + ofchannel.STATS),
                  "state": self.policy.table_sizes() | {"transactions": len(self.tracker)}}
                 | self.policy.snapshot())

@@ -23,6 +23,7 @@ import contextlib
 import functools
 import logging
 import ssl
+from collections import Counter
 
 from ryu_apps.control.channels import ChannelGuard
 
@@ -30,6 +31,7 @@ LOG = logging.getLogger("freeway.channel")
 HANDSHAKE_S = 10.0  # a TLS handshake not done by then is dropped
 ADMIT_S = 15.0  # a connection not admitted (HELLO, FEATURES_REPLY, the guard) by then is closed
 GUARD = ChannelGuard()
+STATS: Counter = Counter()  # what the channels saw that is no refusal (``echo-late``), with the controller's counters
 TLS: dict = {}  # key, cert, ca when OpenFlow runs over TLS
 
 
@@ -153,7 +155,45 @@ def _gated_class():
             GUARD.gone(self, self.fw_dpid)
             super().close()
 
+        def _echo_request_loop(self):
+            """os-ken's echo watch, failing open as the LLDP check does: a switch that left
+            ``maximum_unreplied_echo_requests`` unanswered is closed only if nothing it sent waits unread
+            on its socket. When the controller is behind (its apps' queues full, every connection's
+            reader waits to hand them a message), the replies are among those unread bytes: the switch
+            is alive and closing it would only add a reconnect to the backlog (at k=32 this closed most
+            of the fabric during start-up)."""
+            if not self.max_unreplied_echo_requests:
+                return
+            while self.send_q:
+                if len(self.unreplied_echo_requests) > self.max_unreplied_echo_requests:
+                    if not unread(self.socket):
+                        break
+                    STATS["echo-late"] += 1
+                    self.unreplied_echo_requests.clear()
+                req = self.ofproto_parser.OFPEchoRequest(self)
+                self.unreplied_echo_requests.append(self.set_xid(req))
+                self.send_msg(req)
+                hub.sleep(self.echo_request_interval)
+            if self.send_q and self.state != DEAD_DISPATCHER:
+                LOG.warning("switch %s (%s) closed: %d echo requests unanswered", _addr(self.address),
+                            "unknown" if self.id is None else f"{self.id:016x}", len(self.unreplied_echo_requests))
+            self.close()
+
     return GatedDatapath
+
+
+def unread(sock) -> int:
+    """Bytes a peer sent that wait on ``sock`` unread (0 if it cannot say)."""
+    import array
+    import fcntl
+    import termios
+
+    try:
+        n = array.array("i", [0])
+        fcntl.ioctl(sock.fileno(), termios.FIONREAD, n)
+        return n[0] + (sock.pending() if hasattr(sock, "pending") else 0)
+    except (OSError, ValueError, AttributeError):
+        return 0
 
 
 def _addr(address) -> str:

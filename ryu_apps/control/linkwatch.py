@@ -27,7 +27,7 @@ import hashlib
 import hmac
 import logging
 import struct
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 
 from topology.fabric import Fabric
@@ -41,7 +41,8 @@ TTL_S = 120
 
 PortRef = tuple[str, int]  # (switch name, port number)
 LOG = logging.getLogger("freeway")
-JUDGE_S = 0.5  # how often the links are judged
+JUDGE_S = 0.5  # how often the links are judged (at most: a quarter of a round, when rounds are longer)
+BUDGET_PPS = 1000.0  # probes per second at most (``lldp_budget_pps``); a fabric with more ports probes less often
 
 
 class LldpError(ValueError):
@@ -130,28 +131,33 @@ class LinkCheck:
         self.rounds: list[float] = []  # when probes were sent (the latest few)
         self.delivering: dict[str, float] = {}  # switch -> when it first punted a probe since it connected
         self.expect: dict[PortRef, PortRef] = {}
+        self.ports_of: dict[str, list[PortRef]] = {}  # each switch's described fabric ports
         for ln in fabric.links:
             self.expect[(ln.a, ln.a_port)] = (ln.b, ln.b_port)
             self.expect[(ln.b, ln.b_port)] = (ln.a, ln.a_port)
+            self.ports_of.setdefault(ln.a, []).append((ln.a, ln.a_port))
+            self.ports_of.setdefault(ln.b, []).append((ln.b, ln.b_port))
         self.heard_at: dict[PortRef, Heard] = {}
         self.since: dict[PortRef, float] = {}
+        self._extra: dict[str, set[PortRef]] = {}  # ports the description does not have, seen per switch
         self.quiet_until = float("-inf")  # nothing is judged missing before this (``held``)
 
     def watch(self, now: float, switch: str, port: int | None = None) -> None:
         """A switch connected (every port of it), or one port came up: judged only after the timeout."""
-        ports = [p for p in self.expect if p[0] == switch] if port is None else [(switch, port)]
+        ports = self.ports_of.get(switch, []) if port is None else [(switch, port)]
         if port is None:
             self.delivering.pop(switch, None)
         for p in ports:
             self.since[p] = now
             self.heard_at.pop(p, None)
+            if p not in self.expect:
+                self._extra.setdefault(switch, set()).add(p)
 
     def forget(self, switch: str) -> None:
         """A switch went away: nothing is judged about its links until it connects again."""
-        for p in [p for p in self.since if p[0] == switch]:
-            del self.since[p]
-        for p in [p for p in self.heard_at if p[0] == switch]:
-            del self.heard_at[p]
+        for p in [*self.ports_of.get(switch, []), *self._extra.pop(switch, ())]:
+            self.since.pop(p, None)
+            self.heard_at.pop(p, None)
         self.delivering.pop(switch, None)
 
     def sent(self, now: float) -> None:
@@ -174,6 +180,8 @@ class LinkCheck:
 
     def heard(self, now: float, switch: str, port: int, peer: tuple[int, int]) -> None:
         self.heard_at[(switch, port)] = Heard(peer, now)
+        if (switch, port) not in self.expect:
+            self._extra.setdefault(switch, set()).add((switch, port))
         self.delivering.setdefault(switch, now)
 
     def _name(self, peer: tuple[int, int]) -> PortRef | None:
@@ -263,25 +271,35 @@ class LinkWatch:
     links judged every ``JUDGE_S``, a breaker, and each change reported once. Pure: ``now`` comes in,
     what to probe and what to apply go out; ``counters`` counts what was heard and what was refused."""
 
-    def __init__(self, fabric: Fabric, interval_s: float, timeout_s: float, secret: bytes):
+    def __init__(self, fabric: Fabric, interval_s: float, timeout_s: float, secret: bytes,
+                 budget_pps: float = BUDGET_PPS):
         self.fabric = fabric
-        self.interval_s = interval_s
-        self.timeout_s = timeout_s
         self.secret = secret  # a probe that does not carry our proof is not one of ours
         self.counters: Counter[str] = Counter()
+        self.cost = {sw: len(fabric.neighbors(sw)) for sw in fabric.switches}  # a switch's probes per round
+        self.configure(interval_s, timeout_s, budget_pps)
         self.reset()
+
+    def configure(self, interval_s: float, timeout_s: float, budget_pps: float = BUDGET_PPS) -> None:
+        """The configured interval and timeout, and the budget that bounds them: a round probes every
+        fabric port (2 per link: 110,592 at k=48), so the rounds are no more frequent than the budget
+        of probes per second allows, and the timeout grows with them (a reload applies the interval
+        from the next round; the timeout to a fresh check)."""
+        self.interval_s, self.timeout_s, self.budget_pps = interval_s, timeout_s, budget_pps
+        probes = sum(self.cost.values())
+        self.round_s = max(interval_s, probes / budget_pps) if interval_s else 0.0
+        self.wait_s = timeout_s * self.round_s / interval_s if interval_s else timeout_s
+        self.judge_s = max(JUDGE_S, self.round_s / 4)
 
     def reset(self) -> None:
         """Judge links afresh (a member that starts or stops leading): nothing seen before counts."""
-        self.check = LinkCheck(self.fabric, self.timeout_s)
+        self.check = LinkCheck(self.fabric, self.wait_s)
         self._next = self._judge = 0.0
+        self._queue: deque[str] = deque()  # the switches the round under way still has to probe
+        self._credit, self._paced_at = 0.0, None
         self._states: dict = {}  # each described link's last reported state
         self.breaker = False  # too many links at once: not applied
         self._reported: set = set()  # unexpected adjacencies already logged
-
-    def configure(self, interval_s: float, timeout_s: float) -> None:
-        """A reload: probes at the new interval from the next round (the timeout applies to a fresh check)."""
-        self.interval_s, self.timeout_s = interval_s, timeout_s
 
     def heard(self, now: float, switch: str, port: int, data: bytes) -> None:
         """An LLDP frame a switch punted: one of our probes, or counted and dropped (another agent's
@@ -301,7 +319,7 @@ class LinkWatch:
         if self.check.held(now, lag):
             self.counters["lldp-paused"] += 1
             if not was_paused and self.interval_s:
-                LOG.info("LLDP: no link judged missing for %.1f s: the event loop was held %.2f s", self.timeout_s, lag)
+                LOG.info("LLDP: no link judged missing for %.1f s: the event loop was held %.2f s", self.wait_s, lag)
 
     def probes(self, dpid: int, switch: str, reported_ports) -> list[tuple[int, bytes]]:
         """(port, frame) of every probe a switch sends in one round."""
@@ -310,13 +328,31 @@ class LinkWatch:
         self.counters["lldp-sent"] += len(out)
         return out
 
-    def round_due(self, now: float) -> bool:
-        """Whether a round of probes goes out now (the caller sends it); it counts as sent."""
-        if not self.interval_s or now < self._next:
+    def round_due(self, now: float, switches=None) -> bool:
+        """Whether a round of probes starts now; it counts as sent. With ``switches`` (those to probe),
+        they are queued and go out paced to the budget (``to_probe``); a round starts only once the
+        last one's queue is empty."""
+        if not self.round_s or now < self._next or self._queue:
             return False
-        self._next = now + self.interval_s
+        self._next = now + self.round_s
         self.check.sent(now)
+        if switches is not None:
+            self._queue.extend(switches)
         return True
+
+    def to_probe(self, now: float) -> list[str]:
+        """The queued switches whose probes go out now: as many as the budget has credit for since the
+        last call (a burst of at most a fifth of a second's budget, or one switch), so that a round at
+        k=32 (32,768 probes) is spread over the round, not one hold of the event loop."""
+        burst = max(self.budget_pps * 0.2, max(self.cost.values(), default=1))
+        since = burst if self._paced_at is None else (now - self._paced_at) * self.budget_pps
+        self._credit, self._paced_at = min(burst, self._credit + since), now
+        out = []
+        while self._queue and self._credit > 0:
+            sw = self._queue.popleft()
+            self._credit -= self.cost.get(sw, 1)
+            out.append(sw)
+        return out
 
     def judge(self, now: float) -> Judgement | None:
         """Every ``JUDGE_S``: the links LLDP finds missing or miswired, to go down in the liveness model
@@ -325,7 +361,7 @@ class LinkWatch:
         and not applied. None between judgements."""
         if not self.interval_s or now < self._judge:
             return None
-        self._judge = now + JUDGE_S
+        self._judge = now + self.judge_s
         states = self.check.links(now)
         faults = faults_of(states)
         broken = implausible(states)
@@ -361,6 +397,7 @@ class LinkWatch:
     def doc(self, now: float, on: bool) -> dict:
         """What LLDP says (nothing when ``on`` is false: no probes, or this member does not lead)."""
         on = on and bool(self.interval_s)
-        return {"interval_s": self.interval_s, "timeout_s": self.timeout_s,
+        return {"interval_s": self.interval_s, "timeout_s": self.timeout_s, "budget_pps": self.budget_pps,
+                "round_s": round(self.round_s, 3), "missing_after_s": round(self.wait_s, 3),
                 "links": {f"{a}-{b}": st for (a, b), st in sorted(self.check.links(now).items())} if on else None,
                 "unexpected": self.check.unexpected(now) if on else []}

@@ -115,7 +115,11 @@ class SwitchTables:
         self.name = name
         self.salt = salt  # the select groups' hash basis
         self.listener = None  # told every change: flow_added/flow_removed(f), group_set(g, watch)/...
-        self.tables: dict[int, list[it.Flow]] = {}
+        # table -> its entries by (priority, match), in the order they were added (a replaced entry goes
+        # last, as Open vSwitch orders equal priorities); read through ``_ordered``: adding an entry was a
+        # scan and a sort of its table, a ToR's 645-entry program cost its emulator 50 ms (issue 41)
+        self.tables: dict[int, dict[tuple, it.Flow]] = {}
+        self._sorted: dict[int, list[it.Flow]] = {}
         self.groups: dict[int, it.Group] = {}
         self.watch: dict[int, tuple[int, ...]] = {}  # group id -> each bucket's watch port
         self.meters: dict[int, it.Meter] = {}
@@ -133,12 +137,12 @@ class SwitchTables:
         if f.meter_id and f.meter_id not in self.meters:
             raise TableError(METER_MOD_FAILED, UNKNOWN_METER, f"{self.name}: an entry uses meter {f.meter_id}, "
                              "which does not exist")
-        t = self.tables.setdefault(f.table_id, [])
-        old = [g for g in t if g.priority == f.priority and g.match == f.match]
-        if old:
-            t[:] = [g for g in t if g not in old]
-        t.append(f)
-        t.sort(key=lambda g: -g.priority)
+        t = self.tables.setdefault(f.table_id, {})
+        key = (f.priority, f.match)
+        was = t.pop(key, None)
+        old = [was] if was is not None else []
+        t[key] = f
+        self._sorted.pop(f.table_id, None)
         if self.listener is not None:
             for g in old:
                 self.listener.flow_removed(g)
@@ -152,14 +156,25 @@ class SwitchTables:
         for tid, t in self.tables.items():
             if table_id != OFPTT_ALL and tid != table_id:
                 continue
+            if strict:  # one entry at most: found by its key
+                f = t.get((priority, match))
+                if f is not None and (f.cookie & cookie_mask == cookie & cookie_mask
+                                      and (out_port == OFPP_ANY or it.Output(out_port) in f.actions)
+                                      and (out_group == OFPG_ANY or it.ToGroup(out_group) in f.actions)):
+                    del t[(priority, match)]
+                    self._sorted.pop(tid, None)
+                    gone.append(f)
+                continue
             keep = []
-            for f in t:
+            for f in t.values():
                 hit = (f.cookie & cookie_mask == cookie & cookie_mask
                        and (f.match == match and f.priority == priority if strict else _covers(match, dict(f.match)))
                        and (out_port == OFPP_ANY or it.Output(out_port) in f.actions)
                        and (out_group == OFPG_ANY or it.ToGroup(out_group) in f.actions))
                 (gone if hit else keep).append(f)
-            t[:] = keep
+            if len(keep) != len(t):
+                self.tables[tid] = {(f.priority, f.match): f for f in keep}
+                self._sorted.pop(tid, None)
         if self.listener is not None:
             for f in gone:
                 self.listener.flow_removed(f)
@@ -196,21 +211,37 @@ class SwitchTables:
     def delete_meter(self, mid: int) -> None:
         """A meter goes, and with it every entry that uses it."""
         for m in (list(self.meters) if mid == OFPM_ALL else [mid]):
-            for t in self.tables.values():
-                gone = [f for f in t if f.meter_id == m]
-                t[:] = [f for f in t if f.meter_id != m]
+            for tid, t in list(self.tables.items()):
+                gone = [f for f in t.values() if f.meter_id == m]
+                if gone:
+                    self.tables[tid] = {k: f for k, f in t.items() if f.meter_id != m}
+                    self._sorted.pop(tid, None)
                 if self.listener is not None:
                     for f in gone:
                         self.listener.flow_removed(f)
             if self.meters.pop(m, None) is not None and self.listener is not None:
                 self.listener.meter_removed(m)
 
+    def rewrite(self, change) -> None:
+        """Replace every entry ``f`` with ``change(f)``, in place and unannounced (what another controller
+        or an operator's hand left on the switch, for tests of what a controller finds)."""
+        for tid, t in self.tables.items():
+            self.tables[tid] = {(g.priority, g.match): g for g in map(change, t.values())}
+        self._sorted.clear()
+
     # ----- reading ---------------------------------------------------------------------------------
+    def _ordered(self, table: int) -> list[it.Flow]:
+        """A table's entries, highest priority first (equal ones in the order they were added)."""
+        got = self._sorted.get(table)
+        if got is None:
+            got = self._sorted[table] = sorted(self.tables.get(table, {}).values(), key=lambda g: -g.priority)
+        return got
+
     def flows(self) -> list[it.Flow]:
-        return [f for t in sorted(self.tables) for f in self.tables[t]]
+        return [f for t in sorted(self.tables) for f in self._ordered(t)]
 
     def lookup(self, table: int, pkt: dict) -> it.Flow | None:
-        return next((f for f in self.tables.get(table, ()) if _covers(f.match, pkt)), None)
+        return next((f for f in self._ordered(table) if _covers(f.match, pkt)), None)
 
     def process(self, pkt: dict) -> list[Output]:
         """Every copy of one packet the switch sends (``in_port`` among its fields)."""

@@ -121,6 +121,32 @@ def test_without_an_interval_nothing_is_probed_or_judged():
     assert not w.round_due(5.0) and w.judge(5.0) is None and w.doc(5.0, True)["links"] is None
 
 
+def test_the_probe_budget_stretches_rounds_and_timeout_and_paces_each_round():
+    """A budget of probes per second bounds the check at any size: k=4's 64 fabric ports fit 1 s rounds
+    at the default; at 20 probes/s a round takes 3.2 s, the timeout grows in proportion, and a round's
+    probes go out paced (never more than the budget allows since the round began, plus one burst) and
+    all of them before the next round starts."""
+    small = LinkWatch(F, 1.0, 3.5, SECRET)
+    assert (small.round_s, small.wait_s) == (1.0, 3.5)
+    w = LinkWatch(F, 1.0, 3.5, SECRET, budget_pps=20)
+    ports = 2 * len(F.links)
+    assert w.round_s == ports / 20 == 3.2 and abs(w.wait_s - 3.5 * 3.2) < 1e-9 and w.check.timeout_s == w.wait_s
+    assert w.doc(0.0, True)["round_s"] == 3.2
+    switches = list(F.switches)
+    assert w.round_due(0.0, switches)
+    sent, t, started = 0, 0.0, []
+    while t < 3.2:
+        got = w.to_probe(t)
+        sent += sum(w.cost[sw] for sw in got)
+        started += got
+        burst = max(20 * 0.2, max(w.cost.values()))
+        assert sent <= 20 * t + burst + max(w.cost.values()), (t, sent)
+        assert not w.round_due(t, switches) or not w._queue  # no new round while this one is under way
+        t = round(t + 0.1, 1)
+    assert sorted(started) == sorted(switches)  # every switch probed within the round
+    assert w.round_due(3.2, switches)
+
+
 def test_a_held_event_loop_pauses_the_judgement_of_silence():
     w = _watch()
     _hear(w, 0.5)

@@ -271,12 +271,14 @@ def _renumber(sim, sw, new_id):
     s = sim.switches[sw]
     mice = pipeline.MICE_GROUPS
     moved: dict = {}
-    for t in s.tables.tables.values():
-        for n, f in enumerate(t):
-            if f.actions and isinstance(f.actions[0], ToGroup) and mice.first <= f.actions[0].group_id <= mice.last:
-                gid = new_id(f.actions[0].group_id, mice_fields(f.cookie)[0])
-                moved[gid] = (s.groups[f.actions[0].group_id], s.tables.watch[f.actions[0].group_id])
-                t[n] = replace(f, actions=(ToGroup(gid),))
+    def renumber(f):
+        if f.actions and isinstance(f.actions[0], ToGroup) and mice.first <= f.actions[0].group_id <= mice.last:
+            gid = new_id(f.actions[0].group_id, mice_fields(f.cookie)[0])
+            moved[gid] = (s.groups[f.actions[0].group_id], s.tables.watch[f.actions[0].group_id])
+            return replace(f, actions=(ToGroup(gid),))
+        return f
+
+    s.tables.rewrite(renumber)
     for gid in [g for g in s.groups if mice.first <= g <= mice.last]:
         del s.groups[gid], s.tables.watch[gid]
     for gid, (g, watch) in moved.items():
@@ -774,10 +776,8 @@ def test_a_read_back_with_garbage_mice_groups_is_replaced_without_a_gap():
     s.groups[5000] = Group(5000, (Bucket((Output(99),), 10),))  # port 99: no such up link
     s.groups[5001] = Group(5001, (Bucket((Output(3),), 10),))  # nothing points at it
     j = fabric.tors().index("e3_1")
-    for t in s.tables.tables.values():
-        t[:] = [replace(f, actions=(ToGroup(5000),)) if f.actions and isinstance(f.actions[0], ToGroup)
-                and pipeline.owner_of(f.cookie) is pipeline.FREEWAY_MICE and mice_fields(f.cookie)[0] == j else f
-                for f in t]
+    s.tables.rewrite(lambda f: replace(f, actions=(ToGroup(5000),)) if f.actions and isinstance(f.actions[0], ToGroup)
+                     and pipeline.owner_of(f.cookie) is pipeline.FREEWAY_MICE and mice_fields(f.cookie)[0] == j else f)
     assert unreachable(sim, mice_flows(fabric))  # the garbage group sends e0_0's mice for e3_1 nowhere
     fresh = policy("freeway", fabric, None)
     for i, sw in enumerate(sorted(fabric.switches)):

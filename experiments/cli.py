@@ -69,6 +69,9 @@ def cmd_bench(args) -> int:
                   f"{w.get('tor_pairs_walked')} ToR pairs, {w.get('tor_pairs_failed')} failed; restart "
                   f"{json.dumps(r.get('restart'))}")
             print(f"results in {Path(args.out) / f'fabric_scale_k{k}.json'}")
+        drawn = fabricscale.plot(Path(args.out))
+        if drawn:
+            print(f"plot in {drawn}")
     elif args.bench == "failover" and args.cluster:
         r = bench.cluster_failover(args.trials, args.ttl, Path(args.out))
         print(json.dumps(r["summary"]))

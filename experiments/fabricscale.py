@@ -188,6 +188,17 @@ class Emulator:
                     writer.write(b"".join(out))
             await asyncio.sleep(0)
 
+    def port_event(self, a: str, b: str, up: bool) -> None:
+        """The link a-b goes down (or up) at both ends: each switch notes it and tells the controller."""
+
+        async def tell():
+            for sw, n in ((a, b), (b, a)):
+                msg = self.sim.switches[sw].port_status(self.fabric.port_to(sw, n), up)
+                if self.conns[sw].writer is not None:
+                    self.conns[sw].writer.write(msg)
+
+        asyncio.run_coroutine_threadsafe(tell(), self.loop).result(10)
+
     def _deliver(self, sw: str, o, frame: bytes) -> None:
         """A packet-out's frame arrives at the peer of the port it left by: a switch runs it through its
         tables (to the controller: a packet-in on that switch's connection); a host gets it (counted)."""
@@ -256,9 +267,36 @@ def wait_programmed(em: Emulator, api: str, timeout: float, t0: float, progress=
     return None
 
 
+def link_event(em: Emulator, a: str, b: str, up: bool, timeout: float = 60.0) -> dict:
+    """Cut (or restore) one link and time the controller's answer: from the port-status messages to
+    the last change the switches applied, once none came for QUIET_S; which switches were changed."""
+    label = f"{a}-{b}-{'up' if up else 'down'}"
+    em.mark(label)
+    before = {sw: c.changes for sw, c in em.conns.items()}
+    t = time.monotonic()
+    em.port_event(a, b, up)
+    last = None
+    while time.monotonic() - t < timeout:
+        time.sleep(0.05)
+        changed = [c.last_program for sw, c in em.conns.items() if c.changes > before[sw]]
+        last = max(changed) if changed else None
+        if last is not None and time.monotonic() - last >= QUIET_S:
+            break
+    msgs, changes = em.since(label)
+    return {"link": f"{a}-{b}", "up": up, "s": None if last is None else round(last - t, 3), "changes": changes,
+            "messages": msgs, "switches_changed": sum(1 for sw, c in em.conns.items() if c.changes > before[sw])}
+
+
+def fabric_hold_down_s() -> float:
+    """How long a restored link waits before it is used again (the controller's default), and a second."""
+    from ryu_apps.config import Config
+
+    return Config.__dataclass_fields__["link_hold_down_s"].default + 1.0
+
+
 def walk(em: Emulator, pairs: int, seed: int) -> dict:
-    """ToR to ToR (every pair, or ``pairs`` of them drawn with ``seed``), and every host from a ToR of
-    another pod or leaf, through the emulated tables."""
+    """ToR to ToR (every pair, or ``pairs`` of them drawn with ``seed``), and every host from its own ToR
+    (from another pod's when it is alone there), through the emulated tables."""
     f = em.fabric
     rng = random.Random(seed)
     first = {}
@@ -274,9 +312,12 @@ def walk(em: Emulator, pairs: int, seed: int) -> dict:
         if t.delivered_to != dst.name:
             bad.append(f"{src.name}->{dst.name}: {t.dropped or t.delivered_to}")
     hosts_bad = []
-    for n, h in enumerate(f.hosts):
-        other = next(s for s in tors if s != h.switch and not _same_pod(f, s, h.switch))
-        src = first[other]
+    on: dict[str, list] = {}
+    for h in f.hosts:
+        on.setdefault(h.switch, []).append(h)
+    for n, h in enumerate(f.hosts):  # from its own ToR (a neighbour's packet; the pairs above cross the fabric)
+        mates = [x for x in on[h.switch] if x is not h]
+        src = mates[0] if mates else first[next(s for s in tors if s != h.switch and not _same_pod(f, s, h.switch))]
         t = em.sim.send(src.name, FiveTuple(src.ip, h.ip, 6, 30000 + n % 20000, 5001))
         if t.delivered_to != h.name:
             hosts_bad.append(f"{src.name}->{h.name}: {t.dropped or t.delivered_to}")
@@ -337,6 +378,18 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
         progress(f"[fabric-scale] walked {result['walk']['tor_pairs_walked']} ToR pairs "
                  f"({result['walk']['tor_pairs_failed']} failed) and {result['walk']['hosts']} hosts "
                  f"({result['walk']['hosts_failed']} failed) in {result['walk_s']} s")
+        if prog is not None:  # an aggregation-core link of the first pod is cut, then restored
+            agg = next(sw for sw in fabric.switches if fabric.up_neighbors(sw) and fabric.down_neighbors(sw))
+            a, b = agg, fabric.up_neighbors(agg)[0]
+            result["link_cut"] = link_event(em, a, b, up=False)
+            result["link_cut"]["walk"] = {k: v for k, v in walk(em, min(pairs, 500) if pairs > 0 else 500, seed + 1).items()
+                                          if k != "hosts_failed" or v}
+            time.sleep(fabric_hold_down_s())
+            result["link_restored"] = link_event(em, a, b, up=True)
+            progress(f"[fabric-scale] link {a}-{b} cut: {result['link_cut']['switches_changed']} switches changed "
+                     f"within {result['link_cut']['s']} s ({result['link_cut']['changes']} changes), "
+                     f"walk after it: {result['link_cut']['walk']['tor_pairs_failed']} pairs failed; restored: "
+                     f"{result['link_restored']['switches_changed']} switches within {result['link_restored']['s']} s")
         if restart and prog is not None:
             before = {sw: (sorted(map(str, s.flows())), sorted(map(str, s.groups.items())))
                       for sw, s in em.sim.switches.items()}
@@ -363,3 +416,44 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
     (out / f"fabric_scale_k{k}.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
 
+
+
+def plot(out: Path) -> str | None:
+    """Start-up, restart, a link cut's reprogramming and the controller's memory against the number of
+    switches, from every ``fabric_scale_k*.json`` in ``out`` (``out/fabric_scale.png``)."""
+    runs = []
+    for f in sorted(out.glob("fabric_scale_k*.json")):
+        r = json.loads(f.read_text())
+        if r.get("topo") == "fattree":
+            runs.append(r)
+    runs.sort(key=lambda r: r["switches"])
+    if not runs:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from experiments.plots import save
+
+    n = [r["switches"] for r in runs]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    for key, label in (("startup_s", "start-up (every switch programmed)"),
+                       (("restart", "s"), "restart (every switch read back)"),
+                       (("link_cut", "s"), "a link cut (affected switches reprogrammed)")):
+        ys = [r.get(key[0], {}).get(key[1]) if isinstance(key, tuple) else r.get(key) for r in runs]
+        pts = [(x, y) for x, y in zip(n, ys, strict=True) if y is not None]
+        if pts:
+            ax.plot(*zip(*pts, strict=True), "o-", label=label)
+    ax.axhline(60, color="grey", ls=":", lw=1, label="issue 41's target (start-up, restart)")
+    ax.set_xlabel("switches (k=%s)" % ",".join(str(r["k"]) for r in runs))
+    ax.set_ylabel("seconds")
+    ax.set_title("the controller process, switches emulated at the socket")
+    ax.legend(fontsize=8)
+    ax2.plot(n, [r.get("controller_rss_mb") for r in runs], "o-", label="after start-up")
+    ax2.axhline(4096, color="grey", ls=":", lw=1, label="target (4 GiB)")
+    ax2.set_xlabel("switches")
+    ax2.set_ylabel("controller RSS (MB)")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    return save(fig, out / "fabric_scale.png")

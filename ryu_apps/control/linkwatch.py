@@ -394,6 +394,13 @@ class LinkWatch:
                 self.counters["lldp-unexpected"] += 1
         return out
 
+    def unverified(self, on: bool) -> int:
+        """Links not verified at the last judgement (0 when the check is off, or this member does not
+        lead): kept from the judgement, so that a status read does not judge 55,296 links at k=48."""
+        if not (on and self.interval_s):
+            return 0
+        return len(self.fabric.links) - sum(1 for st in self._states.values() if st == VERIFIED)
+
     def doc(self, now: float, on: bool) -> dict:
         """What LLDP says (nothing when ``on`` is false: no probes, or this member does not lead)."""
         on = on and bool(self.interval_s)

@@ -14,7 +14,6 @@ import random
 import time
 
 from ryu_apps import config
-from ryu_apps.control.linkwatch import VERIFIED
 from ryu_apps.host import handshake as hs
 from ryu_apps.openflow.framework import hub
 from ryu_apps.operators import opstate
@@ -97,7 +96,7 @@ class Surface:
                 "decisions": c.decisions.seq,
                 "config_file": config.source_file(), "config_loaded": round(c.config_loaded, 3),
                 "writable": bool(c.cfg.api_token_file), "cluster": self.cluster_doc(),
-                "links_unverified": sum(st != VERIFIED for st in (self.lldp_doc()["links"] or {}).values()),
+                "links_unverified": c.linkwatch.unverified(c.master()),
                 "queues": dict(c.queues.state) if c.cfg.isolation else None}
 
     def api_counters(self) -> dict:

@@ -182,6 +182,14 @@ class Switch:
         if self.tables is None:
             self.tables = SwitchTables(self.name, self.dpid & 0xFFFFFFFF)
 
+    def port_status(self, port_no: int, up: bool) -> bytes:
+        """A port's link goes down (or comes up): what the switch holds notes it (buckets watching it are
+        no longer live) and the OFPT_PORT_STATUS it sends its controller is returned."""
+        p = self.ports.get(port_no) or Port(port_no, f"p{port_no}")
+        self.ports[port_no] = p = Port(p.port_no, p.name, p.hw_addr, p.curr_speed_kbps, up)
+        (self.tables.down_ports.discard if up else self.tables.down_ports.add)(port_no)
+        return _header(ofp.OFPT_PORT_STATUS, 0, struct.pack("!B7x", ofp.OFPPR_MODIFY) + port_desc(p))
+
     def receive(self, data: bytes) -> tuple[list[bytes], list[tuple[Output, bytes]]]:
         """Apply whole messages in order: (replies, and (output, frame) of every packet-out sent)."""
         msgs, rest = messages(data)

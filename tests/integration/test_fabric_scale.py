@@ -1,7 +1,8 @@
 """The controller process against a k=8 fat-tree's 80 switches emulated at the socket (issue 41): every
 switch programmed through its own OpenFlow connection, every ToR pair and every host reached by walking
-packets through the tables those messages built, and a SIGKILLed controller that reads every switch back
-and changes nothing."""
+packets through the tables those messages built, an aggregation-core link cut (its ports reported down)
+routed around with no pair lost and used again once restored, and a SIGKILLed controller that reads every
+switch back and changes nothing."""
 
 from experiments import fabricscale
 
@@ -13,6 +14,10 @@ def test_a_k8_fabric_emulated_at_the_socket_is_programmed_walked_and_read_back_u
     w = r["walk"]
     assert w["tor_pairs_walked"] == 32 * 31 and w["tor_pairs_failed"] == 0, w["failures"]
     assert w["hosts"] == 128 and w["hosts_failed"] == 0, w["failures"]
+    cut = r["link_cut"]  # both ends report the port down: the switches that routed over it are changed
+    assert cut["switches_changed"] > 0 and cut["s"] is not None and cut["s"] < 5, cut
+    assert cut["walk"]["tor_pairs_failed"] == 0, cut["walk"]["failures"]  # no pair lost, none over the dead link
+    assert r["link_restored"]["switches_changed"] > 0, r["link_restored"]
     rs = r["restart"]
     assert rs["s"] is not None and rs["changes"] == 0 and rs["switches_whose_tables_changed"] == 0, rs
     assert r["metrics_bytes"] > 0 and r["api_fabric_bytes"] > 0

@@ -50,6 +50,10 @@ EARLY_ROUND_S = 0.2  # at most one early round (a link newly over EFM's threshol
 BARRIER_TIMEOUT_S = 3.0
 SYNC_TIMEOUT_S = 5.0  # a switch that does not answer the read-back in time is programmed from scratch
 SYNC_CAP_S = 30.0  # ... even while the controller is behind (``_behind``)
+# read-backs asked at once, at most; the others wait their turn (the tick asks them, in the order the
+# switches connected). A restart's whole fabric asked at once (k=32: 1,280 dumps of up to 664 entries)
+# made the answers queue behind each other past SYNC_TIMEOUT_S, and those switches were reprogrammed.
+READBACK_WINDOW = 64
 FOLLOWER_LOOK_S = 0.25  # how often a cluster's follower looks for a lapsed leader
 OFP_ERROR_TYPES = {getattr(ofproto, n): n[len("OFPET_"):] for n in dir(ofproto) if n.startswith("OFPET_")}
 
@@ -68,6 +72,7 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
                                              os.urandom(16), self.cfg.lldp_budget_pps)
         self.queues = queue_keeper.QueueKeeper()
         self.syncs: dict[str, reconcile.ReadBack] = {}  # switches being read back
+        self.asking: set[str] = set()  # those asked and not yet answered (at most READBACK_WINDOW)
         self.datapaths: dict[int, object] = {}  # every switch this controller programs
         self.watching: dict[str, object] = {}  # every connected switch's datapath, whatever this member's role
         self.counters: Counter[str] = Counter()
@@ -240,6 +245,7 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         self.links_changed(now, self.liveness.switch(now, sw, True))
         for port in getattr(dp, "ports", {}).values():
             self.port_changed(now, sw, port)
+        self.asking.discard(sw)  # (a read-back of an earlier connection no longer holds a place)
         self.syncs[sw] = sync
         self._read_back_when_settled(sw, now)
 
@@ -247,10 +253,12 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         """Ask a connecting switch for its tables; one that reconnects, once none of its links is in its
         hold-down (its links are re-admitted first, so that what it is sent is computed with them: until
         then it keeps forwarding with what it holds, and the others avoid it). A switch seen for the first
-        time is asked at once: its ports coming up as the fabric starts must not delay its program."""
+        time is asked at once (its ports coming up as the fabric starts must not delay its program),
+        unless ``READBACK_WINDOW`` read-backs are out: then at a later tick, in turn."""
         sync = self.syncs[sw]
-        if sync.requested or (sync.reconnect and self.liveness.settling(sw)):
+        if sync.requested or (sync.reconnect and self.liveness.settling(sw)) or len(self.asking) >= READBACK_WINDOW:
             return
+        self.asking.add(sw)
         reqs = ofmsg.bind(ofmsg.state_requests(), sync.dp)
         for r in reqs:
             sync.dp.set_xid(r)
@@ -261,6 +269,7 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
     def synced(self, sw: str, sync: reconcile.ReadBack, complete: bool = True) -> None:
         """The read-back is in (or timed out): recover what the mode placed, send the difference."""
         del self.syncs[sw]
+        self.asking.discard(sw)
         dp = sync.dp
         if complete:
             tor = self.fabric.switches[sw].is_tor
@@ -296,6 +305,7 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
                 return
         if sw is not None and sw in self.syncs and self.syncs[sw].dp is dp:
             del self.syncs[sw]
+            self.asking.discard(sw)
             self._state(sw, "disconnected")
         if dp.id is None or self.datapaths.get(dp.id) is not dp:
             return  # never programmed, or an old connection of a switch that has reconnected

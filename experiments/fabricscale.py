@@ -451,6 +451,9 @@ def plot(out: Path) -> str | None:
     ax.set_title("the controller process, switches emulated at the socket")
     ax.legend(fontsize=8)
     ax2.plot(n, [r.get("controller_rss_mb") for r in runs], "o-", label="after start-up")
+    back = [(x, r["restart"].get("controller_rss_mb")) for x, r in zip(n, runs, strict=True) if r.get("restart")]
+    if back:
+        ax2.plot(*zip(*back, strict=True), "s--", label="after the restart's read-back")
     ax2.axhline(4096, color="grey", ls=":", lw=1, label="target (4 GiB)")
     ax2.set_xlabel("switches")
     ax2.set_ylabel("controller RSS (MB)")

@@ -92,6 +92,10 @@ class Config:
                                      "lldp_timeout_s grows in proportion (k=32: 32,768 ports, a round every "
                                      "33 s)", "probes/s", positive=True)
     api: str = setting("", "serve the operator API, /metrics and the fabric view on this HOST:PORT ('' = off)")
+    metrics_link_series: int = setting(2000, "per-link series on /metrics at most (a k=48 fat-tree has 110,592 "
+                                       "directed switch links): every down link, then the busiest; all of them "
+                                       "are summed in freeway_links and the freeway_link_utilisation histogram",
+                                       "series", min=0, live=True)
     api_token_file: str = setting("", "a file holding the token that write calls (announce, withdraw) must send "
                                   "as 'Authorization: Bearer TOKEN' ('' = the API is read-only)")
     api_read_token_file: str = setting("", "a file holding the token reads must send (the write token reads too); "

@@ -13,7 +13,7 @@ import time
 from collections import Counter
 
 from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 disable_created_metrics()  # no *_created series: Prometheus's text format does not need them
 
@@ -183,6 +183,10 @@ class _StateCollector:
                                     value=1 if cl["store_ok"] else 0)
 
 
+LINK_SERIES = 2000  # per-link series at most (``metrics_link_series``): k=48 has 110,592 directed switch links
+UTIL_BUCKETS = (0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
+
+
 class _FabricCollector:
     """Switches, links and the partition, from ``source.metrics_fabric()`` -> dict with keys switches,
     links, partition (the API's documents)."""
@@ -222,10 +226,13 @@ class _FabricCollector:
                                 labels=["src", "dst"])
         counter = GaugeMetricFamily("freeway_link_lol_paths", "Freeway's per-link counter: the low-latency paths (of every ToR pair) "
                                     "that cross the link (> 0: the link is LOL)", labels=["src", "dst"])
-        classes = Counter()
-        for ln in st["links"]:
+        links = st["links"]
+        limit = getattr(self.source, "link_series", LINK_SERIES)
+        shown = links if len(links) <= limit else sorted(  # every link down first, then the busiest
+            links, key=lambda ln: (ln["up"], -(ln["utilisation"] or 0.0)))[:limit]
+        classes = Counter(ln["class"] for ln in links)
+        for ln in shown:
             lab = [ln["src"], ln["dst"]]
-            classes[ln["class"]] += 1
             up.add_metric(lab, 1 if ln["up"] else 0)
             cap.add_metric(lab, ln["capacity_bps"] / 8)
             if ln["utilisation"] is not None:
@@ -235,6 +242,14 @@ class _FabricCollector:
             if ln["counter"] is not None:
                 counter.add_metric(lab, ln["counter"])
         yield from (up, util, load, cap, age, counter)
+        yield GaugeMetricFamily("freeway_link_series_omitted", "Directed links left out of the per-link series "
+                                "above (metrics_link_series: every down link and the busiest are kept); all of them "
+                                "are counted in freeway_links and freeway_link_utilisation", value=len(links) - len(shown))
+        measured = [ln["utilisation"] for ln in links if ln["utilisation"] is not None]
+        yield HistogramMetricFamily("freeway_link_utilisation", "Directed links by their smoothed occupancy, every "
+                                    "measured link of the fabric",
+                                    buckets=[(str(le), sum(1 for u in measured if u <= le)) for le in UTIL_BUCKETS]
+                                    + [("+Inf", len(measured))], sum_value=sum(measured))
         by_class = GaugeMetricFamily("freeway_links", "Directed links by class", labels=["class"])
         for cls in ("lol", "draining", "hol", "shared", "access", "down"):
             by_class.add_metric([cls], classes[cls])

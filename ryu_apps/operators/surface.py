@@ -59,6 +59,11 @@ class Surface:
         from the handshakes themselves)."""
         return self.fabric_epoch() + (self.writes,)
 
+    @property
+    def link_series(self) -> int:
+        """Per-link series /metrics shows at most (``metrics_link_series``)."""
+        return self.ctl.cfg.metrics_link_series
+
     # ----- reads --------------------------------------------------------------------------------
     def lldp_doc(self) -> dict:
         return self.ctl.linkwatch.doc(time.monotonic(), self.ctl.master())

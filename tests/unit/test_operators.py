@@ -419,3 +419,21 @@ def test_the_openapi_document_names_every_route_the_api_serves(tmp_path, monkeyp
                                  "/metrics", "/openapi.json", "/", "/index.html", "/view.js", "/view.css"}
     assert SimpleNamespace(**doc["components"]["schemas"]["Link"]).properties["class"]["enum"] == list(
         opstate.LINK_CLASSES)
+
+
+def test_per_link_series_are_bounded_with_every_down_link_kept_and_all_links_counted(tmp_path, monkeypatch):
+    """``metrics_link_series`` bounds the per-link series (a k=48 fabric has 110,592 directed switch links):
+    the down links first, then the busiest; the class counts and the occupancy histogram still count all."""
+    app = _app(tmp_path, monkeypatch, mode="freeway", metrics_link_series=5)
+    app.policy.on_links(0.0, {("e0_0", "a0_0"), ("a0_0", "e0_0")})
+    m = _samples(app)
+    ups = {k: v for k, v in m.items() if k[0] == "freeway_link_up"}
+    total = sum(v for k, v in m.items() if k[0] == "freeway_links")
+    assert len(ups) == 5 and m[("freeway_link_series_omitted", ())] == total - 5, (len(ups), total)
+    assert ups[("freeway_link_up", (("dst", "a0_0"), ("src", "e0_0")))] == 0  # the down ones are kept
+    assert ups[("freeway_link_up", (("dst", "e0_0"), ("src", "a0_0")))] == 0
+    assert m[("freeway_link_utilisation_count", ())] >= 0 and ("freeway_link_utilisation_bucket", (("le", "+Inf"),)) in m
+    app.cfg = config.Config(fabric=app.cfg.fabric, mode="freeway")  # a reload back to the default: all of k=4
+    app.reloads += 1
+    m = _samples(app)
+    assert len([k for k in m if k[0] == "freeway_link_up"]) == total and m[("freeway_link_series_omitted", ())] == 0

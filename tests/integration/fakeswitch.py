@@ -34,6 +34,7 @@ class FakeSwitch:
         self.closed = threading.Event()
         self.error = ""
         self.sock = None
+        self.mute = False  # True: echo requests go unanswered (a half-open connection, a hung switch)
 
     def start(self, timeout: float = 5.0) -> FakeSwitch:
         raw = socket.create_connection(self.address, timeout=timeout)
@@ -77,7 +78,7 @@ class FakeSwitch:
                 if mtype == FEATURES_REQUEST and self.dpid is not None:
                     self.sock.sendall(_msg(FEATURES_REPLY, xid, struct.pack("!QIBB2xII", self.dpid, 256, 254, 0,
                                                                             0x4F, 0)))
-                elif mtype == ECHO_REQUEST:
+                elif mtype == ECHO_REQUEST and not self.mute:
                     self.sock.sendall(_msg(ECHO_REPLY, xid, body))
                 elif mtype == BARRIER_REQUEST:
                     self.sock.sendall(_msg(BARRIER_REPLY, xid))

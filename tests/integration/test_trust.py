@@ -225,6 +225,25 @@ def tls_ctl(tmp_path_factory, pki):
         ctl.stop()
 
 
+def test_a_switch_that_stops_answering_echo_is_closed_and_one_that_answers_is_kept(https_ctl):
+    """The echo watch fails open only while a switch's bytes wait unread (``ofchannel``): a programmed
+    switch that goes silent (echo unanswered, nothing sent) is still closed after 3 unanswered requests
+    at 2 s, logged with the count; its neighbour, answering, stays."""
+    ctl, api, ctx = https_ctl
+    assert _wait(lambda: {_state(api, "e0_0", ctx), _state(api, "e0_1", ctx)} <= {"disconnected", "never"})
+    hung = FakeSwitch(ctl.address, E00).start()
+    alive = FakeSwitch(ctl.address, E01).start()
+    assert hung.wait_for(FLOW_MOD) and alive.wait_for(FLOW_MOD)
+    hung.mute = True
+    t = time.monotonic()
+    assert hung.closed.wait(20), "a switch that answers no echo was never closed"
+    assert 4 <= time.monotonic() - t <= 14, time.monotonic() - t
+    assert "echo requests unanswered" in ctl.log_text()
+    assert not alive.closed.is_set()
+    alive.close()
+    assert _wait(lambda: _state(api, "e0_0", ctx) == "disconnected" and _state(api, "e0_1", ctx) == "disconnected")
+
+
 def test_over_tls_only_a_certificate_naming_the_datapath_gets_its_program(tls_ctl, pki):
     ctl, api = tls_ctl
     assert _wait(lambda: _try(lambda: _fabric(api)) is not None, 20)

@@ -125,3 +125,24 @@ def test_the_pki_names_each_switch_and_ovs_all_of_them_and_the_ca_verifies_them(
     assert (tmp_path / "pki" / "ovs.key").stat().st_mode & 0o077 == 0  # keys readable by their owner only
     with pytest.raises(PkiError, match="no CA"):
         Pki(tmp_path / "empty").issue("x")
+
+
+def test_unread_says_how_many_bytes_a_peer_sent_that_wait_on_the_socket():
+    """What the echo watch and the read-back timeout ask before they judge a switch silent."""
+    import socket
+
+    from ryu_apps.ofchannel import unread
+
+    a, b = socket.socketpair()
+    with a, b:
+        assert unread(b) == 0
+        a.sendall(b"x" * 100)
+        import time
+
+        deadline = time.monotonic() + 2
+        while unread(b) < 100 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert unread(b) == 100
+        b.recv(60)
+        assert unread(b) == 40
+    assert unread(b) == 0 and unread(None) == 0  # closed, or no socket: cannot say

@@ -395,6 +395,7 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
                       for sw, s in em.sim.switches.items()}
             em.mark("restart")
             ctl.kill()
+            time.sleep(1.0)  # (the kill's own resets are not the restart's)
             for c in em.conns.values():
                 c.drops.clear()
             t2 = time.monotonic()

@@ -357,7 +357,7 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         """Probe every programmed switch when a round is due; apply what LLDP judges (``LinkWatch.judge``)."""
         if not self.master():
             return
-        self.linkwatch.round_due(now, [self._switch(dpid) for dpid in self.datapaths])
+        self.linkwatch.round_due(now, lambda: [self._switch(dpid) for dpid in self.datapaths])
         self.send_probes(self.linkwatch.to_probe(now))
         judged = self.linkwatch.judge(now)
         if judged is None:

@@ -336,8 +336,8 @@ class LinkWatch:
             return False
         self._next = now + self.round_s
         self.check.sent(now)
-        if switches is not None:
-            self._queue.extend(switches)
+        if switches is not None:  # (a list, or what gives it: asked only when a round starts)
+            self._queue.extend(switches() if callable(switches) else switches)
         return True
 
     def to_probe(self, now: float) -> list[str]:

@@ -412,17 +412,42 @@ class Partition:
                             new.update(path_links(p))
         else:  # only the pairs with a path over a link that died or came back (k=32: a switch's thousands,
             # not all 261,632 pairs, whose every live path held at once took 3.3 GB and minutes)
-            affected = self._pairs_over(dead ^ self.dead)
+            # A pair's LOL paths are its first n live ones, one per top switch in order: only the tops that
+            # left or joined them change the counter (an agg-core cut at k=48: 54,000 pairs, one top each),
+            # and a top's path is live when its chain up from the source and down to the destination are.
+            old, affected = self.dead, self._pairs_over(dead ^ self.dead)
+            chains_ok: dict[tuple[str, str, bool, bool], bool] = {}
+
+            def ok(t: str, top: str, down: bool, now_: bool) -> bool:
+                key = (t, top, down, now_)
+                got = chains_ok.get(key)
+                if got is None:
+                    lns, gone = (self._links_down if down else self._links_up)[(t, top)], dead if now_ else old
+                    got = chains_ok[key] = not any(ln in gone for ln in lns)
+                return got
+
+            def lol_tops(s: str, d: str, n: int, now_: bool) -> list[str]:
+                out = []
+                for top in self.tops:
+                    if ok(s, top, False, now_) and ok(d, top, True, now_):
+                        out.append(top)
+                        if len(out) == n:
+                            break
+                return out
+
             new = Counter(self.counter)
-            for pair in affected:
-                for p in self.lol_paths(pair):
-                    new.subtract(path_links(p))
+            for s, d in affected:
+                n = min(self.n_lol((s, d)), len(self.tops))
+                before, after = lol_tops(s, d, n, False), lol_tops(s, d, n, True)
+                if before == after:
+                    continue
+                for top in set(before).difference(after):
+                    new.subtract(self._links_up[(s, top)] + self._links_down[(d, top)])
+                for top in set(after).difference(before):
+                    new.update(self._links_up[(s, top)] + self._links_down[(d, top)])
             self.dead = dead
             for pair in affected:
                 self._live.pop(pair, None)
-            for pair in affected:
-                for p in self.lol_paths(pair):
-                    new.update(path_links(p))
             new = Counter({ln: c for ln, c in new.items() if c > 0})
         for ln in set(self.counter) | set(new):
             was, now_lol = self.counter[ln] > 0, new[ln] > 0

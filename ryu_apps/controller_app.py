@@ -52,8 +52,9 @@ SYNC_TIMEOUT_S = 5.0  # a switch that does not answer the read-back in time is p
 SYNC_CAP_S = 30.0  # ... even while the controller is behind (``_behind``)
 # read-backs asked at once, at most; the others wait their turn (the tick asks them, in the order the
 # switches connected). A restart's whole fabric asked at once (k=32: 1,280 dumps of up to 664 entries)
-# made the answers queue behind each other past SYNC_TIMEOUT_S, and those switches were reprogrammed.
-READBACK_WINDOW = 64
+# made the answers queue behind each other past SYNC_TIMEOUT_S, and those switches were reprogrammed
+# (at k=48, 64 at once still left one ToR's 1,376-entry dump more than 5 s behind the emulator's others).
+READBACK_WINDOW = 32
 FOLLOWER_LOOK_S = 0.25  # how often a cluster's follower looks for a lapsed leader
 OFP_ERROR_TYPES = {getattr(ofproto, n): n[len("OFPET_"):] for n in dir(ofproto) if n.startswith("OFPET_")}
 

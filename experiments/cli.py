@@ -62,12 +62,20 @@ def cmd_bench(args) -> int:
         from experiments import fabricscale
 
         for k in [int(x) for x in args.k.split(",")]:
-            r = fabricscale.run(k, Path(args.out), args.topo, args.pairs, mode=args.mode, timeout=args.timeout)
+            r = fabricscale.run(k, Path(args.out), args.topo, args.pairs, mode=args.mode, timeout=args.timeout,
+                                steady=not args.no_steady, steady_s=args.window, active_pairs=args.active_pairs,
+                                handshake_rate=args.handshake_rate)
             w = r.get("walk", {})
             print(f"k={k}: {r['switches']} switches programmed in {r.get('startup_s')} s "
                   f"({r.get('startup_messages')} messages), RSS {r.get('controller_rss_mb')} MB; walked "
                   f"{w.get('tor_pairs_walked')} ToR pairs, {w.get('tor_pairs_failed')} failed; restart "
                   f"{json.dumps(r.get('restart'))}")
+            st = r.get("steady")
+            if st:
+                hs = st.get("handshake", {})
+                print(f"k={k} steady state: counters every {st['shortest_counter_interval_s']} s and flow samples "
+                      f"1-in-{st['densest_sampling']} sustained; handshakes {hs.get('acks')} of {hs.get('sent')} "
+                      f"ACKed, p99 {hs.get('p99_ms')} ms")
             print(f"results in {Path(args.out) / f'fabric_scale_k{k}.json'}")
         drawn = fabricscale.plot(Path(args.out))
         if drawn:
@@ -378,6 +386,11 @@ def add_commands(sub) -> None:
     bf.add_argument("--pairs", type=int, default=2000, help="ToR pairs walked through the tables (2000; 0: every one)")
     bf.add_argument("--mode", default="freeway", help="the controller's mode (freeway)")
     bf.add_argument("--timeout", type=float, default=600.0, help="seconds allowed for start-up and restart (600)")
+    bf.add_argument("--active-pairs", type=int, default=2000,
+                    help="ToR pairs carrying the steady state's synthetic load (2000; 0: every one)")
+    bf.add_argument("--window", type=float, default=10.0, help="seconds per sFlow level of the steady state (10)")
+    bf.add_argument("--handshake-rate", type=float, default=100.0, help="announces a second in the steady state (100)")
+    bf.add_argument("--no-steady", action="store_true", help="skip the steady state (sFlow, handshakes)")
     bf.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     br = bsub.add_parser("reroute", help="EFM reroute delay; the EFM paper's four collision tests per mode")
     br.add_argument("--trials", type=int, default=5, help="reroute-delay trials (5)")

@@ -14,7 +14,10 @@ Once every switch is programmed (the controller's ``freeway_switches_connected``
 switches and no message came for a quiet second), the program is checked by walking packets through the
 emulated tables: ToR to ToR for every pair (or a sample), and every host from a ToR of another pod.
 Then the controller is killed (SIGKILL) and started again: every switch must be read back with no change
-sent. Not yet emulated: sFlow datagrams (the controller runs without a monitor's input).
+sent. Last, the steady state (``fabricload``): the switches' sFlow agents export every port's counters and
+the flow samples of a synthetic load on the active ToR pairs to the controller's collector (its port map
+read from a real ``ovsdb-server`` holding the emulated bridges), first at the product's defaults and then at
+what the controller sustains, and hosts announce elephants at 100 a second meanwhile.
 """
 
 from __future__ import annotations
@@ -83,6 +86,9 @@ class Emulator:
         self.work: deque = deque()  # (switch, its connection's writer, messages) in arrival order
         self.ready = asyncio.Event()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.ovsdb = None  # the switches' OVSDB (fabricload.EmulatedOVSDB), when sFlow is emulated
+        self.asked: dict[int, float] = {}  # handshake nonce -> when its announce reached the ToR
+        self.answers: dict[int, tuple[str, float]] = {}  # nonce -> ("ack" or "nack", when the host got the answer)
 
     def start(self) -> Emulator:
         self.thread.start()
@@ -214,6 +220,7 @@ class Emulator:
             return
         if peer[0] not in self.fabric.switches:
             self.to_hosts += 1
+            self._answered(frame)
             return
         them = self.sim.switches[peer[0]]
         pkt = {**frame_fields(frame), "in_port": peer[1]}
@@ -221,6 +228,67 @@ class Emulator:
             w = self.conns[peer[0]].writer
             if out.port == "controller" and w is not None:
                 w.write(packet_in(peer[1], frame, cookie=out.cookie))
+
+
+    def _answered(self, frame: bytes) -> None:
+        """A frame for a host: if it answers an announce, when."""
+        from ryu_apps.host import handshake as hs
+        from ryu_apps.simswitch.wire import udp_payload
+
+        data = udp_payload(frame)
+        if not data or not data.startswith(hs.MAGIC):
+            return
+        try:
+            msg = hs.decode(data)
+        except hs.HandshakeError:
+            return
+        if msg.nonce in self.asked and msg.nonce not in self.answers:
+            self.answers[msg.nonce] = ("nack" if isinstance(msg, hs.Nack) else "ack", time.monotonic())
+
+    def _announce(self, src, dst, nonce: int, sport: int, rate_kbps: int) -> None:
+        """Host ``src`` announces an elephant to ``dst``: the UDP datagram goes through its ToR's tables and,
+        as they send it to the controller, arrives there as a packet-in on the ToR's connection."""
+        from ryu_apps.host import handshake as hs
+        from ryu_apps.simswitch.fabric import frame as make_frame
+        from ryu_apps.simswitch.wire import frame_fields
+
+        ann = hs.encode(hs.Announce(nonce, 50_000_000, rate_kbps, (hs.Subflow(src.ip, dst.ip, 6, sport, 5001),)))
+        data = make_frame({"ipv4_src": src.ip, "ipv4_dst": hs.SERVICE_IP, "ip_proto": 17, "udp_src": sport,
+                           "udp_dst": hs.SERVICE_PORT}, src.mac, hs.SERVICE_MAC, ann)
+        self.asked[nonce] = time.monotonic()
+        w = self.conns[src.switch].writer
+        for out in self.sim.switches[src.switch].tables.process({**frame_fields(data), "in_port": src.port}):
+            if out.port == "controller" and w is not None:
+                w.write(packet_in(src.port, data, cookie=out.cookie))
+
+    def handshakes(self, pairs: list, rate: float, seconds: float, rate_kbps: int = 2000, wait_s: float = 3.0) -> dict:
+        """Hosts announce elephants (one per (src, dst) of ``pairs``, in turn) at ``rate`` a second for
+        ``seconds``; each answer timed from the announce reaching the ToR to the answer leaving the ToR for
+        the host (the controller's placement, the path installed and confirmed, the ACK)."""
+        n = int(rate * seconds)
+        first = len(self.asked)
+        nonces = [(1 << 40) + first + i for i in range(n)]
+
+        async def send():
+            t0 = time.monotonic()
+            for i, nonce in enumerate(nonces):
+                delay = t0 + i / rate - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                src, dst = pairs[(first + i) % len(pairs)]
+                self._announce(src, dst, nonce, 20000 + (first + i) % 40000, rate_kbps)
+
+        asyncio.run_coroutine_threadsafe(send(), self.loop).result(seconds + 60)
+        time.sleep(wait_s)
+        lat = sorted((self.answers[x][1] - self.asked[x]) * 1000 for x in nonces if x in self.answers)
+        kinds = [self.answers[x][0] for x in nonces if x in self.answers]
+
+        def pct(q):
+            return round(lat[min(len(lat) - 1, int(q * len(lat)))], 2) if lat else None
+
+        return {"rate_per_s": rate, "sent": n, "acks": kinds.count("ack"), "nacks": kinds.count("nack"),
+                "unanswered": n - len(lat), "p50_ms": pct(0.5), "p99_ms": pct(0.99),
+                "max_ms": round(lat[-1], 2) if lat else None}
 
 
 def _get(url: str, timeout: float = 10.0) -> tuple[bytes, float]:
@@ -333,9 +401,41 @@ def _same_pod(f: Fabric, a: str, b: str) -> bool:
     return pa == pb
 
 
+def steady_state(em: Emulator, ctl, api: str, d: Path, pairs: int, seed: int, seconds: float,
+                 handshake_rate: float, handshake_s: float, progress=print, levels=None) -> dict:
+    """sFlow from every port over a synthetic load on ``pairs`` active ToR pairs (``fabricload.ladder``: the
+    product's defaults, then what the controller sustains), then hosts announcing elephants at
+    ``handshake_rate`` a second while the sustained sFlow load goes on."""
+    from experiments import fabricload
+
+    t = time.monotonic()
+    load = fabricload.Load(em.fabric, em.sim, em.ovsdb.ifindex, pairs=pairs, seed=seed)
+    out: dict = {"active_pairs": len(load.pairs), "flows": load.flows, "flows_unrouted": load.unrouted,
+                 "ports": len(load.ports), "sample_streams": len(load.streams),
+                 "load": "per pair: one elephant at 20% of the access rate, 4 mice at 1% each",
+                 "load_build_s": round(time.monotonic() - t, 2)}
+    progress(f"[fabric-scale] steady state: {out['active_pairs']} active ToR pairs, {out['flows']} flows over "
+             f"{out['ports']} ports ({out['sample_streams']} sampled streams)")
+    out.update(fabricload.ladder(api, ctl.sflow_port, load, d, seconds, progress, levels))
+    interval, sampling = out["shortest_counter_interval_s"], out["densest_sampling"]
+    if handshake_rate > 0:
+        hs_pairs = [(a, b) for a, b in load.hosts]
+        r = fabricload.level(api, ctl.sflow_port, load, d, interval or 0, sampling or 0, handshake_s + 4.0,
+                             during=lambda: em.handshakes(hs_pairs, handshake_rate, handshake_s))
+        out["handshake"] = {**r.pop("during"), "under": r}
+        hs_ = out["handshake"]
+        progress(f"[fabric-scale] handshakes at {handshake_rate:g}/s: {hs_['acks']} of {hs_['sent']} ACKed, "
+                 f"{hs_['nacks']} NACKed, {hs_['unanswered']} unanswered; answered p50/p99 {hs_['p50_ms']}/"
+                 f"{hs_['p99_ms']} ms (max {hs_['max_ms']} ms); period p50 {r['period_p50_ms']} ms meanwhile")
+    return out
+
+
 def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int = 1, mode: str = "freeway",
-        timeout: float = 600.0, restart: bool = True, progress=print) -> dict:
-    """One fabric: start-up, the walk, the restart; results in ``out/fabric_scale_k{k}.json``."""
+        timeout: float = 600.0, restart: bool = True, steady: bool = True, steady_s: float = 10.0,
+        active_pairs: int = 2000, handshake_rate: float = 100.0, handshake_s: float = 10.0, progress=print,
+        sflow_levels: list[tuple[float, int]] | None = None) -> dict:
+    """One fabric: start-up, the walk, a link cut, the restart, the steady state (sFlow and handshakes);
+    results in ``out/fabric_scale_k{k}.json``."""
     from experiments.bench import machine
     from experiments.procs import ControllerProcess, free_port
     from experiments.runner import build_fabric
@@ -351,8 +451,16 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
     t_build = time.monotonic()
     em = Emulator(fabric, ("127.0.0.1", 0))
     build_s = time.monotonic() - t_build
-    ctl = ControllerProcess(d / "fabric.json", mode=mode, log_file=d / "controller.log",
-                            extra=["--api", api])
+    extra = ["--api", api]
+    if steady:  # the switches' OVSDB: the controller's sFlow port map reads it
+        from experiments.fabricload import EmulatedOVSDB
+
+        t = time.monotonic()
+        em.ovsdb = EmulatedOVSDB(fabric, d).start()
+        extra += ["--ovsdb", em.ovsdb.endpoint]
+        progress(f"[fabric-scale] OVSDB with {len(em.ovsdb.ifindex)} interfaces in {time.monotonic() - t:.1f} s")
+    ctl = ControllerProcess(d / "fabric.json", mode=mode, log_file=d / "controller.log", extra=extra,
+                            events_file=False)
     result: dict = {"bench": "fabric-scale", "machine": machine(), "topo": topo, "k": k, "switches": n,
                     "hosts": len(fabric.hosts), "mode": mode, "generator_build_s": round(build_s, 2)}
     try:
@@ -413,9 +521,15 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
                                  "controller_rss_mb": round(_rss_mb(ctl.proc.pid), 1)}
             progress(f"[fabric-scale] restart: read back in {result['restart']['s']} s, {changes} changes sent, "
                      f"{result['restart']['switches_whose_tables_changed']} switches' tables changed")
+        if steady and prog is not None and ctl.proc is not None:
+            result["steady"] = steady_state(em, ctl, api, d, active_pairs, seed, steady_s, handshake_rate,
+                                            handshake_s, progress, sflow_levels)
+            result["controller_rss_mb_steady"] = round(_rss_mb(ctl.proc.pid), 1)
     finally:
         em.stop()
         ctl.stop()
+        if em.ovsdb is not None:
+            em.ovsdb.stop()
     result["packet_outs_to_hosts"] = em.to_hosts
     (out / f"fabric_scale_k{k}.json").write_text(json.dumps(result, indent=1) + "\n")
     return result

@@ -33,11 +33,14 @@ class ControllerProcess:
 
     def __init__(self, fabric_file: str | Path, port: int | None = None, mode: str = "ecmp",
                  log_file: str | Path | None = None, extra: list[str] | None = None,
-                 sflow_port: int | None = None, events_file: str | Path | None = None):
+                 sflow_port: int | None = None, events_file: str | Path | None | bool = None):
+        """``events_file``: where the controller appends its events (None: next to the fabric file; False:
+        none, as a user starts it without ``--events``)."""
         self.fabric_file = str(fabric_file)
         self.port = port or free_port()
         self.sflow_port = sflow_port or free_port(socket.SOCK_DGRAM)
-        self.events_file = Path(events_file) if events_file else Path(self.fabric_file).with_suffix(".events.jsonl")
+        self.events_file = (None if events_file is False else Path(events_file) if events_file
+                            else Path(self.fabric_file).with_suffix(".events.jsonl"))
         self.mode = mode
         self.log_file = Path(log_file) if log_file else Path(self.fabric_file).with_suffix(".controller.log")
         self.extra = extra or []
@@ -50,7 +53,8 @@ class ControllerProcess:
     def start(self, timeout: float = 30.0) -> ControllerProcess:
         cmd = [*freeway_command(), "controller", "--fabric", self.fabric_file,
                "--listen", f"127.0.0.1:{self.port}", "--mode", self.mode,
-               "--sflow-listen", f"127.0.0.1:{self.sflow_port}", "--events", str(self.events_file), *self.extra]
+               "--sflow-listen", f"127.0.0.1:{self.sflow_port}",
+               *(["--events", str(self.events_file)] if self.events_file else []), *self.extra]
         self._log_start = len(self.log_text())
         self._log = open(self.log_file, "ab")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -95,7 +99,7 @@ class ControllerProcess:
 
     def events(self, types: tuple[str, ...] | None = None) -> list[dict]:
         """The JSON-lines events written so far (optionally only some types)."""
-        if not self.events_file.exists():
+        if self.events_file is None or not self.events_file.exists():
             return []
         out = []
         for line in self.events_file.read_text().splitlines():

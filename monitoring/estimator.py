@@ -130,6 +130,10 @@ class Estimator:
         self.link_bps: dict[tuple[str, str], float] = {}  # latest raw measurement
         self.link_time: dict[tuple[str, str], float] = {}  # when it was taken
         self.link_since: dict[tuple[str, str], float] = {}  # when the traffic it measured began (a delta's start)
+        # kept as each measurement comes, so that a period's view is a copy (at k=48, 276,480 directed links:
+        # building these per period took most of it)
+        self.readings: dict[tuple[str, str], LinkReading] = {}
+        self.fresh_time: dict[tuple[str, str], float] = {}  # when the traffic of the latest measurement began
         self._counters: dict[tuple[tuple[str, str], str], _Counter] = {}
         self._link_samples: dict[tuple[str, str], deque] = {}  # link -> [bucket start, bytes, samples, Σ bytes²]
         self._checked_at: dict[tuple[str, str], float] = {}  # when a link's samples were last held to the threshold
@@ -255,7 +259,8 @@ class Estimator:
         self.link_util[link] = util if old is None else a * util + (1 - a) * old
         self.link_bps[link] = bps
         self.link_time[link] = now
-        self.link_since[link] = now if since is None else since
+        self.link_since[link] = self.fresh_time[link] = now if since is None else since
+        self.readings[link] = LinkReading(self.link_util[link], bps, now, since)
         return LinkLoad(now, link, bps, self.link_util[link])
 
     # ----- flow samples -> flow rates -------------------------------------
@@ -487,8 +492,6 @@ class Estimator:
 
     def view(self, now: float) -> View:
         """What monitoring knows now, read-only, for one period of the policies."""
-        links = {ln: LinkReading(u, self.link_bps.get(ln, 0.0), self.link_time.get(ln, 0.0), self.link_since.get(ln))
-                 for ln, u in self.link_util.items()}
         flows, mice = {}, {}
         for f, st in self.flows.items():
             elephant = st.elephant_since is not None
@@ -499,4 +502,5 @@ class Estimator:
                     pair = (a.switch, b.switch)
                     mice[pair] = max(mice.get(pair, st.last_seen), st.last_seen)
         sampled = {ln: r for ln in list(self._link_samples) if (r := self.sampled_link(now, ln)) is not None}
-        return make_view(now, links, flows, mice, sampled)
+        return make_view(now, self.readings, flows, mice, sampled, self.link_util, self.link_bps, self.fresh_time,
+                         self.link_time)

@@ -46,12 +46,21 @@ class View:
     # link -> (bits/s, window start): the lower confidence bound of the rate its flow samples show over the
     # last ``link_window_s`` (see monitoring.estimator); only links with enough samples
     sampled: Mapping[Link, tuple[float, float]] = field(default_factory=lambda: _frozen({}))
+    # the same readings by field (util, bps, the time fresh_readings gives), when the maker kept them so:
+    # a copy then, not a pass over every link (None: taken from ``links``)
+    utils: Mapping[Link, float] | None = None
+    bps: Mapping[Link, float] | None = None
+    times: Mapping[Link, float] | None = None
+    measured: Mapping[Link, float] | None = None  # link -> when its latest reading was taken
 
     def util(self, link: Link) -> float:
         r = self.links.get(link)
         return r.util if r is not None else 0.0
 
     def link_util(self) -> dict[Link, float]:
+        """Every measured link's smoothed occupancy (a copy: a plain dict reads faster than the proxy)."""
+        if self.utils is not None:
+            return self.utils.copy()
         return {ln: r.util for ln, r in self.links.items()}
 
     def link_bps(self) -> dict[Link, float]:
@@ -72,9 +81,23 @@ class View:
                 out[ln] = (bps, since)
         return out
 
+    def fresh_bps_time(self) -> tuple[dict[Link, float], dict[Link, float]]:
+        """``fresh_readings`` as two maps, link -> bits/s and link -> time (copies when the view has them)."""
+        if self.bps is None or self.times is None:
+            fresh = self.fresh_readings()
+            return {ln: r[0] for ln, r in fresh.items()}, {ln: r[1] for ln, r in fresh.items()}
+        bps, times = self.bps.copy(), self.times.copy()  # (a proxy's copy is its dict's: C speed)
+        for ln, (b, since) in self.sampled.items():
+            if b > bps.get(ln, 0.0):
+                bps[ln], times[ln] = b, since
+        return bps, times
+
     def stale(self, max_age_s: float) -> frozenset[Link]:
         """Links whose last measurement is older than ``max_age_s``: a dead or silent link must not read
         as idle (links never measured at all are not listed: there is nothing to be stale)."""
+        if self.measured is not None:
+            cutoff = self.now - max_age_s
+            return frozenset([ln for ln, t in self.measured.items() if t < cutoff])
         return frozenset(ln for ln, r in self.links.items() if self.now - r.time > max_age_s)
 
     def elephants_on(self, link: Link) -> list[tuple[FiveTuple, float]]:
@@ -90,5 +113,9 @@ class View:
         return {p for p, t in self.mice_seen.items() if self.now - t <= horizon_s}
 
 
-def make(now: float, links: dict, flows: dict, mice_seen: dict, sampled: dict | None = None) -> View:
-    return View(now, _frozen(links), _frozen(flows), _frozen(mice_seen), _frozen(sampled or {}))
+def make(now: float, links: dict, flows: dict, mice_seen: dict, sampled: dict | None = None, utils: dict | None = None,
+         bps: dict | None = None, times: dict | None = None, measured: dict | None = None) -> View:
+    """A view of copies of these maps (``utils``, ``bps``, ``times``, ``measured``: the readings by field,
+    if kept so)."""
+    return View(now, _frozen(links), _frozen(flows), _frozen(mice_seen), _frozen(sampled or {}),
+                *(None if m is None else _frozen(m) for m in (utils, bps, times, measured)))

@@ -546,11 +546,21 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
             self.periods += 1
             return
         view = self._view = self.view(now)
+        busy = time.monotonic() - now  # the period's own time, not what runs between its parts
         if self.policy.periodic or self.monitor is not None:
-            self.react(self.policy.on_period(now, view))
+            parts = iter(self.policy.period_parts(now, view))
+            while True:
+                hub.sleep(0)  # between the parts, what waits on the loop (a handshake, a barrier) goes on
+                t = time.monotonic()
+                part = next(parts, None)
+                if part is None:
+                    break
+                self.react(part)
+                busy += time.monotonic() - t
+        t = time.monotonic()
         for o in self.tracker.expire(now):
             self.finish(o)
-        self.metrics.period.observe(time.monotonic() - now)
+        self.metrics.period.observe(busy + time.monotonic() - t)
         self.periods += 1
 
     def early_round(self, now: float) -> None:

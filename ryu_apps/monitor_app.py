@@ -27,6 +27,9 @@ LOG = logging.getLogger("freeway.monitor")
 TICK_S = 0.1
 SNAPSHOT_S = 1.0
 PORTMAP_REFRESH_S = 10.0
+# the map is read again at most as often as keeps its reading under this share of the time (at k=48 one
+# reading of 138,240 interfaces takes seconds, most of them in the controller's process)
+PORTMAP_SHARE = 0.01
 YIELD_EVERY = 32  # sFlow datagrams handled before the receive loop lets the others run
 
 
@@ -80,6 +83,7 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.events_out = open(self.cfg.events_file, "a", buffering=1) if self.cfg.events_file else None
         self._events_bytes = os.path.getsize(self.cfg.events_file) if self.cfg.events_file else 0
         self._portmap_at = -1e9
+        self._portmap_took = 0.0  # how long the last reading of the map took
         self._unmapped_seen = 0
         self._snapshot_sources = []  # callables returning dicts merged into each snapshot (other apps' state)
         self._next_poll = self._next_snapshot = 0.0
@@ -142,15 +146,17 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
 
     def _refresh_portmap(self, now: float) -> None:
         unmapped = self.estimator.stats["unmapped_ifindex"]
-        due = now - self._portmap_at > PORTMAP_REFRESH_S
+        due = now - self._portmap_at > max(PORTMAP_REFRESH_S, self._portmap_took / PORTMAP_SHARE)
         if not due and not (unmapped > self._unmapped_seen and now - self._portmap_at > 2.0):
             return
         self._portmap_at, self._unmapped_seen = now, unmapped
+        t = time.monotonic()
         try:
             ifmap = run_blocking(portmap.load, self.fabric, self.cfg.ovsdb)
         except Exception as e:  # OVSDB down or unreachable: keep the old map, try again later
             LOG.warning("cannot read ifIndex map from OVSDB: %s", e)
             return
+        self._portmap_took = time.monotonic() - t  # (a failed reading is tried again at the usual period)
         if len(ifmap) != len(self.estimator.ifmap):
             LOG.info("ifIndex map: %d switch ports known", len(ifmap))
         self.estimator.set_ifmap(ifmap)

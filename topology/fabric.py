@@ -241,6 +241,13 @@ class Fabric:
             cap = h.capacity_mbps if h is not None and h.capacity_mbps else self.link_rate_mbps
         return cap * 1e6
 
+    def min_capacity_bps(self) -> float:
+        """The slowest link's capacity in bit/s (switch links and access links)."""
+        if getattr(self, "_min_cap_bps", None) is None:
+            rates = [*self._cap.values(), self.link_rate_mbps, *(h.capacity_mbps for h in self.hosts if h.capacity_mbps)]
+            self._min_cap_bps = min(rates) * 1e6
+        return self._min_cap_bps
+
     def host_rate_bps(self, ip: str) -> float:
         """The access link speed of the host with this address (the fabric's link rate if unknown)."""
         h = self._by_ip.get(ip)

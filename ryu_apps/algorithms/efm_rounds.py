@@ -24,7 +24,7 @@ of a second apart must not send two elephants onto the same free link.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -68,6 +68,23 @@ class Round:
     stuck: dict[Link, str] = field(default_factory=dict)  # congested link -> why nothing moved
 
 
+class _Ratio(Mapping):
+    """Each link's measured bits/s over its capacity, worked out when asked (a round reads a few links of
+    the whole fabric's)."""
+
+    def __init__(self, link_bps: Mapping, capacity: Callable):
+        self._bps, self._cap = link_bps, capacity
+
+    def __getitem__(self, link):
+        return self._bps[link] / self._cap(link)
+
+    def __iter__(self):
+        return iter(self._bps)
+
+    def __len__(self):
+        return len(self._bps)
+
+
 class EFM:
     def __init__(self, fabric: Fabric, cfg: EFMConfig | None = None):
         self.fabric = fabric
@@ -95,8 +112,11 @@ class EFM:
             for ln in off:
                 if link_time.get(ln, -1.0) < when + SETTLE_S:
                     extra[ln] -= rate
-        util = {ln: bps / self.capacity(ln) for ln, bps in link_bps.items()}
-        congested = sorted((ln for ln, u in util.items() if u > self.cfg.threshold), key=lambda ln: -util[ln])
+        util = _Ratio(link_bps, self.capacity)
+        # a link under the threshold of the slowest link cannot be over its own: the rest is not divided
+        floor = self.cfg.threshold * self.fabric.min_capacity_bps()
+        congested = sorted((ln for ln, bps in link_bps.items() if bps > floor and util[ln] > self.cfg.threshold),
+                           key=lambda ln: -util[ln])
         for link in congested:
             if (link_time.get(link, 0.0) < self.triggered_at.get(link, -1e9) + SETTLE_S
                     or (link_bps[link] + extra[link]) / self.capacity(link) <= self.cfg.threshold):

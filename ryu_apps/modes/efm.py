@@ -46,9 +46,8 @@ class Rerouter:
             found = flow_links(f) if flow_links is not None else None
             return found if found is not None else view.flow_links(f)
 
-        fresh = view.fresh_readings()  # the counters', or the flow samples' when they see more
-        rnd = self.efm.decide(now, {ln: r[0] for ln, r in fresh.items()}, {ln: r[1] for ln, r in fresh.items()},
-                              view.elephants_on, links_of, eligible, paths)
+        bps, times = view.fresh_bps_time()  # the counters', or the flow samples' when they see more
+        rnd = self.efm.decide(now, bps, times, view.elephants_on, links_of, eligible, paths)
         for link, why in rnd.stuck.items():
             self.counters["efm-stuck"] += 1
             if self._said.get(link, (None, -1e9))[0] != why or now - self._said[link][1] > 60:

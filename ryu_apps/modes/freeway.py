@@ -231,6 +231,15 @@ class FreewayPolicy(Policy):
                                                     "reason": "idle"}])
 
     def on_period(self, now, view) -> Reaction:
+        out = Reaction()
+        for part in self.period_parts(now, view):
+            out += part
+        return out
+
+    def period_parts(self, now, view):
+        """The period in three parts, each a Reaction the controller carries out before the next is
+        worked out (between them the loop serves what waits: a handshake, a barrier): the partition with
+        the moves and mice groups it asks for; the adopted elephants; EFM's round."""
         out = self.observe(view)
         self.state.measure(now, view.link_util(), view.flows)
         self.state.stale = self.stale
@@ -250,10 +259,10 @@ class FreewayPolicy(Policy):
             def failed(_f, el=el, after=after) -> Reaction:
                 return Reaction(self._abandon(el, after) + self.state.move_finished())
             out.txns.append(Txn(f"elephant {el.eid} off new low-latency links", install, done, failed))
-        out += self._adopted(now, view)
-        out += self.rerouter.round(now, view, self.state.placed_links,
-                                   lambda f: not self.state.is_announced(f), self._elephant_paths)
-        return out
+        yield out
+        yield self._adopted(now, view)
+        yield self.rerouter.round(now, view, self.state.placed_links,
+                                  lambda f: not self.state.is_announced(f), self._elephant_paths)
 
     def _adopted(self, now: float, view: View) -> Reaction:
         """Adopted elephants: allocations and meters follow their measured rate, and one on a link above

@@ -332,8 +332,16 @@ class FreewayState:
             for ln in r.links:
                 (el_bps if r.elephant else mice_bps)[ln] += r.rate_bps
         cap = self.capacity_bps
-        less = {ln: max(0.0, u - el_bps[ln] / cap(ln)) if ln in el_bps else u for ln, u in self.link_util.items()}
-        seen = {ln: min(v, mice_bps[ln] / cap(ln)) for ln, v in less.items()}
+        # (a link no elephant is on keeps its load; a link no mouse was sampled on has none seen: only the
+        # links flows were sampled on are worked out, not every link of the fabric)
+        less = self.link_util.copy()  # (a dict, or a view's read-only proxy of one)
+        for ln, bps in el_bps.items():
+            if ln in less:
+                less[ln] = max(0.0, less[ln] - bps / cap(ln))
+        seen = dict.fromkeys(less, 0.0)
+        for ln, bps in mice_bps.items():
+            if ln in less:
+                seen[ln] = max(0.0, min(less[ln], bps / cap(ln)))
         self._mice_of = (key, (less, seen))
         return less, seen
 

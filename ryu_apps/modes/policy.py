@@ -257,6 +257,11 @@ class Policy:
     def on_period(self, now: float, view: View) -> Reaction:
         return self.observe(view)
 
+    def period_parts(self, now: float, view: View):
+        """The period as Reactions to carry out one after the other, the loop free between them (a mode
+        whose period is long splits it); together they are ``on_period``."""
+        yield self.on_period(now, view)
+
     def on_flow_removed(self, now: float, switch: str, cookie: int) -> Reaction:
         return NOTHING()
 

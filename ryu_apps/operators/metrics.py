@@ -20,7 +20,7 @@ disable_created_metrics()  # no *_created series: Prometheus's text format does 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-PERIOD_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+PERIOD_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0)
 HOWS = ("announced", "adopted", "efm", "hedera", "detected")
 
 
@@ -167,7 +167,9 @@ class _StateCollector:
                                 "sFlow datagrams dropped as malformed"),
                                ("freeway_sflow_flow_samples_total", "flow_samples", "sFlow flow samples used"),
                                ("freeway_sflow_interface_samples_total", "counter_samples",
-                                "sFlow interface counter samples used")):
+                                "sFlow interface counter samples used"),
+                               ("freeway_sflow_unmapped_samples_total", "unmapped_ifindex",
+                                "sFlow samples dropped: their ifIndex is not in the port map (OVSDB)")):
             fam = CounterMetricFamily(name, doc)
             fam.add_metric([], ms.get(key, 0))
             yield fam

@@ -1,14 +1,15 @@
 """The controller process against a k=8 fat-tree's 80 switches emulated at the socket (issue 41): every
 switch programmed through its own OpenFlow connection, every ToR pair and every host reached by walking
 packets through the tables those messages built, an aggregation-core link cut (its ports reported down)
-routed around with no pair lost and used again once restored, and a SIGKILLed controller that reads every
-switch back and changes nothing."""
+routed around with no pair lost and used again once restored, a SIGKILLed controller that reads every
+switch back and changes nothing; then the steady state: every port's sFlow counters and the flow samples of
+a synthetic load (the port map read from a real ovsdb-server), and hosts announcing elephants meanwhile."""
 
 from experiments import fabricscale
 
 
 def test_a_k8_fabric_emulated_at_the_socket_is_programmed_walked_and_read_back_unchanged(tmp_path):
-    r = fabricscale.run(8, tmp_path, pairs=0, timeout=120)
+    r = fabricscale.run(8, tmp_path, pairs=0, timeout=120, steady_s=3.0, active_pairs=100, handshake_s=2.0)
     assert r["switches"] == 80 and r["startup_s"] is not None and r["startup_s"] < 30, r
     assert r["switch_errors"] == 0
     w = r["walk"]
@@ -21,3 +22,15 @@ def test_a_k8_fabric_emulated_at_the_socket_is_programmed_walked_and_read_back_u
     rs = r["restart"]
     assert rs["s"] is not None and rs["changes"] == 0 and rs["switches_whose_tables_changed"] == 0, rs
     assert r["metrics_bytes"] > 0 and r["api_fabric_bytes"] > 0
+    st = r["steady"]
+    assert st["flows_unrouted"] == 0 and st["ports"] == 80 * 8, st
+    first = st["levels"][0]  # the product's defaults: counters every second, flow samples 1-in-10
+    assert (first["counter_interval_s"], first["sampling"]) == (1.0, 10)
+    for lv in st["levels"]:  # whatever was lost, nothing read was malformed or from an unknown port
+        assert lv["decode_errors"] == 0 and lv["unmapped_samples"] == 0, lv
+    ok = [lv for lv in st["levels"] if lv["sustained"]]
+    assert ok, st["levels"]  # 80 switches' agents at some level the controller keeps up with
+    assert ok[0]["received_datagrams"] >= 0.99 * ok[0]["sent"]["datagrams"] and ok[0]["periods"] >= 2, ok[0]
+    assert ok[0]["elephants"] >= 50, ok[0]  # the load's 100 elephants (20% of a link each) seen by sampling
+    hs = st["handshake"]  # 100 announces a second for 2 s, while the sustained sFlow load goes on
+    assert hs["sent"] == 200 and hs["unanswered"] == 0 and hs["acks"] > 0, hs

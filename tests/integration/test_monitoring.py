@@ -92,8 +92,8 @@ def test_each_switch_exports_under_its_own_agent_and_is_mapped_per_agent(k4):
     import socket
     import subprocess
 
+    from ryu_apps.simswitch import sflow as enc
     from tests.integration.conftest import AGENTS
-    from tests.unit import sflow_encode as enc
     from topology.sflow_agent import SFlowAgentConfig
 
     fn, ctl = k4
@@ -129,7 +129,7 @@ def test_a_datagram_from_an_agent_not_in_the_fabric_is_counted_and_dropped(k4):
     import socket
     import subprocess
 
-    from tests.unit import sflow_encode as enc
+    from ryu_apps.simswitch import sflow as enc
 
     fn, ctl = k4
     port = fn.fabric.port_to("c1", "a0_0")

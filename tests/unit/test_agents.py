@@ -5,7 +5,7 @@ import pytest
 from monitoring import portmap
 from monitoring.collector import Collector
 from monitoring.estimator import Estimator, MonitorConfig
-from tests.unit import sflow_encode as enc
+from ryu_apps.simswitch import sflow as enc
 from topology.fabric import fattree
 
 F = fattree(4, 10)

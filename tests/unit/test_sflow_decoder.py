@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from monitoring.portmap import parse_ovsdb, to_switch_ports
 from monitoring.sflow import FiveTuple, SFlowDecodeError, decode_datagram
-from tests.unit import sflow_encode as enc
+from ryu_apps.simswitch import sflow as enc
 from topology.fabric import Fabric
 
 FIX = Path(__file__).parents[1] / "fixtures" / "sflow"

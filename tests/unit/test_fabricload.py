@@ -1,0 +1,65 @@
+"""The fabric-scale bench's sFlow agents (``experiments.sflowload``) read by the real collector and estimator:
+the counters give each port's rate, the flow samples the flow, its ingress port and its TCP progress; and
+the histogram quantile the steady state is judged by."""
+
+import socket
+import threading
+import time
+
+from experiments import fabricload, sflowload
+from monitoring.collector import Collector
+from monitoring.estimator import Estimator
+from monitoring.sflow import FiveTuple
+from topology.fabric import fattree
+
+
+def test_the_agents_counters_and_flow_samples_read_back_as_the_rates_they_were_given():
+    fabric = fattree(4, 10.0)
+    tor = "e0_0"
+    agg = fabric.up_neighbors(tor)[0]
+    up, host_port = fabric.port_to(tor, agg), fabric.hosts_on(tor)[0].port
+    src, dst = fabric.hosts_on(tor)[0], fabric.hosts_on("e1_0")[0]
+    ifmap = {101: (tor, up), 102: (tor, host_port)}
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind(("127.0.0.1", 0))
+    rx.settimeout(0.2)
+    spec = {"collector": ["127.0.0.1", rx.getsockname()[1]], "duration_s": 2.6, "counter_interval_s": 0.5,
+            "sampling": 10, "frame_bytes": 1500,
+            "ports": [[101, 10e6, 0.0, 4e6], [102, 10e6, 4e6, 0.0]],  # 4 Mbit/s from the host, up to the agg
+            "streams": [[102, 101, src.ip, dst.ip, 40000, 5001, 4e6]]}
+    sent = {}
+    th = threading.Thread(target=lambda: sent.update(sflowload.run(spec)))
+    th.start()
+    est = Estimator(fabric)
+    est.set_ifmap(ifmap)
+    col = Collector(est)
+    while th.is_alive():
+        try:
+            data = rx.recv(65535)
+        except TimeoutError:
+            continue
+        col.handle(time.monotonic(), data)
+    th.join()
+    rx.close()
+    assert col.stats["decode_errors"] == 0 and col.stats["datagrams"] == sent["datagrams"] > 0
+    assert sent["counter_samples"] >= 8 and est.stats["unmapped_ifindex"] == 0
+    # the counters: the uplink carries 4 Mbit/s out, the host link 4 Mbit/s in (the ToR's receive side)
+    assert abs(est.link_bps[(tor, agg)] - 4e6) < 0.2e6, est.link_bps
+    assert abs(est.link_bps[(src.name, tor)] - 4e6) < 0.2e6, est.link_bps
+    # the flow samples: ~33 a second at 1-in-10 of 4 Mbit/s in 1,500-byte frames, taken entering the ToR
+    flow = FiveTuple(src.ip, dst.ip, 6, 40000, 5001)
+    assert 40 <= sent["flow_samples"] <= 140, sent
+    st = est.flows[flow]
+    assert set(st.points) == {(tor, host_port)}
+    span = est.tcp_bytes(time.monotonic(), st)  # the sequence numbers advance at the flow's rate
+    assert span is not None and 0.5e6 < span * 8 / 2.6 <= 4.2e6, span
+
+
+def test_a_quantile_is_read_from_two_scrapes_of_a_histogram_as_prometheus_reads_it():
+    name = "freeway_period_duration_seconds"
+    before = {name + ":buckets": {0.01: 5.0, 0.1: 5.0, 1.0: 5.0, float("inf"): 5.0}}
+    after = {name + ":buckets": {0.01: 5.0, 0.1: 15.0, 1.0: 25.0, float("inf"): 25.0}}  # 10 in (.01,.1], 10 in (.1,1]
+    assert abs(fabricload.quantile(0.5, before, after, name) - 0.1) < 1e-9
+    assert abs(fabricload.quantile(0.25, before, after, name) - 0.055) < 1e-9
+    assert abs(fabricload.quantile(0.99, before, after, name) - (0.1 + 0.9 * 0.98)) < 1e-9
+    assert fabricload.quantile(0.5, after, after, name) is None  # nothing observed between them

@@ -202,7 +202,7 @@ def scrape(api: str) -> dict:
         text = r.read().decode()
     want = {"freeway_sflow_datagrams", "freeway_sflow_flow_samples", "freeway_sflow_interface_samples",
             "freeway_sflow_decode_errors", "freeway_sflow_unmapped_samples", "freeway_period_duration_seconds", "freeway_event_loop_lag_seconds",
-            "freeway_elephants", "freeway_handshake_latency_seconds"}
+            "freeway_elephants", "freeway_handshake_latency_seconds", "freeway_install_confirm_seconds"}
     out: dict = {}
     for fam in text_string_to_metric_families(text):
         if fam.name not in want:
@@ -263,10 +263,11 @@ def level(api: str, sflow_port: int, load: Load, d: Path, interval: float, sampl
            "periods": int(after.get("freeway_period_duration_seconds_count", 0)
                           - before.get("freeway_period_duration_seconds_count", 0))}
     for q in (0.5, 0.99):
-        v = quantile(q, before, after, "freeway_period_duration_seconds")
-        out[f"period_p{int(q * 100)}_ms"] = None if v is None else round(v * 1000, 1)
-        v = quantile(q, before, after, "freeway_event_loop_lag_seconds")
-        out[f"loop_lag_p{int(q * 100)}_ms"] = None if v is None else round(v * 1000, 1)
+        for key, name in (("period", "freeway_period_duration_seconds"), ("loop_lag", "freeway_event_loop_lag_seconds"),
+                          ("controller_handshake", "freeway_handshake_latency_seconds"),
+                          ("install_confirm", "freeway_install_confirm_seconds")):
+            v = quantile(q, before, after, name)
+            out[f"{key}_p{int(q * 100)}_ms"] = None if v is None else round(v * 1000, 1)
     out["sustained"] = bool(sent["datagrams"]) and out["lost_share"] <= SUSTAINED_LOSS and out["decode_errors"] == 0
     if extra is not None:
         out["during"] = extra

@@ -426,7 +426,9 @@ def steady_state(em: Emulator, ctl, api: str, d: Path, pairs: int, seed: int, se
         hs_ = out["handshake"]
         progress(f"[fabric-scale] handshakes at {handshake_rate:g}/s: {hs_['acks']} of {hs_['sent']} ACKed, "
                  f"{hs_['nacks']} NACKed, {hs_['unanswered']} unanswered; answered p50/p99 {hs_['p50_ms']}/"
-                 f"{hs_['p99_ms']} ms (max {hs_['max_ms']} ms); period p50 {r['period_p50_ms']} ms meanwhile")
+                 f"{hs_['p99_ms']} ms (max {hs_['max_ms']} ms); in the controller (packet-in to answer) p50/p99 "
+                 f"{r['controller_handshake_p50_ms']}/{r['controller_handshake_p99_ms']} ms, the switches' "
+                 f"confirmation p99 {r['install_confirm_p99_ms']} ms; period p50 {r['period_p50_ms']} ms meanwhile")
     return out
 
 

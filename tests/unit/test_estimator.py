@@ -426,3 +426,43 @@ def test_the_handshake_bench_refuses_a_bad_switch_process_count_before_starting_
 
     with pytest.raises(SystemExit, match="switch-processes: must be a whole number from 1 to 8"):
         cli.main(["bench", "handshake", "--switch-processes", n, "--out", "/nonexistent/never-created"])
+
+
+def test_a_tick_works_out_the_flows_sampled_since_the_last_and_the_others_within_a_second():
+    """At every 100 ms tick: a flow sampled since the last one at once (an elephant is called as soon as
+    its samples say so), one that went unsampled within ``EVALUATE_S`` (its end is still seen); 300
+    flows sampled once and then silent are not worked out at every tick."""
+    from monitoring.estimator import EVALUATE_S
+
+    e = _est(elephant_min_bytes=0)
+    quiet = [FiveTuple("10.0.0.2", "10.3.1.3", 6, 30000 + i, 5201) for i in range(300)]
+    for f in quiet:
+        e.on_flow_sample(0.0, _sample(101, flow=f))
+    e.tick(0.05)
+    evaluated, orig = [], e.flow_rate
+    e.flow_rate = lambda now, st: (evaluated.append(st.flow), orig(now, st))[1]
+    starts, ends, t, last_sample = [], [], 0.1, None
+    while t < 9.0:
+        if t < 3.0:  # an elephant: 10 samples of 1,500 bytes at 1-in-10 every 100 ms (12 Mbit/s)
+            for _ in range(10):
+                e.on_flow_sample(t, _sample(101))
+            last_sample = t
+        for ev in e.tick(t):
+            (starts if isinstance(ev, ElephantStart) and ev.flow == FLOW else ends).append((round(t, 1), ev))
+        t += 0.1
+    # the elephant: called at the first tick its samples allow (min_samples, the window's span)
+    assert starts and starts[0][0] <= 0.5, starts
+    mine = [(at, ev) for at, ev in ends if ev.flow == FLOW]
+    assert mine and mine[0][1].reason == "idle", mine  # unsampled from 2.9 s: ends within idle_s + a turn
+    assert last_sample + e.cfg.idle_s < mine[0][0] <= last_sample + e.cfg.idle_s + EVALUATE_S + 0.11, mine
+    # the quiet flows: worked out about once a second each, not at each of the ~89 ticks
+    per_flow = sum(1 for f in evaluated if f in set(quiet)) / len(quiet)
+    assert per_flow <= 1.2 * (9.0 / EVALUATE_S), per_flow
+    assert all(f not in e.flows for f in quiet)  # and dropped once idle, as before
+    # the view holds each flow as of its last evaluation: the flows there are, none that went
+    e.on_flow_sample(t, _sample(101))
+    e.tick(t)
+    v = e.view(t)
+    assert set(v.flows) == set(e.flows) == {FLOW}
+    assert v.flows[FLOW].rate_bps == e.flows[FLOW].rate_bps and v.flows[FLOW].last_seen == t
+    assert v.flows[FLOW].links == frozenset({(F.peer("e0_0", 1)[0], "e0_0")}), v.flows[FLOW]

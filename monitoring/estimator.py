@@ -53,6 +53,7 @@ UNKNOWN_IF = 0x3FFFFFFF
 IF_OPER_UP = 2  # ifStatus: bit 0 admin up, bit 1 operationally up (RFC 2233 ifOperStatus)
 UNKNOWN_COUNTER = 2**64 - 1
 DOWN_CONFIRM_S = 0.5  # sFlow says a port is down: believed at a second reading at least this much later
+INTERVAL_ALPHA = 0.01  # the running mean of the counters' interval: each delta's weight
 EVALUATE_S = 1.0  # a flow no sample came for is worked out again after this long (``Estimator.tick``)
 IMPLAUSIBLE_RATE = 1.5  # a counter delta faster than this many times the link's rate is no measurement  # sFlow v5: a counter the agent cannot read is sent as all ones
 LINK_MIN_SAMPLES = 20  # fewer flow samples in a link's window: no sampled reading
@@ -136,6 +137,7 @@ class Estimator:
         # building these per period took most of it)
         self.readings: dict[tuple[str, str], LinkReading] = {}
         self.fresh_time: dict[tuple[str, str], float] = {}  # when the traffic of the latest measurement began
+        self.counter_interval_s = 1.0  # how far apart a port's counter samples come (a running mean)
         self._counters: dict[tuple[tuple[str, str], str], _Counter] = {}
         self._link_samples: dict[tuple[str, str], deque] = {}  # link -> [bucket start, bytes, samples, Σ bytes²]
         self._checked_at: dict[tuple[str, str], float] = {}  # when a link's samples were last held to the threshold
@@ -240,7 +242,9 @@ class Estimator:
         self._counters[key] = _Counter(now, octets)
         if prev is None or now <= prev.t or octets < prev.octets:
             return None  # first sample, clock step, or counter reset: rebaseline
-        bps = (octets - prev.octets) * 8 / (now - prev.t)
+        dt = now - prev.t
+        self.counter_interval_s += INTERVAL_ALPHA * (dt - self.counter_interval_s)
+        bps = (octets - prev.octets) * 8 / dt
         if bps > IMPLAUSIBLE_RATE * self.fabric.capacity_bps(link):  # faster than the link: not a measurement
             self.stats["implausible_rate"] += 1
             return None
@@ -547,4 +551,4 @@ class Estimator:
                     mice[pair] = max(mice.get(pair, r.last_seen), r.last_seen)
         sampled = {ln: r for ln in list(self._link_samples) if (r := self.sampled_link(now, ln)) is not None}
         return make_view(now, self.readings, flows, mice, sampled, self.link_util, self.link_bps, self.fresh_time,
-                         self.link_time)
+                         self.link_time, self.counter_interval_s)

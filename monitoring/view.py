@@ -52,6 +52,7 @@ class View:
     bps: Mapping[Link, float] | None = None
     times: Mapping[Link, float] | None = None
     measured: Mapping[Link, float] | None = None  # link -> when its latest reading was taken
+    counter_interval_s: float | None = None  # how often the switches' agents send each port's counters
     _memo: dict = field(default_factory=dict, compare=False, repr=False)  # what is worked out once per view
 
     def util(self, link: Link) -> float:
@@ -124,8 +125,9 @@ class View:
 
 
 def make(now: float, links: dict, flows: dict, mice_seen: dict, sampled: dict | None = None, utils: dict | None = None,
-         bps: dict | None = None, times: dict | None = None, measured: dict | None = None) -> View:
+         bps: dict | None = None, times: dict | None = None, measured: dict | None = None,
+         counter_interval_s: float | None = None) -> View:
     """A view of copies of these maps (``utils``, ``bps``, ``times``, ``measured``: the readings by field,
     if kept so)."""
     return View(now, _frozen(links), _frozen(flows), _frozen(mice_seen), _frozen(sampled or {}),
-                *(None if m is None else _frozen(m) for m in (utils, bps, times, measured)))
+                *(None if m is None else _frozen(m) for m in (utils, bps, times, measured)), counter_interval_s)

@@ -35,6 +35,7 @@ from topology.queues import IsolationConfig
 LOG = logging.getLogger("freeway")
 Ops = list[tuple[str, list]]
 STALE_S = 5.0  # a link measured longer ago than this is stale: no placement chooses it
+STALE_INTERVALS = 2.5  # ... or than this many of the agents' counter intervals, when they poll less often
 MARK_GRACE_S = 10.0  # a mark read back after a restart goes unless monitoring reports its elephant by then
 SETTLE_S = 2.0  # a read-back is over when no switch has been read back for this long
 PRIO_MARK = pipeline.prio("elephant-mark")
@@ -192,7 +193,7 @@ class Policy:
         elephant monitoring has not reported within ``MARK_GRACE_S`` go; placements read back while
         links were dead (a link that died during a restart's read-back) are moved off them."""
         self.view = view
-        self.stale = view.stale(STALE_S)
+        self.stale = view.stale(max(STALE_S, STALE_INTERVALS * (view.counter_interval_s or 0.0)))
         out = Reaction()
         if self._recovered_with_dead and self.settled(view.now):
             self._recovered_with_dead = False  # a placement read back after its link died moves as if it just died

@@ -466,3 +466,12 @@ def test_a_tick_works_out_the_flows_sampled_since_the_last_and_the_others_within
     assert set(v.flows) == set(e.flows) == {FLOW}
     assert v.flows[FLOW].rate_bps == e.flows[FLOW].rate_bps and v.flows[FLOW].last_seen == t
     assert v.flows[FLOW].links == frozenset({(F.peer("e0_0", 1)[0], "e0_0")}), v.flows[FLOW]
+
+
+def test_the_agents_counter_interval_is_learned_from_the_deltas():
+    e = _est()
+    assert e.view(0.0).counter_interval_s == 1.0  # sFlow's usual polling until counters say otherwise
+    for i in range(200):  # (a running mean over every port's deltas: at k=48 one round is 138,240 of them)
+        for ix in (102, 103):
+            e.on_counters(5.0 * i + 0.01 * ix, _ifc(ix, 0, 1000 * i))
+    assert 4.8 < e.view(1000.0).counter_interval_s < 5.2

@@ -165,3 +165,19 @@ def test_everything_sent_to_the_controller_goes_through_the_sending_hosts_own_pu
             m = meters[f.meter_id]
             assert m.pktps and f.meter_id == pipeline.HOST_PUNT_METERS.id(
                 fabric.host_slot(next(h for h in fabric.hosts_on(sw) if h.port == dict(f.match)["in_port"])))
+
+
+def test_a_link_is_stale_after_a_few_of_the_agents_counter_intervals_when_they_poll_slowly():
+    """At k=48 the controller sustains counters every 5 s: a link measured 6 s ago is then as fresh as a
+    link gets (with a fixed 5 s bound every other link was stale, and every announce refused); at one
+    second, 6 s is stale."""
+    from monitoring.view import LinkReading, make
+    from ryu_apps.modes.policy import STALE_INTERVALS, STALE_S
+
+    pol = modes.FreewayPolicy(F)
+    ln = ("e0_0", "a0_0")
+    for interval, stale in ((5.0, False), (1.0, True), (None, True)):
+        v = make(10.0, {ln: LinkReading(0.1, 1e6, 4.0)}, {}, {}, measured={ln: 4.0}, counter_interval_s=interval)
+        pol.observe(v)
+        assert (ln in pol.stale) is stale, (interval, pol.stale)
+    assert STALE_INTERVALS * 5.0 > 6.0 > STALE_S

@@ -112,6 +112,42 @@ def start_osken(host: str, port: int, apps: list[str], log_format: str = "text",
 GC_THRESHOLDS = (50_000, 20, 100)  # the cyclic collector's generations, after start-up (Python's: 700, 10, 10)
 
 
+def dump_greenthreads() -> int:
+    """Log where each of the apps' green threads is (SIGUSR1): a controller whose loop runs but whose
+    decisions stopped shows which thread waits where (an event queue, a switch's send queue), or has
+    ended. Returns how many were logged."""
+    import traceback
+
+    from ryu_apps.openflow.framework import app_manager
+
+    log = logging.getLogger("freeway")
+    n = 0
+    for name, app in sorted(app_manager.SERVICE_BRICKS.items()):
+        for t in getattr(app, "threads", []):
+            n += 1
+            frame = getattr(t, "gr_frame", None)
+            if frame is None:
+                state = "ended" if getattr(t, "dead", False) else "running (this one)"
+                log.warning("green thread %d of %s: %s", n, name, state)
+            else:
+                log.warning("green thread %d of %s:\n%s%s", n, name, "".join(traceback.format_stack(frame)),
+                            _waits_on(frame))
+    log.warning("%d green threads of the apps dumped (SIGUSR1)", n)
+    return n
+
+
+def _waits_on(frame) -> str:
+    """A switch connection the thread waits to send to: its datapath id, state and send queue."""
+    while frame is not None:
+        dp = frame.f_locals.get("self")
+        if frame.f_code.co_name == "send" and hasattr(dp, "send_q"):
+            q, sem = dp.send_q, getattr(dp, "_send_q_sem", None)
+            return (f"  waits to send to datapath {dp.id!r} from {dp.address}: state {dp.state}, active {dp.is_active}, "
+                    f"send queue {'gone' if q is None else q.qsize()}, semaphore {getattr(sem, 'counter', '?')}\n")
+        frame = frame.f_back
+    return ""
+
+
 def tune_gc() -> None:
     """After start-up: what start-up built (the fabric model, the partition: at k=48 some 1.5 million
     objects) lives as long as the process, so the cyclic collector stops walking it (``gc.freeze``), and
@@ -194,6 +230,7 @@ def run(cfg: config.Config, listen: str = "127.0.0.1:6653", verbose: bool = Fals
     config.set_active(cfg)
     config.set_reread(reread, config_file)
     signal.signal(signal.SIGHUP, lambda *_: config.request_reload())  # the app reloads in its own loop
+    signal.signal(signal.SIGUSR1, lambda *_: dump_greenthreads())  # where each green thread waits, to the log
     if cfg.cluster:  # a clean stop hands a cluster's leadership on at once
         signal.signal(signal.SIGTERM, _terminate)
     from ryu_apps.control.channels import ChannelGuard

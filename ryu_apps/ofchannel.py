@@ -23,13 +23,18 @@ import contextlib
 import functools
 import logging
 import ssl
-from collections import Counter
+import time
+from collections import Counter, deque
 
 from ryu_apps.control.channels import ChannelGuard
 
 LOG = logging.getLogger("freeway.channel")
 HANDSHAKE_S = 10.0  # a TLS handshake not done by then is dropped
 ADMIT_S = 15.0  # a connection not admitted (HELLO, FEATURES_REPLY, the guard) by then is closed
+# a switch that does not read what it is sent: its bytes wait in a backlog of the connection's own (the
+# sender goes on); past either bound the switch is taken for stuck and closed (it reconnects and is read back)
+BACKLOG_MAX_BYTES = 64 << 20
+BACKLOG_STALL_S = 30.0
 GUARD = ChannelGuard()
 STATS: Counter = Counter()  # what the channels saw that is no refusal (``echo-late``), with the controller's counters
 TLS: dict = {}  # key, cert, ca when OpenFlow runs over TLS
@@ -93,6 +98,8 @@ def _gated_class():
             self.fw_admitted: bool | None = None
             self.fw_dpid: int | None = None  # the datapath id it was admitted as
             self._id = None
+            self._backlog: deque = deque()  # (bytes, close) that found the send queue full, in order
+            self._backlog_bytes, self._backlog_moved = 0, 0.0
             super().__init__(sock, address)
             self.fw_tls, self.fw_cert = tls, cert
             self._deadline = hub.spawn_after(ADMIT_S, self._not_admitted)
@@ -138,10 +145,50 @@ def _gated_class():
             return super().send_msg(msg, close_socket)
 
         def send(self, buf, close_socket=False):
-            """Every byte leaves through here: before admission, only the handshake's message types."""
+            """Every byte leaves through here: before admission, only the handshake's message types. It
+            never waits: os-ken's send blocks the caller while the switch's send queue is full, and one
+            switch that stopped reading then held the whole controller (every app's event loop, the
+            period, the echo watch that would have closed it; seen at k=32). What finds the queue full
+            goes to a backlog that a thread of this connection feeds in, in order."""
             if self.fw_admitted is not True and (len(buf) < 2 or buf[1] not in before):
                 return False
-            return super().send(buf, close_socket)
+            if self.state == DEAD_DISPATCHER:
+                return False
+            if not self._backlog and self._send_q_sem.acquire(blocking=False):
+                self._send_q_sem.release()  # (room now: os-ken's send takes it again, without waiting)
+                return super().send(buf, close_socket)
+            if not self.send_q:
+                return False
+            if not self._backlog:
+                self._backlog_moved = time.monotonic()
+                hub.spawn(self._drain)
+            self._backlog.append((buf, close_socket))
+            self._backlog_bytes += len(buf)
+            STATS["send-backlogged"] += 1
+            if self._backlog_bytes > BACKLOG_MAX_BYTES or time.monotonic() - self._backlog_moved > BACKLOG_STALL_S:
+                self._stuck()
+            return True
+
+        def _drain(self) -> None:
+            """The backlog, in order, through os-ken's (waiting) send."""
+            while self._backlog and self.send_q:
+                buf, close_socket = self._backlog[0]
+                if not super().send(buf, close_socket):
+                    break
+                self._backlog.popleft()
+                self._backlog_bytes -= len(buf)
+                self._backlog_moved = time.monotonic()
+            self._backlog.clear()
+            self._backlog_bytes = 0
+
+        def _stuck(self) -> None:
+            STATS["send-stuck"] += 1
+            LOG.warning("switch %s (%s) closed: it has not read what it was sent (%d bytes waiting, nothing taken "
+                        "for %.0f s)", _addr(self.address), "unknown" if self.id is None else f"{self.id:016x}",
+                        self._backlog_bytes, time.monotonic() - self._backlog_moved)
+            self._backlog.clear()
+            self._backlog_bytes = 0
+            self.close()
 
         def set_state(self, state):
             if state == MAIN_DISPATCHER and not (self.fw_admitted and self.id == self.fw_dpid):

@@ -146,3 +146,46 @@ def test_unread_says_how_many_bytes_a_peer_sent_that_wait_on_the_socket():
         b.recv(60)
         assert unread(b) == 40
     assert unread(b) == 0 and unread(None) == 0  # closed, or no socket: cannot say
+
+
+def test_a_switch_that_stops_reading_backlogs_its_own_bytes_and_is_closed_when_stuck(monkeypatch):
+    """os-ken's send waits while a switch's send queue is full: one switch that stopped reading held
+    every sender of the controller (at k=32 the app's event loop and the period stopped for good). The
+    gated connection's send never waits: what finds the queue full waits in the connection's own
+    backlog, and a backlog that does not move for BACKLOG_STALL_S closes the connection."""
+    import socket as pysocket
+
+    from eventlet import Timeout
+    from eventlet.green import socket as gsocket
+
+    from ryu_apps import ofchannel
+    from ryu_apps.openflow.framework import hub
+
+    listener = gsocket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    theirs = gsocket.socket()
+    theirs.setsockopt(pysocket.SOL_SOCKET, pysocket.SO_RCVBUF, 4096)  # the peer never reads: buffers fill at once
+    theirs.connect(listener.getsockname())
+    ours, _ = listener.accept()
+    listener.close()
+    ours.setsockopt(pysocket.SOL_SOCKET, pysocket.SO_SNDBUF, 4096)
+    dp = ofchannel._gated_class()(ours, ("127.0.0.1", 1), False, None)
+    dp.fw_admitted, dp.fw_dpid = True, 1
+    sender = hub.spawn(dp._send_loop)
+    msg = bytes([4, 14]) + b"\0" * 998  # a 1,000-byte FLOW_MOD's worth
+    before = dict(ofchannel.STATS)
+    with Timeout(5, AssertionError("send waited on a switch that does not read")):
+        for _ in range(200):  # 200 KB: far past the socket buffers and the 16-message queue
+            assert dp.send(msg)
+            hub.sleep(0)
+    assert ofchannel.STATS["send-backlogged"] > before.get("send-backlogged", 0)
+    assert len(dp._backlog) > 100 and dp.is_active
+    monkeypatch.setattr(ofchannel, "BACKLOG_STALL_S", 0.2)
+    hub.sleep(0.3)
+    dp.send(msg)  # nothing moved for longer than the bound: taken for stuck, closed
+    assert ofchannel.STATS["send-stuck"] == before.get("send-stuck", 0) + 1
+    assert not dp._backlog and not dp.send(msg)
+    hub.kill(sender)
+    ours.close()
+    theirs.close()

@@ -34,7 +34,7 @@ ADMIT_S = 15.0  # a connection not admitted (HELLO, FEATURES_REPLY, the guard) b
 # a switch that does not read what it is sent: its bytes wait in a backlog of the connection's own (the
 # sender goes on); past either bound the switch is taken for stuck and closed (it reconnects and is read back)
 BACKLOG_MAX_BYTES = 64 << 20
-BACKLOG_STALL_S = 30.0
+BACKLOG_STALL_S = 120.0
 GUARD = ChannelGuard()
 STATS: Counter = Counter()  # what the channels saw that is no refusal (``echo-late``), with the controller's counters
 TLS: dict = {}  # key, cert, ca when OpenFlow runs over TLS
@@ -212,6 +212,9 @@ def _gated_class():
             if not self.max_unreplied_echo_requests:
                 return
             while self.send_q:
+                if self._backlog:  # our own bytes wait to go: an echo would only queue behind them (and
+                    hub.sleep(self.echo_request_interval)  # go unanswered); the backlog's own bounds judge
+                    continue
                 if len(self.unreplied_echo_requests) > self.max_unreplied_echo_requests:
                     if not unread(self.socket):
                         break

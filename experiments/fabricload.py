@@ -110,13 +110,9 @@ class EmulatedOVSDB:
             raise RuntimeError(f"ovsdb transaction failed: {reply.get('error') or bad[:3]}")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        from experiments.procs import stop_process
+
+        stop_process(self.proc)
         self.proc = None
 
 

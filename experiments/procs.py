@@ -22,6 +22,17 @@ def freeway_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "ryu_apps.cli"]
 
 
+def stop_process(proc: subprocess.Popen | None, wait_s: float = 10.0) -> None:
+    """SIGTERM a child we started, SIGKILL it if it is still there after ``wait_s``."""
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
     with socket.socket(socket.AF_INET, kind) as s:
         s.bind(("127.0.0.1", 0))

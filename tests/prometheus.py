@@ -44,13 +44,9 @@ class Prometheus:
         raise RuntimeError("prometheus did not become ready")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        from experiments.procs import stop_process
+
+        stop_process(self.proc)
         self.proc = None
         self.log.close()
 

@@ -451,7 +451,7 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
             return
         sw = self._switch(msg.datapath.id, "stats-late-or-unknown")
         if sw is not None:
-            entries = [(st.match, st.byte_count) for st in msg.body]
+            entries = [(st.match, st.byte_count, (st.table_id, st.priority, st.cookie)) for st in msg.body]
             more = bool(msg.flags & ofproto.OFPMPF_REPLY_MORE)
             self.react(self.policy.on_flow_stats(time.monotonic(), sw, entries, more))
 

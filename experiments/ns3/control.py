@@ -119,7 +119,7 @@ class Controller:
             eid, _, nbytes = line.split()
             counts[int(eid)] = int(nbytes)
         mirror = self.mirrors[name]
-        entries = [(dict(f.match), counts.get(eid, 0)) for eid, f in mirror.entries.items()
+        entries = [(dict(f.match), counts.get(eid, 0), (f.table_id, f.priority, f.cookie)) for eid, f in mirror.entries.items()
                    if f.cookie & req.cookie_mask == req.cookie & req.cookie_mask]
         self.react(now, self.policy.on_flow_stats(now, name, entries, False))
 

@@ -119,29 +119,32 @@ class GlobalFirstFit:
 
 @dataclass
 class FlowCounter:
-    """Byte counters of one flow's edge entries, for rates between polls."""
+    """Byte counters of one flow's entries at its ingress ToR (entry -> bytes), for rates between polls."""
 
-    bytes: int
+    entries: dict
     time: float
 
 
 def ingress_counts(fabric: Fabric, switch: str, entries, counts: dict) -> int:
-    """Add a ToR's per-flow byte counters to ``counts`` (5-tuple -> bytes), counting each flow only at
-    its ingress ToR (the source host's). ``entries`` are (match mapping, byte count); returns how many
-    entries were malformed (skipped)."""
+    """Add a ToR's per-flow byte counters to ``counts`` (5-tuple -> {entry: bytes}), counting each flow only
+    at its ingress ToR (the source host's). ``entries`` are (match mapping, byte count[, what identifies the
+    entry on the switch: table, priority, cookie]); a flow has one entry per band that matches it (its
+    counted edge entry, its pin once placed). Returns how many entries were malformed (skipped)."""
     from monitoring.sflow import FiveTuple
 
     bad = 0
-    for m, count in entries:
+    for item in entries:
         try:
+            m, count = item[0], int(item[1])
             ft = FiveTuple(m["ipv4_src"], m["ipv4_dst"], m["ip_proto"], m["tcp_src"], m["tcp_dst"])
-            count = int(count)
-        except (KeyError, TypeError, ValueError):
+            ident = item[2] if len(item) > 2 else None  # none given: one sum, as before
+        except (KeyError, TypeError, ValueError, IndexError):
             bad += 1
             continue
         src = fabric.host_by_ip(ft.src)
         if src is not None and src.switch == switch:
-            counts[ft] = counts.get(ft, 0) + count
+            per = counts.setdefault(ft, {})
+            per[(switch, ident)] = per.get((switch, ident), 0) + count
     return bad
 
 
@@ -166,14 +169,24 @@ class HederaScheduler:
         src = getattr(key, "src", None) or (key[0] if isinstance(key, tuple) and key and isinstance(key[0], str) else None)
         return self.fabric.host_rate_bps(src) if src else self.fabric.link_rate_mbps * 1e6
 
-    def rates(self, now: float, byte_counts: dict[object, int]) -> dict[object, float]:
-        """Rates (bit/s) since the previous poll; flows seen for the first time have none yet."""
+    def rates(self, now: float, byte_counts: dict[object, int | dict]) -> dict[object, float]:
+        """Rates (bit/s) since the previous poll; flows seen for the first time have none yet. A flow's
+        counters are per entry (``ingress_counts``): the rate is what each entry counted since the previous
+        poll, an entry new since then (a pin installed in between) counting from zero, one gone since then
+        (the edge entry expiring once the pin took the flow) leaving nothing behind. A sum over the entries
+        would drop when one expires and give a rate that is wrong, too small, for a round (after a restart
+        it released a placed elephant as no longer large)."""
         out = {}
-        for key, b in byte_counts.items():
+        for key, counted in byte_counts.items():
+            now_entries = counted if isinstance(counted, dict) else {None: counted}
             prev = self.counters.get(key)
-            if prev is not None and now > prev.time and b >= prev.bytes:
-                out[key] = (b - prev.bytes) * 8 / (now - prev.time)
-            self.counters[key] = FlowCounter(b, now)
+            if prev is not None and now > prev.time:
+                grew = 0
+                for e, b in now_entries.items():
+                    before = prev.entries.get(e, 0)
+                    grew += b - before if b >= before else b  # a smaller count: a new entry under the same key
+                out[key] = grew * 8 / (now - prev.time)
+            self.counters[key] = FlowCounter(dict(now_entries), now)
         for key in list(self.counters):
             if key not in byte_counts:
                 del self.counters[key]

@@ -191,7 +191,10 @@ def test_a_killed_controller_restarts_without_losing_a_packet_or_an_elephant(fab
         flows_sent = [int(x) for x in re.findall(r"(\d+) (?:Delete)?Flow\b", log)]
         assert sum(flows_sent) == 0, (mode, [ln for ln in log.splitlines() if "changes sent" in ln][:5])
         after = {sw: _pinned(sw, 5009) for sw in fn.fabric.switches}
-        assert after == before
+        # (a release is an event, not a log line: a restarted Hedera once released this elephant as "no
+        # longer large" when its edge entry expired between two polls; fixed in HederaScheduler.rates)
+        assert after == before, (mode, after, ctl.events(("released",))[-3:],
+                                 [ln for ln in log.splitlines() if "hedera" in ln or "link" in ln][-15:])
         if mode in ("freeway", "hedera"):
             assert "recovered from the switches" in log, log[-2000:]
         if mode == "freeway":

@@ -69,5 +69,26 @@ def test_ingress_counts_only_count_a_flow_at_its_source_tor_and_skip_malformed()
     counts = {}
     bad = ingress_counts(f, "e0_0", [(good, 100), (good, 50), ({"ipv4_src": "10.0.0.2"}, 7),
                                      ({**good, "ipv4_src": "10.1.0.2"}, 9)], counts)
-    assert bad == 1 and counts == {FiveTuple("10.0.0.2", "10.2.0.2", 6, 1, 5001): 150}
-    assert ingress_counts(f, "e2_0", [(good, 100)], counts) == 0 and sum(counts.values()) == 150  # not its ingress
+    ft = FiveTuple("10.0.0.2", "10.2.0.2", 6, 1, 5001)
+    assert bad == 1 and counts == {ft: {("e0_0", None): 150}}
+    assert ingress_counts(f, "e2_0", [(good, 100)], counts) == 0 and counts[ft] == {("e0_0", None): 150}  # not its ingress
+    counts = {}
+    assert ingress_counts(f, "e0_0", [(good, 100, (2, 400, 7)), (good, 50, (1, 500, 9))], counts) == 0
+    assert counts == {ft: {("e0_0", (2, 400, 7)): 100, ("e0_0", (1, 500, 9)): 50}}  # per entry
+
+
+def test_a_rate_follows_each_entry_so_an_edge_entry_expiring_under_a_pin_does_not_release_it():
+    """The flaky restart test of 2026-11-26: once pinned, a flow's edge entry stops counting and expires 10 s
+    later. A restarted controller polled it with the edge entry's bytes and then without them: the sum of
+    the flow's counters grew by less than the pin had counted, the rate came out small and the elephant
+    was released (its pins deleted from every switch)."""
+    f = fattree(4, 10)
+    a = FiveTuple("10.0.0.2", "10.2.0.2", 6, 1, 5001)
+    edge, pin = ("e0_0", (2, 400, 7)), ("e0_0", (1, 500, 9))
+    sch = HederaScheduler(f)  # restarted: the placement read back from the switches
+    sch.recover(a, ("e0_0", "a0_0", "c1", "a2_0", "e2_0"))
+    assert sch.schedule(0.0, {a: {edge: 2_900_000, pin: 1_000_000}}) == ({}, [])  # first poll: no rate
+    new, rel = sch.schedule(5.0, {a: {pin: 4_000_000}})  # the edge entry expired; the pin counted 3 MB
+    assert rel == [] and a in sch.gff.placed and sch.gff.placed[a].path[2] == "c1"
+    assert sch.rates(10.0, {a: {pin: 7_000_000}})[a] == pytest.approx(4.8e6)
+    assert sch.rates(15.0, {a: {pin: 100}})[a] == pytest.approx(160)  # a smaller count: a new entry, from zero

@@ -493,6 +493,14 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
         result["metrics_bytes"], result["metrics_s"] = len(body), round(secs, 3)
         body, secs = _get(f"http://{api}/api/v1/fabric", timeout=60)
         result["api_fabric_bytes"], result["api_fabric_s"] = len(body), round(secs, 3)
+        body, secs = _get(f"http://{api}/api/v1/fabric?level=groups", timeout=60)  # what the view reads first
+        result["api_groups_bytes"], result["api_groups_s"] = len(body), round(secs, 3)
+        first = json.loads(body)["groups"][0]["group"]
+        body, secs = _get(f"http://{api}/api/v1/fabric?group={first}", timeout=60)  # a group opened
+        result["api_group_bytes"], result["api_group_s"] = len(body), round(secs, 3)
+        progress(f"[fabric-scale] /api/v1/fabric {result['api_fabric_bytes'] / 1e6:.1f} MB in {result['api_fabric_s']} s; "
+                 f"?level=groups {result['api_groups_bytes'] / 1e3:.0f} KB in {result['api_groups_s']} s; "
+                 f"?group={first} {result['api_group_bytes'] / 1e3:.0f} KB in {result['api_group_s']} s")
         t = time.monotonic()
         result["walk"] = walk(em, pairs, seed)
         result["walk_s"] = round(time.monotonic() - t, 2)

@@ -146,7 +146,7 @@ class Api:
         self._static = {name: resources.files("ryu_apps.operators.web").joinpath(name).read_bytes() for name in STATIC}
         self._get = {
             f"{PREFIX}/status": lambda req: source.api_status(),
-            f"{PREFIX}/fabric": lambda req: source.api_fabric(),
+            f"{PREFIX}/fabric": self._fabric,
             f"{PREFIX}/partition": lambda req: source.api_partition(),
             f"{PREFIX}/decisions": self._decisions,
             f"{PREFIX}/counters": lambda req: source.api_counters(),
@@ -203,7 +203,8 @@ class Api:
                 self._authorise_read(req)
             if path == f"{PREFIX}/decisions":
                 return _json(200, self._decisions(req))
-            return self._cached_json(path, lambda: self._get[path](req))
+            query = "&".join(f"{k}={v}" for k, v in sorted(req.GET.items())) if path == f"{PREFIX}/fabric" else ""
+            return self._cached_json(path + ("?" + query if query else ""), lambda: self._get[path](req))
         if path.startswith(f"{PREFIX}/elephants/"):
             self._method(req, ("DELETE",))
             return self._withdraw(req, path[len(f"{PREFIX}/elephants/"):])
@@ -222,7 +223,7 @@ class Api:
         return body
 
     def _cached_json(self, key: str, make) -> Response:
-        epoch = self.source.fabric_epoch() if key == f"{PREFIX}/fabric" else None  # decisions do not change it
+        epoch = self.source.fabric_epoch() if key.startswith(f"{PREFIX}/fabric") else None  # decisions do not change it
         body = self._cached(key, lambda: (json.dumps(make(), default=str) + "\n").encode(), epoch)
         return Response(status=200, body=body, content_type="application/json", charset=None)
 
@@ -258,6 +259,22 @@ class Api:
         given = self._bearer(req)
         if not (self._is(given, self.read_token) or self._is(given, self.token)):
             raise ApiError(401, "reads need 'Authorization: Bearer TOKEN' with the read token (or the write token)")
+
+    def _fabric(self, req: Request) -> dict:
+        """``?level=groups`` (one row per group), ``?group=NAME`` (one group; with level=groups, its row), or
+        the whole fabric."""
+        unknown = sorted(set(req.GET) - {"level", "group"})
+        if unknown:
+            raise ApiError(400, f"{unknown[0]}: not a parameter of /fabric (level, group)")
+        level, group = req.GET.get("level", "all"), req.GET.get("group")
+        if level not in ("all", "groups"):
+            raise ApiError(400, f"level: {level!r} is not one of all, groups")
+        if group is not None:
+            names = self.source.group_names()
+            if group not in names:
+                raise ApiError(404, f"group: no group {group!r} in this fabric (level=groups lists them: "
+                                    f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''})")
+        return self.source.api_fabric(level, group)
 
     def _decisions(self, req: Request) -> dict:
         since = _int_param(req, "since", -1, -1, 2**62)

@@ -76,6 +76,10 @@ STATUS = _obj({"version": STR, "mode": STR, "isolation": BOOL, "monitor": STR, "
                "queues": _nullable(_obj({"checked": _nullable(NUM), "repaired": INT, "error": _nullable(STR)}))})
 
 COUNTS = {"type": "object", "additionalProperties": NUM}
+GROUP = _obj({"group": STR, "switches": INT, "states": {"type": "object", "additionalProperties": INT},
+              "hosts": INT, "links": INT, "links_down": INT,
+              "classes": {"type": "object", "additionalProperties": INT}, "lldp_problems": INT, "stale": INT,
+              "utilisation_max": _nullable(NUM), "hottest": _nullable(STR), "up_bps": INT})
 COUNTERS = _obj({"controller": COUNTS, "freeway": COUNTS, "monitor": COUNTS, "state": COUNTS})
 
 CONFIG = _obj({"settings": {"type": "object", "additionalProperties": {"type": "object"}},
@@ -108,10 +112,13 @@ def _err(desc: str) -> dict:
     return _json_response(desc, {"$ref": "#/components/schemas/Error"})
 
 
-def _get(summary: str, schema: dict, params: list | None = None, bad_request: bool = False) -> dict:
+def _get(summary: str, schema: dict, params: list | None = None, bad_request: bool = False,
+         not_found: str | None = None) -> dict:
     responses = {"200": _json_response(summary, schema)}
     if bad_request:
         responses["400"] = _err("a query parameter is invalid (the message names it)")
+    if not_found:
+        responses["404"] = _err(not_found)
     op = {"summary": summary, "responses": responses}
     if params:
         op["parameters"] = params
@@ -134,11 +141,22 @@ def document() -> dict:
                                 "'Authorization: Bearer TOKEN' (--api-token-file)."},
         "paths": {
             "/api/v1/status": _get("The controller at a glance", ref["Status"]),
-            "/api/v1/fabric": _get("Switches with their connection state, links with state, class, counter and "
-                                   "load, hosts", _obj({"topo": STR, "switches": {"type": "array", "items": ref["Switch"]},
-                                                        "links": {"type": "array", "items": ref["Link"]},
-                                                        "hosts": {"type": "array", "items": ref["Host"]},
-                                                        "unexpected": {"type": "array", "items": UNEXPECTED}})),
+            "/api/v1/fabric": _get(
+                "Switches with their connection state, links with state, class, counter and load, hosts: the whole "
+                "fabric, one row per group (level=groups: a fat-tree's pods, blocks of 16 leaves of a leaf-spine), "
+                "or one group with the top-tier switches it links to (group=NAME)",
+                _obj({"topo": STR, "level": {"type": "string", "enum": ["groups", "group"]}, "group": STR,
+                      "switches": {"type": "array", "items": ref["Switch"]},
+                      "links": {"type": "array", "items": ref["Link"]},
+                      "hosts": {"type": "array", "items": ref["Host"]},
+                      "groups": {"type": "array", "items": GROUP},
+                      "top": {"type": "array", "items": ref["Switch"]},
+                      "unexpected": {"type": "array", "items": UNEXPECTED}}, ["topo", "unexpected"]),
+                [{"name": "level", "in": "query", "description": "all (default) or groups",
+                  "schema": {"type": "string", "enum": ["all", "groups"]}},
+                 {"name": "group", "in": "query", "description": "one group's name (as level=groups lists them); "
+                  "with level=groups, that group's row", "schema": STR}], bad_request=True,
+                not_found="no group of that name in this fabric"),
             "/api/v1/elephants": {
                 **_get("Every elephant: how it was placed, allocation, measured rate, path, meter",
                        _obj({"elephants": {"type": "array", "items": ref["Elephant"]}})),

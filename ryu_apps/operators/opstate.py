@@ -77,22 +77,118 @@ def link_class(policy, link: Link, access: bool) -> str:
     return "access" if access else policy.link_class(link)
 
 
-def links(fabric: Fabric, policy, view: View, states: dict[str, SwitchState] | None = None,
-          checks: dict[str, str] | None = None) -> list[dict]:
-    """Every directed link as the API shows it; ``checks``: LLDP's state of each switch link ('a-b', a < b)."""
-    out = []
+def _link_states(fabric: Fabric, policy, view: View, states: dict[str, SwitchState] | None, only=None):
+    """(directed link, port, access, up, class, reading) of every directed link (of those with an end in
+    ``only``, a set of switch and host names, if given)."""
     for ln, port, access in directed_links(fabric):
+        if only is not None and ln[0] not in only and ln[1] not in only:
+            continue
         r = view.links.get(ln)
         sw = ln[1] if access and ln[0] not in fabric.switches else ln[0]
         up = ln not in policy.dead and (states is None or states.get(sw, SwitchState()).state != "disconnected")
+        yield ln, port, access, up, (link_class(policy, ln, access) if up else "down"), r
+
+
+def links(fabric: Fabric, policy, view: View, states: dict[str, SwitchState] | None = None,
+          checks: dict[str, str] | None = None, only=None) -> list[dict]:
+    """Every directed link as the API shows it (those with an end in ``only``, if given); ``checks``:
+    LLDP's state of each switch link ('a-b', a < b)."""
+    out = []
+    for ln, port, access, up, cls, r in _link_states(fabric, policy, view, states, only):
         out.append({"src": ln[0], "dst": ln[1], "port": port, "capacity_bps": fabric.capacity_bps(ln), "up": up,
-                    "class": link_class(policy, ln, access) if up else "down",
-                    "counter": None if access else policy.link_counter(ln),
+                    "class": cls, "counter": None if access else policy.link_counter(ln),
                     "utilisation": round(r.util, 4) if r else None, "bps": round(r.bps) if r else None,
                     "measured_age_s": round(view.now - r.time, 3) if r else None,
                     "stale": ln in policy.stale,
                     "lldp": None if access or not checks else checks.get("%s-%s" % tuple(sorted(ln)))})
     return out
+
+
+GROUP_TORS = 16  # a group of a fabric without pods (a leaf-spine): this many ToRs, in order
+
+
+def groups(fabric: Fabric) -> dict[str, str]:
+    """Every switch and host below the top tier -> the group the fabric view draws it in when the fabric
+    is too large to draw whole: a fat-tree's pods (``pod3``: its edge and aggregation switches and their
+    hosts); in a fabric whose switches share one pod (a leaf-spine), blocks of 16 ToRs in order
+    (``l0..l15``) with their hosts. The top tier (cores, spines) is in none."""
+    top = max(sw.level for sw in fabric.switches.values())
+    below = [sw for sw in fabric.switches.values() if sw.level < top]
+    out: dict[str, str] = {}
+    if len({sw.pod for sw in below}) > 1:
+        for sw in below:
+            out[sw.name] = f"pod{sw.pod}"
+    else:
+        tors = fabric.tors()
+        for i in range(0, len(tors), GROUP_TORS):
+            block = tors[i:i + GROUP_TORS]
+            name = block[0] if len(block) == 1 else f"{block[0]}..{block[-1]}"
+            for t in block:
+                out[t] = name
+        for sw in below:  # a middle tier without pods: with its first ToR's group
+            if sw.name not in out:
+                down = [n for n in fabric.down_neighbors(sw.name) if n in out]
+                out[sw.name] = out[down[0]] if down else "other"
+    for h in fabric.hosts:
+        out[h.name] = out.get(h.switch, "other")
+    return out
+
+
+def group_members(fabric: Fabric, group_map: dict[str, str], group: str) -> tuple[set[str], set[str]]:
+    """The switches and hosts of ``group``, and the top-tier switches they link to."""
+    members = {n for n, g in group_map.items() if g == group}
+    return members, {p for n in members if n in fabric.switches for p in fabric.up_neighbors(n)} - members
+
+
+def group_summary(fabric: Fabric, policy, view: View, group_map: dict[str, str],
+                  states: dict[str, SwitchState] | None = None, checks: dict[str, str] | None = None) -> list[dict]:
+    """One row per group (``groups``), in the fabric's order: its switches and their states, hosts, the
+    directed links with an end in it (an uplink to the top tier is its group's) and how many are down,
+    by class, unverified by LLDP (``missing`` or ``miswired``) and stale, its most loaded link, and the
+    rate leaving it upwards (bit/s)."""
+    rows: dict[str, dict] = {}
+    for name in dict.fromkeys(group_map.get(n) for n in sorted(fabric.switches, key=fabric._order)):
+        if name is not None:
+            rows[name] = {"group": name, "switches": 0, "states": {}, "hosts": 0, "links": 0, "links_down": 0,
+                          "classes": {}, "lldp_problems": 0, "stale": 0, "utilisation_max": None,
+                          "hottest": None, "up_bps": 0}
+    for name in fabric.switches:
+        g = group_map.get(name)
+        if g is not None:
+            r = rows[g]
+            r["switches"] += 1
+            st = (states or {}).get(name, SwitchState()).state
+            r["states"][st] = r["states"].get(st, 0) + 1
+    for h in fabric.hosts:
+        rows[group_map[h.name]]["hosts"] += 1
+    for key, state in (checks or {}).items():  # LLDP's problems, by the group of either end
+        a, _, b = key.partition("-")
+        g = group_map.get(a) or group_map.get(b)
+        if state in ("missing", "miswired") and g is not None:
+            rows[g]["lldp_problems"] += 1
+    stale, get = policy.stale, group_map.get
+    for ln, _port, access, up, cls, reading in _link_states(fabric, policy, view, states):
+        g = get(ln[0]) or get(ln[1])
+        if g is None:
+            continue
+        r = rows[g]
+        r["links"] += 1
+        if not up:
+            r["links_down"] += 1
+        classes = r["classes"]
+        classes[cls] = classes.get(cls, 0) + 1
+        if ln in stale:
+            r["stale"] += 1
+        if reading is not None:
+            if r["utilisation_max"] is None or reading.util > r["utilisation_max"]:
+                r["utilisation_max"], r["hottest"] = reading.util, f"{ln[0]}>{ln[1]}"
+            if not access and get(ln[1]) is None:
+                r["up_bps"] += reading.bps
+    for r in rows.values():
+        r["up_bps"] = round(r["up_bps"])
+        if r["utilisation_max"] is not None:
+            r["utilisation_max"] = round(r["utilisation_max"], 4)
+    return list(rows.values())
 
 
 def _measured(view: View, flows) -> float | None:

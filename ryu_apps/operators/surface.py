@@ -32,6 +32,7 @@ class Surface:
         self._totals: tuple = (None, {})  # (epoch, the metrics' elephant totals)
         self._parts: dict = {}  # the unchanging part of each elephant's document
         self.api_app = None  # the API's WSGI application, once served (its refusals)
+        self._groups: dict[str, str] | None = None  # the fabric view's groups (opstate.groups), once
 
     @property
     def decisions(self):
@@ -68,13 +69,37 @@ class Surface:
     def lldp_doc(self) -> dict:
         return self.ctl.linkwatch.doc(time.monotonic(), self.ctl.master())
 
-    def api_fabric(self) -> dict:
+    def groups(self) -> dict[str, str]:
+        if self._groups is None:
+            self._groups = opstate.groups(self.ctl.fabric)
+        return self._groups
+
+    def group_names(self) -> list[str]:
+        return list(dict.fromkeys(self.groups().values()))
+
+    def api_fabric(self, level: str = "all", group: str | None = None) -> dict:
+        """The whole fabric (``level`` all), one row per group (``groups``: what the view draws first when
+        the fabric is large; only ``group``'s if given), or one group's switches, hosts and links and the
+        top-tier switches it links to."""
         c = self.ctl
         view = c.shown_view()
         check = self.lldp_doc()
-        return {"topo": c.fabric.topo, "switches": opstate.switches(c.fabric, c.switch_states),
-                "links": opstate.links(c.fabric, c.policy, view, c.switch_states, check["links"]),
-                "hosts": opstate.hosts(c.fabric), "unexpected": check["unexpected"]}
+        if level == "groups":
+            top = [s for s in opstate.switches(c.fabric, c.switch_states) if s["name"] not in self.groups()]
+            rows = opstate.group_summary(c.fabric, c.policy, view, self.groups(), c.switch_states, check["links"])
+            return {"topo": c.fabric.topo, "level": "groups",
+                    "groups": [r for r in rows if group is None or r["group"] == group],
+                    "top": top, "unexpected": check["unexpected"]}
+        only, above = (None, set()) if group is None else opstate.group_members(c.fabric, self.groups(), group)
+        switches = opstate.switches(c.fabric, c.switch_states)
+        hosts = opstate.hosts(c.fabric)
+        if only is not None:
+            switches = [s for s in switches if s["name"] in only or s["name"] in above]
+            hosts = [h for h in hosts if h["name"] in only]
+        doc = {"topo": c.fabric.topo, "switches": switches,
+               "links": opstate.links(c.fabric, c.policy, view, c.switch_states, check["links"], only),
+               "hosts": hosts, "unexpected": check["unexpected"]}
+        return doc if group is None else {**doc, "level": "group", "group": group}
 
     def api_elephants(self) -> list[dict]:
         """Every elephant (computed once per epoch: the API, the status and the metrics share it)."""

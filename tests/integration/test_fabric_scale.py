@@ -22,6 +22,7 @@ def test_a_k8_fabric_emulated_at_the_socket_is_programmed_walked_and_read_back_u
     rs = r["restart"]
     assert rs["s"] is not None and rs["changes"] == 0 and rs["switches_whose_tables_changed"] == 0, rs
     assert r["metrics_bytes"] > 0 and r["api_fabric_bytes"] > 0
+    assert 0 < r["api_groups_bytes"] < r["api_fabric_bytes"] / 5 and 0 < r["api_group_bytes"] < r["api_fabric_bytes"] / 4
     st = r["steady"]
     assert st["flows_unrouted"] == 0 and st["ports"] == 80 * 8, st
     first = st["levels"][0]  # the product's defaults: counters every second, flow samples 1-in-10

@@ -319,6 +319,45 @@ def test_the_fabric_view_in_a_real_browser_matches_the_api_and_shows_elephants_a
         driver.quit()
 
 
+def test_the_fabric_view_of_a_large_fabric_starts_from_its_groups_and_opens_one(ops):
+    """Issue 41: past 400 switches (here forced with #level=groups) the page draws one tile per pod from
+    /api/v1/fabric?level=groups, a cut link marks its pod's tile, and a tile opens its pod alone."""
+    from selenium.webdriver.common.by import By
+
+    driver = _browser()
+    try:
+        driver.get(ops.api + "/#level=groups")
+        tiles = lambda: {t.get_attribute("data-group"): t for t in driver.find_elements(By.CSS_SELECTOR, "button.group")}  # noqa: E731
+        _wait(lambda: len(tiles()) == 4, 15, "the page never drew the pods")
+        assert sorted(tiles()) == ["pod0", "pod1", "pod2", "pod3"]
+        assert driver.find_element(By.CSS_SELECTOR, "svg#fabric").value_of_css_property("display") == "none"
+        assert "top tier: 4/4 switches connected" in driver.find_element(By.CSS_SELECTOR, ".group.top").text
+        rows = {r["group"]: r for r in ops.get("/api/v1/fabric?level=groups")["groups"]}
+        assert f"0 of {rows['pod2']['links']} links down" in tiles()["pod2"].text and "4/4 switches" in tiles()["pod2"].text
+        ops.fn.net.configLinkStatus("a1_0", "c1", "down")
+        try:
+            _wait(lambda: tiles()["pod1"].get_attribute("data-links-down") == "2", 8, "the cut never showed on pod1")
+            assert "bad" in tiles()["pod1"].get_attribute("class") and "bad" not in tiles()["pod2"].get_attribute("class")
+        finally:
+            ops.fn.net.configLinkStatus("a1_0", "c1", "up")
+        _wait(lambda: tiles()["pod1"].get_attribute("data-links-down") == "0", 10, "pod1 never came back")
+        tiles()["pod1"].click()
+
+        def matches():
+            api = {f"{ln['src']}>{ln['dst']}": ln["class"] for ln in ops.get("/api/v1/fabric?group=pod1")["links"]}
+            page = _page_links(driver)
+            return page if {k: v[0] for k, v in page.items()} == api else None
+        page = _wait(matches, 10, "the opened pod's links never matched the API's")
+        assert len(page) == 24 and all("1_" in k for k in page)  # its own links only, uplinks to the cores
+        names = {g.get_attribute("data-name") for g in driver.find_elements(By.CSS_SELECTOR, "g.node")}
+        assert names == {"c1", "c2", "c3", "c4", "a1_0", "a1_1", "e1_0", "e1_1", "h1_0_0", "h1_0_1", "h1_1_0", "h1_1_1"}
+        assert "group=pod1" in driver.current_url and driver.find_element(By.ID, "where").text == "group pod1"
+        driver.find_element(By.ID, "back").click()
+        _wait(lambda: driver.find_element(By.ID, "groups").is_displayed() and len(tiles()) == 4, 5, "back never returned")
+    finally:
+        driver.quit()
+
+
 def test_schemathesis_finds_nothing_wrong_with_the_running_controller(ops, tmp_path):
     """Every operation of /openapi.json, positive and negative data, every check, against the real process."""
     before = {e["id"] for e in ops.get("/api/v1/elephants")["elephants"]}

@@ -20,7 +20,7 @@ from ryu_apps.operators import api, opstate
 from ryu_apps.operators.decision_log import DecisionLog
 from ryu_apps.simswitch.fabric import SimFabric
 from tests.unit.test_simswitch_programs import ISO, policy
-from topology.fabric import fattree
+from topology.fabric import fattree, leafspine
 
 F = fattree(4)
 SRC, DST = F.hosts_on("e0_0")[0], F.hosts_on("e3_1")[0]
@@ -127,6 +127,61 @@ def test_links_are_classed_as_the_partition_and_liveness_say_and_show_their_meas
     assert docs[ln]["class"] == docs[ln[::-1]]["class"] == "down" and not docs[ln]["up"]
     ecmp = policy("ecmp", F, None)
     assert {d["class"] for d in opstate.links(F, ecmp, view)} == {"shared", "access"}
+
+
+def test_a_large_fabric_is_grouped_by_pod_or_by_blocks_of_leaves_and_each_group_sums_its_links():
+    """Issue 41: the fabric view of a large fabric starts from one row per group; a group opens alone."""
+    assert opstate.groups(F)["e2_1"] == opstate.groups(F)["a2_0"] == opstate.groups(F)["h2_1_0"] == "pod2"
+    assert "c1" not in opstate.groups(F)
+    ls = leafspine(4, 40, 2)
+    g = opstate.groups(ls)
+    assert g["l0"] == g["l15"] == g["h15_1"] == "l0..l15" and g["l16"] == "l16..l31" and g["l39"] == "l32..l39"
+    assert "s1" not in g and len(set(g.values())) == 3
+    pol = policy("freeway", F, ISO)
+    sim = SimFabric(F, pol)
+    view = make_view(10.0, {("e1_0", "a1_1"): LinkReading(0.42, 4.2e6, 9.5),
+                            ("a1_1", "c3"): LinkReading(0.25, 2.5e6, 9.5)}, {}, {})
+    sim.fail(("a1_0", "c1"))
+    rows = {r["group"]: r for r in opstate.group_summary(F, pol, view, opstate.groups(F))}
+    assert list(rows) == ["pod0", "pod1", "pod2", "pod3"]
+    links = opstate.links(F, pol, view)
+    for name, r in rows.items():  # the same links as the whole document, summed
+        mine = [d for d in links if opstate.groups(F).get(d["src"]) == name or opstate.groups(F).get(d["dst"]) == name]
+        assert r["links"] == len(mine) == 2 * 4 + 2 * 4 + 2 * 4  # edge-agg, agg-core, host links
+        assert r["links_down"] == sum(not d["up"] for d in mine)
+        assert r["classes"] == {c: sum(d["class"] == c for d in mine) for c in {d["class"] for d in mine}}
+        assert r["switches"] == 4 and r["hosts"] == 4
+    assert rows["pod1"]["links_down"] == 2 and rows["pod0"]["links_down"] == 0
+    assert rows["pod1"]["utilisation_max"] == 0.42 and rows["pod1"]["hottest"] == "e1_0>a1_1"
+    assert rows["pod1"]["up_bps"] == 2_500_000 and rows["pod0"]["utilisation_max"] is None
+    checks = {"a1_1-c3": "missing", "a0_0-e0_0": "verified", "a2_0-c1": "miswired"}
+    lldp = {r["group"]: r["lldp_problems"] for r in opstate.group_summary(F, pol, view, opstate.groups(F), None, checks)}
+    assert lldp == {"pod0": 0, "pod1": 1, "pod2": 1, "pod3": 0}
+    members, above = opstate.group_members(F, opstate.groups(F), "pod1")
+    assert members == {"a1_0", "a1_1", "e1_0", "e1_1"} | {h.name for h in F.hosts if h.name.startswith("h1_")}
+    assert above == {"c1", "c2", "c3", "c4"}
+    only = opstate.links(F, pol, view, only=members)
+    assert len(only) == rows["pod1"]["links"] and all(d in links for d in only)
+
+
+def test_the_api_pages_the_fabric_by_group_and_refuses_a_bad_query(tmp_path, monkeypatch):
+    app = _app(tmp_path, monkeypatch, mode="freeway")
+    ro = api.Api(app.surface, None)
+    code, whole, _ = _call(ro, "GET", "/api/v1/fabric")
+    code, summary, _ = _call(ro, "GET", "/api/v1/fabric?level=groups")
+    assert code == 200 and [r["group"] for r in summary["groups"]] == ["pod0", "pod1", "pod2", "pod3"]
+    assert [s["name"] for s in summary["top"]] == ["c1", "c2", "c3", "c4"]
+    assert sum(r["links"] for r in summary["groups"]) == len(whole["links"])
+    code, pod, _ = _call(ro, "GET", "/api/v1/fabric?group=pod2")
+    assert code == 200 and pod["group"] == "pod2" and len(pod["hosts"]) == 4 and len(pod["switches"]) == 4 + 4
+    assert all(ln in whole["links"] for ln in pod["links"]) and len(pod["links"]) == 24
+    code, one, _ = _call(ro, "GET", "/api/v1/fabric?level=groups&group=pod1")
+    assert code == 200 and one["groups"] == [r for r in summary["groups"] if r["group"] == "pod1"]
+    for query, code_, field in (("group=pod9", 404, "group:"), ("group=", 404, "group:"), ("level=pods", 400, "level:"),
+                                ("pod=1", 400, "pod:")):
+        code, body, _ = _call(ro, "GET", f"/api/v1/fabric?{query}")
+        assert code == code_ and body["error"].startswith(field), (query, body)
+    assert app.decisions.seq == 0
 
 
 def test_elephants_are_listed_with_how_they_were_placed_their_path_meter_and_rates():

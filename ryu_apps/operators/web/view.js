@@ -1,12 +1,17 @@
 // Freeway's live fabric view: draws the fabric from /api/v1/fabric, colours each directed link by its class
 // (LOL, draining, HOL, shared, access, down) with its width following the measured load, lists the elephants
 // from /api/v1/elephants, and highlights an elephant's path on hover. Polls every second. No build step.
+// A fabric of more than DETAIL_MAX switches (or a page opened at #level=groups) starts at one tile per group
+// (/api/v1/fabric?level=groups: a fat-tree's pods, blocks of 16 leaves); a tile opens its group
+// (?group=NAME: its switches, hosts and links, and the top-tier switches it links to).
 "use strict";
 
 const SVGNS = "http://www.w3.org/2000/svg";
 const POLL_MS = 1000;
 const ROW_GAP = 110, COL_W = 46, MARGIN = 40, OFFSET = 2.2;
-const state = { layoutKey: null, pos: {}, links: {}, nodes: {}, hovered: null, elephants: [] };
+const DETAIL_MAX = 400;
+const state = { layoutKey: null, pos: {}, links: {}, nodes: {}, hovered: null, elephants: [],
+                grouped: null, group: null, tiles: {}, groupNames: null };
 
 function el(tag, attrs, parent) {
   const e = document.createElementNS(SVGNS, tag);
@@ -132,8 +137,12 @@ function updateElephants(elephants) {
   if (state.hovered && !elephants.some(e => e.id === state.hovered)) highlight(null);
 }
 
-// a read token given as #token=... in the page's address (never sent to the server as part of a URL)
-const TOKEN = new URLSearchParams(location.hash.slice(1)).get("token");
+// the page's address after #: token=... (a read token, never sent to the server as part of a URL),
+// level=groups (start at the groups), group=NAME (open one group)
+const HASH = new URLSearchParams(location.hash.slice(1));
+const TOKEN = HASH.get("token");
+state.group = HASH.get("group");
+if (HASH.get("level") === "groups" || state.group) state.grouped = true;
 
 async function getJSON(path) {
   const headers = TOKEN ? { Authorization: `Bearer ${TOKEN}` } : {};
@@ -142,11 +151,80 @@ async function getJSON(path) {
   return r.json();
 }
 
+function setHash() {
+  const h = new URLSearchParams();
+  if (TOKEN) h.set("token", TOKEN);
+  if (state.grouped) h.set("level", "groups");
+  if (state.group) h.set("group", state.group);
+  history.replaceState(null, "", "#" + h.toString());
+}
+
+function openGroup(group) {
+  state.group = group;
+  setHash();
+  poll();
+}
+
+function pct(u) { return u == null ? "not measured" : `${(100 * u).toFixed(1)}%`; }
+
+function tile(box, key, tag) {
+  // one tile per group, made once and updated in place (a click is never lost to a redraw)
+  let t = state.tiles[key];
+  if (!t) {
+    t = state.tiles[key] = document.createElement(tag);
+    t.dataset.group = key;
+    box.appendChild(t);
+  }
+  return t;
+}
+
+function setLines(t, lines) {
+  while (t.children.length < lines.length) t.appendChild(document.createElement("span"));
+  lines.forEach((text, i) => { t.children[i].textContent = text; });
+  t.children[0].className = "name";
+}
+
+function showGroups(doc) {
+  const box = document.getElementById("groups");
+  const names = ["", ...doc.groups.map(g => g.group)].join(",");
+  if (names !== state.groupNames) { box.replaceChildren(); state.tiles = {}; state.groupNames = names; }
+  const top = tile(box, "", "div");
+  const upTop = doc.top.filter(s => s.connected).length;
+  top.className = "group top" + (upTop < doc.top.length ? " bad" : "");
+  top.textContent = `top tier: ${upTop}/${doc.top.length} switches connected`;
+  for (const g of doc.groups) {
+    const t = tile(box, g.group, "button");
+    if (!t.onclick) t.onclick = () => openGroup(g.group);
+    const connected = g.states.connected || 0;
+    const bad = g.links_down > 0 || connected < g.switches || g.lldp_problems > 0;
+    t.className = "group" + (bad ? " bad" : "");
+    t.dataset.linksDown = String(g.links_down);
+    t.style.setProperty("--load", String(Math.min(1, g.utilisation_max || 0)));
+    setLines(t, [g.group, `${connected}/${g.switches} switches, ${g.hosts} hosts`,
+                 `${g.links_down} of ${g.links} links down` + (g.lldp_problems ? `, ${g.lldp_problems} LLDP` : ""),
+                 `busiest ${pct(g.utilisation_max)}` + (g.hottest ? ` (${g.hottest})` : ""),
+                 `up ${mbps(g.up_bps)} Mbit/s`]);
+  }
+}
+
+function showLevel() {
+  const grouped = state.grouped && !state.group;
+  document.getElementById("groups").hidden = !grouped;
+  document.getElementById("fabric").style.display = grouped ? "none" : "";
+  document.getElementById("back").hidden = !(state.grouped && state.group);
+  document.getElementById("where").textContent = !state.grouped ? "" : state.group ? `group ${state.group}` : "all groups";
+}
+
 async function poll() {
   const status = document.getElementById("status");
   try {
-    const [st, fabric, el] = await Promise.all([getJSON("api/v1/status"), getJSON("api/v1/fabric"), getJSON("api/v1/elephants")]);
-    update(fabric);
+    const st = await getJSON("api/v1/status");
+    if (state.grouped === null) state.grouped = st.fabric.switches > DETAIL_MAX;
+    const path = !state.grouped ? "api/v1/fabric" : state.group ? `api/v1/fabric?group=${encodeURIComponent(state.group)}`
+      : "api/v1/fabric?level=groups";
+    const [fabric, el] = await Promise.all([getJSON(path), getJSON("api/v1/elephants")]);
+    showLevel();
+    if (fabric.level === "groups") showGroups(fabric); else update(fabric);
     updateElephants(el.elephants);
     const cl = st.cluster ? ` · ${st.cluster.node} is ${st.cluster.role} (leader ${st.cluster.leader || "none yet"}, generation ${st.cluster.generation}${st.cluster.store_ok ? "" : ", store unreachable"})` : "";
     status.textContent = `mode ${st.mode}${st.isolation ? " + isolation" : ""} · ${st.switches_connected}/${st.fabric.switches} switches connected · ${st.links_down} links down · ${el.elephants.length} elephants${cl}`;
@@ -159,5 +237,6 @@ async function poll() {
   }
 }
 
+document.getElementById("back").addEventListener("click", () => openGroup(null));
 poll();
 setInterval(poll, POLL_MS);

@@ -49,6 +49,8 @@ LAG_WARN_S = 1.0  # the event loop held this long is logged (``loop_lag``)
 EARLY_ROUND_S = 0.2  # at most one early round (a link newly over EFM's threshold) this often
 BARRIER_TIMEOUT_S = 3.0
 SYNC_TIMEOUT_S = 5.0  # a switch that does not answer the read-back in time is programmed from scratch
+# (in time: a part of it within SYNC_TIMEOUT_S, unless other switches' read-backs are still flowing: at
+# k=48 a restart's answers queued behind each other, and 11 ToRs were reprogrammed, ``ReadBack.late``)
 SYNC_CAP_S = 30.0  # ... even while the controller is behind (``_behind``)
 # read-backs asked at once, at most; the others wait their turn (the tick asks them, in the order the
 # switches connected). A restart's whole fabric asked at once (k=32: 1,280 dumps of up to 664 entries)
@@ -74,6 +76,7 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         self.queues = queue_keeper.QueueKeeper()
         self.syncs: dict[str, reconcile.ReadBack] = {}  # switches being read back
         self.asking: set[str] = set()  # those asked and not yet answered (at most READBACK_WINDOW)
+        self.readback_seen = 0.0  # when the last part of any switch's read-back came
         self.datapaths: dict[int, object] = {}  # every switch this controller programs
         self.watching: dict[str, object] = {}  # every connected switch's datapath, whatever this member's role
         self.counters: Counter[str] = Counter()
@@ -333,7 +336,8 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         sync = self.syncs.get(sw) if sw is not None else None
         if sync is None or msg.xid not in sync.waiting:
             return False
-        if sync.take(msg.xid, what, msg.body, parse, bool(msg.flags & ofproto.OFPMPF_REPLY_MORE)):
+        self.readback_seen = now = time.monotonic()
+        if sync.take(msg.xid, what, msg.body, parse, bool(msg.flags & ofproto.OFPMPF_REPLY_MORE), now):
             self.synced(sw, sync)
         return True
 
@@ -514,8 +518,8 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
                         continue
                     if not sync.requested:
                         self._read_back_when_settled(sw, now)
-                    elif now - sync.started > SYNC_TIMEOUT_S and (now - sync.started > SYNC_CAP_S
-                                                                   or not self._behind(sync.dp)):
+                    elif sync.late(now, self.readback_seen, SYNC_TIMEOUT_S, SYNC_CAP_S) and (
+                            now - sync.started > SYNC_CAP_S or not self._behind(sync.dp)):
                         self.synced(sw, sync, complete=False)
             except Exception:
                 LOG.exception("freeway tick failed")

@@ -125,6 +125,7 @@ class ReadBack:
         self.dp = dp
         self.waiting: set[int] = set()  # the xids of the requests not fully answered yet
         self.started = started
+        self.last_part = started  # when the last reply part came (or it was asked)
         self.flows: list = []
         self.groups: list = []
         self.meters: list = []
@@ -134,9 +135,21 @@ class ReadBack:
 
     def asked(self, xids, now: float) -> None:
         self.waiting, self.started, self.requested = set(xids), now, True
+        self.last_part = now
 
-    def take(self, xid: int, what: str, items, parse, more: bool) -> bool:
+    def late(self, now: float, others_last_part: float, timeout_s: float, cap_s: float, flowing_s: float = 1.0) -> bool:
+        """Whether to give up on this read-back and program the switch from scratch: nothing of it came for
+        ``timeout_s`` (since it was asked, or its last reply part) while no other switch's read-back was
+        flowing either (a part within ``flowing_s``: the answers queue behind each other, at the switches'
+        side or on the way), or it was asked ``cap_s`` ago."""
+        if now - self.started > cap_s:
+            return True
+        return now - self.last_part > timeout_s and now - others_last_part > flowing_s
+
+    def take(self, xid: int, what: str, items, parse, more: bool, now: float | None = None) -> bool:
         """One reply (``what``: flows, groups or meters, each item read by ``parse``); True once all are in."""
+        if now is not None:
+            self.last_part = now
         for item in items:
             try:
                 getattr(self, what).append(parse(item))

@@ -820,3 +820,17 @@ def test_a_link_change_sends_what_recomputing_every_switch_would(mode):
             got.setdefault(sw, []).extend(ops)
         assert got == want, sorted(set(want) ^ set(got))
         assert p.dead == dead
+
+
+def test_a_read_back_is_late_only_when_nothing_of_it_came_while_no_other_was_flowing():
+    """Issue 41, k=48 restart: 32 read-backs asked at once queue behind each other at the switches' side;
+    11 ToRs whose turn came after 5 s were reprogrammed from scratch (8,434 changes sent for nothing). A
+    read-back is late after 5 s without a part of it while no other read-back flows, or after the cap."""
+    rb = reconcile.ReadBack(None, 0.0)
+    rb.asked([1, 2, 3], 10.0)
+    assert not rb.late(14.0, 0.0, 5.0, 30.0)  # asked 4 s ago
+    assert rb.late(16.0, 0.0, 5.0, 30.0)  # 6 s, nothing flowing anywhere
+    assert not rb.late(16.0, 15.5, 5.0, 30.0)  # others' parts came half a second ago: its turn will come
+    assert not rb.take(1, "flows", [], None, True, 20.0)  # a part of its own, more to come
+    assert not rb.late(24.0, 0.0, 5.0, 30.0) and rb.late(25.5, 0.0, 5.0, 30.0)
+    assert rb.late(40.5, 40.4, 5.0, 30.0)  # the cap, however busy the others are

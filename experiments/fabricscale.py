@@ -440,12 +440,59 @@ def steady_state(em: Emulator, ctl, api: str, d: Path, pairs: int, seed: int, se
     return out
 
 
+def view(api: str, grouped: bool | None = None, timeout: float = 180.0, watch_s: float = 5.0) -> dict:
+    """The fabric view in headless Chromium, as an operator opens it (``grouped``: open it at #level=groups;
+    None: as the page decides, by the fabric's size): seconds to its first drawing and what it drew (tiles,
+    lines, nodes); if it drew groups, a click on the first and the seconds until that group is drawn;
+    then how many redraws a second it keeps up for ``watch_s``."""
+    from experiments import browser
+
+    why = browser.missing()
+    if why:
+        return {"skipped": why}
+    d = browser.chromium()
+
+    def count(css):
+        return d.execute_script(f"return document.querySelectorAll({css!r}).length")
+
+    def updates():
+        return int(d.execute_script("return Number(document.body.dataset.updates || 0)"))
+
+    def wait(pred, what):
+        deadline = time.monotonic() + timeout
+        while not pred():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the fabric view: {what} within {timeout:.0f} s")
+            time.sleep(0.05)
+
+    try:
+        t = time.monotonic()
+        d.get(f"http://{api}/" + ("#level=groups" if grouped else ""))
+        wait(lambda: updates() >= 1, "no drawing")
+        out = {"first_draw_s": round(time.monotonic() - t, 3), "tiles": count("button.group"),
+               "lines": count("line.link"), "nodes": count("g.node")}
+        if out["tiles"]:
+            first = d.execute_script("return document.querySelector('button.group').dataset.group")
+            t = time.monotonic()
+            d.execute_script("document.querySelector('button.group').click()")
+            wait(lambda: count("line.link") > 0 and d.execute_script(
+                "return document.getElementById('where').textContent") == f"group {first}", "the group not drawn")
+            out |= {"group": first, "group_draw_s": round(time.monotonic() - t, 3),
+                    "group_lines": count("line.link"), "group_nodes": count("g.node")}
+        u0, t = updates(), time.monotonic()
+        time.sleep(watch_s)
+        out["redraws_per_s"] = round((updates() - u0) / (time.monotonic() - t), 2)
+        return out
+    finally:
+        d.quit()
+
+
 def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int = 1, mode: str = "freeway",
         timeout: float = 600.0, restart: bool = True, steady: bool = True, steady_s: float = 10.0,
         active_pairs: int = 2000, handshake_rate: float = 100.0, handshake_s: float = 10.0, progress=print,
-        sflow_levels: list[tuple[float, int]] | None = None) -> dict:
-    """One fabric: start-up, the walk, a link cut, the restart, the steady state (sFlow and handshakes);
-    results in ``out/fabric_scale_k{k}.json``."""
+        sflow_levels: list[tuple[float, int]] | None = None, view_grouped: bool | None = None) -> dict:
+    """One fabric: start-up, the API and the fabric view, the walk, a link cut, the restart, the steady state
+    (sFlow and handshakes); results in ``out/fabric_scale_k{k}.json``."""
     from experiments.bench import machine
     from experiments.procs import ControllerProcess, free_port
     from experiments.runner import build_fabric
@@ -501,6 +548,8 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
         progress(f"[fabric-scale] /api/v1/fabric {result['api_fabric_bytes'] / 1e6:.1f} MB in {result['api_fabric_s']} s; "
                  f"?level=groups {result['api_groups_bytes'] / 1e3:.0f} KB in {result['api_groups_s']} s; "
                  f"?group={first} {result['api_group_bytes'] / 1e3:.0f} KB in {result['api_group_s']} s")
+        result["view"] = view(api, grouped=view_grouped)
+        progress(f"[fabric-scale] the fabric view: {result['view']}")
         t = time.monotonic()
         result["walk"] = walk(em, pairs, seed)
         result["walk_s"] = round(time.monotonic() - t, 2)

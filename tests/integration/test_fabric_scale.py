@@ -9,7 +9,8 @@ from experiments import fabricscale
 
 
 def test_a_k8_fabric_emulated_at_the_socket_is_programmed_walked_and_read_back_unchanged(tmp_path):
-    r = fabricscale.run(8, tmp_path, pairs=0, timeout=120, steady_s=3.0, active_pairs=100, handshake_s=2.0)
+    r = fabricscale.run(8, tmp_path, pairs=0, timeout=120, steady_s=3.0, active_pairs=100, handshake_s=2.0,
+                        view_grouped=True)
     assert r["switches"] == 80 and r["startup_s"] is not None and r["startup_s"] < 30, r
     assert r["switch_errors"] == 0
     w = r["walk"]
@@ -23,6 +24,10 @@ def test_a_k8_fabric_emulated_at_the_socket_is_programmed_walked_and_read_back_u
     assert rs["s"] is not None and rs["changes"] == 0 and rs["switches_whose_tables_changed"] == 0, rs
     assert r["metrics_bytes"] > 0 and r["api_fabric_bytes"] > 0
     assert 0 < r["api_groups_bytes"] < r["api_fabric_bytes"] / 5 and 0 < r["api_group_bytes"] < r["api_fabric_bytes"] / 4
+    v = r["view"]  # opened at #level=groups in Chromium: 8 pods, then pod 0 alone (its 4+4 switches, the
+    # 16 cores, 16 hosts; 2*16 edge-agg, 2*16 agg-core and 2*16 host links)
+    assert (v["tiles"], v["lines"], v["group"], v["group_lines"], v["group_nodes"]) == (8, 0, "pod0", 96, 40), v
+    assert v["redraws_per_s"] >= 0.5, v
     st = r["steady"]
     assert st["flows_unrouted"] == 0 and st["ports"] == 80 * 8, st
     first = st["levels"][0]  # the product's defaults: counters every second, flow samples 1-in-10

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from experiments.browser import chromium
 from experiments.procs import ControllerProcess, free_port
 from ryu_apps.openflow import pipeline
 from topology.builder import FabricNet, ofctl
@@ -233,15 +234,7 @@ def test_a_real_prometheus_scrape_follows_the_traffic(ops, prometheus):
 
 
 def _browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1600,1000",
-                "--disable-gpu"):
-        opts.add_argument(arg)
-    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    return webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=opts)
+    return chromium()
 
 
 def _page_links(driver) -> dict:

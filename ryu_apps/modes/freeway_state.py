@@ -16,7 +16,7 @@ from itertools import repeat
 from monitoring.sflow import FiveTuple
 from ryu_apps.algorithms.binpack import Allocations, NoRoom, Placement, bin_pack, links, split
 from ryu_apps.algorithms.maxmin import max_min
-from ryu_apps.algorithms.partition import Partition, PartitionConfig, StepResult
+from ryu_apps.algorithms.partition import Partition, PartitionConfig, SparseLoads, StepResult
 from ryu_apps.host import handshake as hs
 from ryu_apps.openflow import pipeline
 from ryu_apps.openflow.intents import (
@@ -338,7 +338,7 @@ class FreewayState:
         for ln, bps in el_bps.items():
             if ln in less:
                 less[ln] = max(0.0, less[ln] - bps / cap(ln))
-        seen = dict.fromkeys(less, 0.0)
+        seen = SparseLoads()  # (0 where no mouse was sampled)
         for ln, bps in mice_bps.items():
             if ln in less:
                 seen[ln] = max(0.0, min(less[ln], bps / cap(ln)))

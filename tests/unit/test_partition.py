@@ -357,3 +357,26 @@ def test_links_dying_and_coming_back_recount_only_their_pairs_and_agree_with_a_f
             for p in inc.lol_paths(pair):
                 brute.update(path_links(p))
         assert +brute == +inc.counter
+
+
+def test_a_sparse_load_reads_into_the_same_array_as_the_full_mapping():
+    """The mice load lending steps on is kept only where mice were sampled (0 elsewhere): the period's
+    arrays read from it are the ones the full mapping gives, and so are the decisions."""
+    import random
+
+    from ryu_apps.algorithms.partition import Partition, SparseLoads
+    from topology.fabric import fattree
+
+    f = fattree(8)
+    part = Partition(f)
+    rng = random.Random(3)
+    links = [(a, b) for ln in f.links for a, b in ((ln.a, ln.b), (ln.b, ln.a))]
+    some = {ln: rng.uniform(0, 1) for ln in rng.sample(links, 40)} | {("nowhere", "c1"): 0.5}
+    full = {ln: some.get(ln, 0.0) for ln in links}
+    sparse_arr, index = part.loads_array(SparseLoads(some))
+    full_arr, _ = part.loads_array(full)
+    assert sparse_arr.tolist() == full_arr.tolist() and any(x > 0 for x in sparse_arr.tolist())
+    pairs = [(s, d) for s in f.tors()[:4] for d in f.tors()[-4:]]
+    a, b = Partition(f), Partition(f)
+    ra, rb = a.step(1.0, pairs, SparseLoads(some)), b.step(1.0, pairs, full)
+    assert (ra.added, ra.removed) == (rb.added, rb.removed)

@@ -203,8 +203,10 @@ class Api:
                 self._authorise_read(req)
             if path == f"{PREFIX}/decisions":
                 return _json(200, self._decisions(req))
-            query = "&".join(f"{k}={v}" for k, v in sorted(req.GET.items())) if path == f"{PREFIX}/fabric" else ""
-            return self._cached_json(path + ("?" + query if query else ""), lambda: self._get[path](req))
+            if path == f"{PREFIX}/fabric":  # checked first, then cached by what it asks (repeated or reordered
+                level, group = self._fabric_query(req)  # parameters must not grow the cache)
+                return self._cached_json(f"{path}?{level}&{group}", lambda: self.source.api_fabric(level, group))
+            return self._cached_json(path, lambda: self._get[path](req))
         if path.startswith(f"{PREFIX}/elephants/"):
             self._method(req, ("DELETE",))
             return self._withdraw(req, path[len(f"{PREFIX}/elephants/"):])
@@ -261,8 +263,11 @@ class Api:
             raise ApiError(401, "reads need 'Authorization: Bearer TOKEN' with the read token (or the write token)")
 
     def _fabric(self, req: Request) -> dict:
-        """``?level=groups`` (one row per group), ``?group=NAME`` (one group; with level=groups, its row), or
-        the whole fabric."""
+        return self.source.api_fabric(*self._fabric_query(req))
+
+    def _fabric_query(self, req: Request) -> tuple[str, str | None]:
+        """(level, group) of a /fabric request, or a 400/404 naming what is wrong: ``?level=groups`` (one row
+        per group), ``?group=NAME`` (one group; with level=groups, its row), or the whole fabric."""
         unknown = sorted(set(req.GET) - {"level", "group"})
         if unknown:
             raise ApiError(400, f"{unknown[0]}: not a parameter of /fabric (level, group)")
@@ -274,7 +279,7 @@ class Api:
             if group not in names:
                 raise ApiError(404, f"group: no group {group!r} in this fabric (level=groups lists them: "
                                     f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''})")
-        return self.source.api_fabric(level, group)
+        return level, group
 
     def _decisions(self, req: Request) -> dict:
         since = _int_param(req, "since", -1, -1, 2**62)

@@ -175,6 +175,9 @@ def test_the_api_pages_the_fabric_by_group_and_refuses_a_bad_query(tmp_path, mon
     code, pod, _ = _call(ro, "GET", "/api/v1/fabric?group=pod2")
     assert code == 200 and pod["group"] == "pod2" and len(pod["hosts"]) == 4 and len(pod["switches"]) == 4 + 4
     assert all(ln in whole["links"] for ln in pod["links"]) and len(pod["links"]) == 24
+    for i in range(20):  # the same question asked with its parameters repeated: one cached answer
+        _call(ro, "GET", "/api/v1/fabric?" + "&".join(["level=groups"] * (i + 1)))
+    assert sum(k.startswith("/api/v1/fabric") for k in ro._cache) == 3
     code, one, _ = _call(ro, "GET", "/api/v1/fabric?level=groups&group=pod1")
     assert code == 200 and one["groups"] == [r for r in summary["groups"] if r["group"] == "pod1"]
     for query, code_, field in (("group=pod9", 404, "group:"), ("group=", 404, "group:"), ("level=pods", 400, "level:"),

@@ -84,10 +84,6 @@ def _actions(buf: bytes, off: int, length: int) -> list:
     return out
 
 
-def _flow(fm) -> it.Flow:
-    return ofmsg.parse_flow(fm)
-
-
 def _group(msg: bytes) -> tuple[int, int, int, list]:
     """(command, type, group id, os-ken buckets) of a GROUP_MOD."""
     command, gtype, gid = struct.unpack_from(ofp.OFP_GROUP_MOD_PACK_STR, msg, HEADER.size)
@@ -110,22 +106,9 @@ def _meter(msg: bytes) -> tuple[int, int, int, list]:
     return command, flags, mid, bands
 
 
-def _match_bytes(match) -> bytes:
-    buf = bytearray()
-    parser.OFPMatch(**dict(match)).serialize(buf, 0)
-    return bytes(buf)
-
-
-def _instructions(f: it.Flow) -> bytes:
-    buf = bytearray()
-    for ins in ofmsg.instructions(f.actions, f.meter_id, f.goto):
-        ins.serialize(buf, len(buf))
-    return bytes(buf)
-
-
 def flow_stats(f: it.Flow, packets: int = 0, octets: int = 0) -> bytes:
     """One ofp_flow_stats entry (a flow-stats reply's body is a run of them)."""
-    body = _match_bytes(f.match) + _instructions(f)
+    body = ofmsg.match_bytes(f.match) + ofmsg.instructions_bytes(f.actions, f.meter_id, f.goto)
     head = struct.pack(ofp.OFP_FLOW_STATS_0_PACK_STR, ofp.OFP_FLOW_STATS_0_SIZE + len(body), f.table_id, 0, 0,
                        f.priority, f.idle_timeout, f.hard_timeout, f.flags, f.cookie, packets, octets)
     return head + body
@@ -239,7 +222,7 @@ class Switch:
         if mtype in (ofp.OFPT_FLOW_MOD, ofp.OFPT_GROUP_MOD, ofp.OFPT_METER_MOD, ofp.OFPT_PACKET_OUT) and self._slave():
             return self._error(xid, ofp.OFPET_BAD_REQUEST, ofp.OFPBRC_IS_SLAVE, msg, "a slave takes no changes")
         if mtype == ofp.OFPT_FLOW_MOD:
-            self._flow_mod(parser.OFPFlowMod.parser(_STUB, VERSION, mtype, len(msg), xid, msg))
+            self._flow_mod(ofmsg.flow_mod_fields(msg))
             return []
         if mtype == ofp.OFPT_GROUP_MOD:
             self._group_mod(*_group(msg))
@@ -252,10 +235,10 @@ class Switch:
             return []
         return self._error(xid, ofp.OFPET_BAD_REQUEST, ofp.OFPBRC_BAD_TYPE, msg, f"message type {mtype}")
 
-    def _flow_mod(self, fm) -> None:
+    def _flow_mod(self, fm: ofmsg.FlowModFields) -> None:
         cmd = fm.command
         if cmd in (ofp.OFPFC_ADD, ofp.OFPFC_MODIFY, ofp.OFPFC_MODIFY_STRICT):
-            f = _flow(fm)
+            f = fm.flow
             if cmd == ofp.OFPFC_ADD:
                 self.tables.add_flow(f)
                 return
@@ -266,7 +249,7 @@ class Switch:
                                              old.idle_timeout, old.hard_timeout, old.flags, f.meter_id, f.goto))
             return
         if cmd in (ofp.OFPFC_DELETE, ofp.OFPFC_DELETE_STRICT):
-            self.tables.delete_flows(fm.table_id, fm.cookie, fm.cookie_mask, tuple(sorted(fm.match.items())),
+            self.tables.delete_flows(fm.table_id, fm.cookie, fm.cookie_mask, fm.match,
                                      fm.out_port, fm.out_group, strict=cmd == ofp.OFPFC_DELETE_STRICT,
                                      priority=fm.priority)
             return

@@ -12,7 +12,8 @@ its ports and hands it to the apps. ``install`` replaces its listening loop with
   that does not name the datapath it claims, a datapath that already has a live connection, one the
   description does not have) is closed there, and the refusal logged and counted;
 - counts a connection whose bytes do not parse as OpenFlow (``malformed``) and closes it, without a
-  traceback in the log.
+  traceback in the log;
+- reads flow-stats replies' entries with ``ofmsg.FlowStatsOnce`` (each distinct match parsed once).
 
 ``GUARD`` is the process's guard (its counts are the metric ``freeway_channel_refusals_total``).
 """
@@ -27,6 +28,7 @@ import time
 from collections import Counter, deque
 
 from ryu_apps.control.channels import ChannelGuard
+from ryu_apps.openflow import ofmsg
 
 LOG = logging.getLogger("freeway.channel")
 HANDSHAKE_S = 10.0  # a TLS handshake not done by then is dropped
@@ -63,6 +65,7 @@ def install(guard: ChannelGuard, key: str = "", cert: str = "", ca: str = "") ->
     if key:
         TLS.update(key=key, cert=cert, ca=ca, ctx=tls_context(key, cert, ca))
     controller.OpenFlowController.server_loop = _server_loop
+    ofmsg.read_flow_stats_once()  # a restart's read-back: each distinct match parsed once, not per entry
     parser_log = logging.getLogger("os_ken.ofproto.ofproto_parser")
     if not any(isinstance(f, _ParseErrors) for f in parser_log.filters):
         parser_log.addFilter(_ParseErrors())

@@ -127,3 +127,42 @@ def test_a_malformed_flow_mod_is_refused_and_changes_nothing():
     sw = Switch("s1", 1)  # the good one is taken (its group first)
     sw.receive(serialize(ofmsg.messages([Group(1000, (Bucket((Output(1),)),))])[0], 2) + good)
     assert sw.tables.flows() == [f]
+
+
+def test_flow_stats_are_read_once_per_match_as_os_ken_reads_them():
+    """A restart's read-back (``FlowStatsOnce``): every entry of every program, as a switch answers it, reads
+    as os-ken's own parser reads it; a truncated entry is refused."""
+    from ryu_apps.simswitch.wire import flow_stats, multipart_reply
+
+    flows = [i for mode in MODES for i in _intents(fattree(4), mode, ISO) if isinstance(i, Flow)]
+    flows.append(Flow(5, match(eth_type=0x0800), (SetField("ip_dscp", 46), Output(1)), 1, cookie=3, goto=2))
+    replies = multipart_reply(9, ofp.OFPMP_FLOW, [flow_stats(f, packets=n, octets=7 * n) for n, f in enumerate(flows)])
+
+    def read(body_cls):
+        saved = parser.OFPFlowStatsReply.cls_stats_body_cls
+        parser.OFPFlowStatsReply.cls_stats_body_cls = body_cls
+        try:
+            return [st for r in replies
+                    for st in parser.OFPMultipartReply.parser(None, ofp.OFP_VERSION, ofp.OFPT_MULTIPART_REPLY,
+                                                              len(r), 9, r).body]
+        finally:
+            parser.OFPFlowStatsReply.cls_stats_body_cls = saved
+
+    theirs, ours = read(parser.OFPFlowStats), read(ofmsg.FlowStatsOnce)
+    assert len(ours) == len(theirs) == len(flows) > 100
+    for a, b, f in zip(ours, theirs, flows, strict=True):
+        assert ofmsg.parse_flow(a) == ofmsg.parse_flow(b) == f
+        assert (a.length, a.table_id, a.priority, a.cookie, a.packet_count, a.byte_count, dict(a.match.items()),
+                [type(i) for i in a.instructions]) == (b.length, b.table_id, b.priority, b.cookie, b.packet_count,
+                                                       b.byte_count, dict(b.match.items()),
+                                                       [type(i) for i in b.instructions])
+    one = flow_stats(flows[0])
+    with pytest.raises((ValueError, struct.error)):
+        ofmsg.FlowStatsOnce.parser(one[:-8], 0)  # its instructions cut short
+    f = Flow(20, match(eth_type=0x0800), (Output(2),), 2)
+    written = bytearray(flow_stats(f))  # the same entry with WRITE_ACTIONS, an instruction Freeway never sends
+    mlen = struct.unpack_from("!H", written, ofp.OFP_FLOW_STATS_0_SIZE + 2)[0]
+    struct.pack_into("!H", written, ofp.OFP_FLOW_STATS_0_SIZE + (mlen + 7) // 8 * 8, ofp.OFPIT_WRITE_ACTIONS)
+    assert ofmsg.parse_flow(ofmsg.FlowStatsOnce.parser(flow_stats(f), 0)) == f
+    with pytest.raises(ValueError):
+        ofmsg.parse_flow(ofmsg.FlowStatsOnce.parser(bytes(written), 0))

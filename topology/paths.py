@@ -98,6 +98,7 @@ class Reachability:
         self._memo: dict[tuple[str, str], bool] = {}
         self._down_memo: dict[str, frozenset[str]] = {}
         self._unreached: dict[str, frozenset[str]] = {}
+        self._ups_memo: dict[str, list[str]] = {}
 
     def reaches(self, node: str, dst: str) -> bool:
         key = (node, dst)
@@ -116,8 +117,12 @@ class Reachability:
         return any(self.reaches(n, dst) for n in self._ups(node))
 
     def _ups(self, switch: str):
-        """The up-neighbors of ``switch`` over usable links, in the fabric's order."""
-        return [n for n in self.fabric.up_neighbors(switch) if self.usable((switch, n))]
+        """The up-neighbors of ``switch`` over usable links, in the fabric's order (once per switch: a
+        connecting k=48 ToR asks ``next_hops`` for 1,151 destinations)."""
+        got = self._ups_memo.get(switch)
+        if got is None:
+            got = self._ups_memo[switch] = [n for n in self.fabric.up_neighbors(switch) if self.usable((switch, n))]
+        return got
 
     def _downs(self, switch: str):
         return self.fabric.down_neighbors(switch)

@@ -187,6 +187,7 @@ GROW_AT = 0.8  # an adopted elephant measured at this fraction of its allocation
 SHRINK_AT = 0.5  # ... below this fraction it shrinks
 MOVE_WAIT_S = 10.0  # the longest the mice groups wait for elephant moves to report back
 RECOVER_S = 10.0  # after a restart, the longest the partition waits for the ToRs to be read back
+ENTRY_MEMO_MAX = 200_000  # mice entries kept built (cleared beyond)
 
 
 def mice_cookie(tor_index: int, n_lol: int = 0) -> int:
@@ -268,6 +269,7 @@ class FreewayState:
         self._tor_index = {t: i for i, t in enumerate(self._tors)}
         self._hosts = {h.name: h for h in fabric.hosts}
         self._tor_match = tor_prefixes(fabric)
+        self._entry_memo: dict[tuple, tuple[Flow, ...]] = {}  # (table, ToR index, gid, cookie) -> mice entries
         self._routes = None  # the mice next hops, kept up to date by ``mice_updates`` (None: compute afresh)
         self._up_links = [(s, n) for s in fabric.switches for n in fabric.up_neighbors(s)]
         self._wref: dict[Link, int] = {}  # per up link, the weight its switch's groups last followed (not 10)
@@ -417,9 +419,20 @@ class FreewayState:
         """(destination index, gid, cookie) -> the entries sending mice for that ToR to the group, in the
         mice band's table."""
         table = pipeline.table_for(PRIO_MICE, self.fabric.switches[switch].is_tor)
-        tors, matches = self._tors, self._tor_match
-        return lambda j, gid, cookie: [Flow(PRIO_MICE, m, (ToGroup(gid),), table_id=table, cookie=cookie)
-                                       for m in matches[tors[j]]]
+        tors, matches, memo = self._tors, self._tor_match, self._entry_memo
+        if len(memo) > ENTRY_MEMO_MAX:
+            memo.clear()
+
+        def entries(j: int, gid: int, cookie: int) -> tuple[Flow, ...]:
+            # (the same entries recur at every switch: group ids are given out in the same order, and most
+            # pairs have the same path count; a restart at k=48 builds 1.3 million of them)
+            key = (table, j, gid, cookie)
+            got = memo.get(key)
+            if got is None:
+                got = memo[key] = tuple(Flow(PRIO_MICE, m, (ToGroup(gid),), table_id=table, cookie=cookie)
+                                        for m in matches[tors[j]])
+            return got
+        return entries
 
     @staticmethod
     def _mice_delete(j: int) -> DeleteFlows:

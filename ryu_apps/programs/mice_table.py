@@ -19,7 +19,7 @@ Ops come in that order: groups added or modified, then entries, then groups dele
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from ryu_apps.openflow.intents import Bucket, DeleteGroup, Group, GroupModify
 
@@ -109,7 +109,7 @@ class MiceTable:
 
     # ----- changes ---------------------------------------------------------------------
     def update(self, wants, buckets_of: Callable[[Key], tuple[Bucket, ...]],
-               entries: Callable[[int, int, int], list], delete: Callable[[int], object], step: int,
+               entries: Callable[[int, int, int], Sequence], delete: Callable[[int], object], step: int,
                recheck: Iterable[int] = ()) -> list:
         """The ops that bring the switch to ``wants``: (destination, key or None for no next hop, cookie)
         for each destination looked at; the others stay as they are. Groups in ``recheck`` (all that

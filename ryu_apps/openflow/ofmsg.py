@@ -8,8 +8,8 @@ start-up on a k=48 fat-tree) is encoded here directly (``Encoded``): each
 match, each set of instructions and each bucket's actions is serialized by
 os-ken once and its bytes are reused, and only the fixed part is packed per
 message. The bytes are os-ken's, byte for byte (unit-tested on every program
-of every mode); building and serializing os-ken's objects cost some 40 µs a
-flow mod. ``flow_add`` and ``group_add`` still build os-ken's objects (the
+of every mode); building and serializing os-ken's objects cost about 18 µs a
+flow mod on this machine, this 1.6 µs. ``flow_add`` and ``group_add`` still build os-ken's objects (the
 reference the tests compare with). A switch side reads them back the same
 way (``flow_mod_fields``): a match or set of instructions is parsed by os-ken
 once per distinct byte string.
@@ -379,14 +379,17 @@ def _instructions_of(insts) -> tuple[tuple, int, int | None]:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def parse_match_bytes(buf: bytes) -> tuple:
-    """A serialized match (padded) as an intents ``match``, parsed by os-ken once per byte string."""
-    return tuple(sorted(parser.OFPMatch.parser(buf, 0).items()))
+def _read_match(buf: bytes):
+    """(os-ken's OFPMatch, the intents ``match``) of a serialized match (padded), parsed by os-ken once per
+    byte string; the OFPMatch is shared by whatever holds that match (read, never changed)."""
+    m = parser.OFPMatch.parser(buf, 0)
+    return m, tuple(sorted(m.items()))
 
 
 @functools.lru_cache(maxsize=1 << 14)
-def parse_instructions_bytes(buf: bytes) -> tuple[tuple, int, int | None]:
-    """Serialized instructions as (actions, meter id, goto table), parsed by os-ken once per byte string."""
+def _read_instructions(buf: bytes) -> tuple:
+    """(os-ken's instructions, and as (actions, meter id, goto table): None if Freeway never sends them) of
+    serialized instructions, parsed by os-ken once per byte string."""
     off, insts = 0, []
     while off < len(buf):
         ins = parser.OFPInstruction.parser(buf, off)
@@ -394,7 +397,24 @@ def parse_instructions_bytes(buf: bytes) -> tuple[tuple, int, int | None]:
             raise ValueError(f"an instruction of length {ins.len} at {off} of {len(buf)}")
         insts.append(ins)
         off += ins.len
-    return _instructions_of(insts)
+    try:
+        read = _instructions_of(insts)
+    except ValueError:
+        read = None
+    return tuple(insts), read
+
+
+def parse_match_bytes(buf: bytes) -> tuple:
+    """A serialized match (padded) as an intents ``match``."""
+    return _read_match(buf)[1]
+
+
+def parse_instructions_bytes(buf: bytes) -> tuple[tuple, int, int | None]:
+    """Serialized instructions as (actions, meter id, goto table); ``ValueError`` for one Freeway never sends."""
+    insts, read = _read_instructions(buf)
+    if read is None:
+        _instructions_of(insts)  # (raises, naming it)
+    return read
 
 
 class FlowModFields(NamedTuple):
@@ -445,31 +465,6 @@ def parse_meter(m) -> Meter:
 _FLOW_STATS_0 = struct.Struct(ofp.OFP_FLOW_STATS_0_PACK_STR)
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _stats_match(buf: bytes):
-    """(os-ken's OFPMatch, the intents ``match``) of a serialized match; shared by the entries that hold it
-    (read, never changed)."""
-    m = parser.OFPMatch.parser(buf, 0)
-    return m, tuple(sorted(m.items()))
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def _stats_instructions(buf: bytes) -> tuple:
-    """(os-ken's instructions, and as (actions, meter id, goto table), None if Freeway never sends them)."""
-    off, out = 0, []
-    while off < len(buf):
-        ins = parser.OFPInstruction.parser(buf, off)
-        if ins.len < 4:
-            raise ValueError(f"an instruction of length {ins.len}")
-        out.append(ins)
-        off += ins.len
-    try:
-        read = _instructions_of(out)
-    except ValueError:
-        read = None
-    return tuple(out), read
-
-
 class FlowStatsOnce(parser.OFPFlowStats):
     """An ofp_flow_stats entry as os-ken reads it (the same fields and objects), with each distinct match and
     set of instructions parsed once: a restart reads back some 1.9 million entries at k=48, nearly all of
@@ -487,8 +482,8 @@ class FlowStatsOnce(parser.OFPFlowStats):
         end = offset + st.length
         if mlen < 4 or mend > end or end > len(buf):
             raise ValueError(f"a flow-stats entry of {st.length} bytes with a match of {mlen}")
-        st.match, st.intent_match = _stats_match(bytes(buf[at:mend]))
-        insts, st.intent_instructions = _stats_instructions(bytes(buf[mend:end]))
+        st.match, st.intent_match = _read_match(bytes(buf[at:mend]))
+        insts, st.intent_instructions = _read_instructions(bytes(buf[mend:end]))
         st.instructions = list(insts)
         return st
 

@@ -115,7 +115,9 @@ def test_a_malformed_flow_mod_is_refused_and_changes_nothing():
     bad_instruction = bytearray(good)
     mlen = struct.unpack_from("!H", good, at + 2)[0]
     struct.pack_into("!HH", bad_instruction, at + (mlen + 7) // 8 * 8, ofp.OFPIT_APPLY_ACTIONS, 0)  # length 0
-    for bad in (bytes(long_match), short, bytes(bad_instruction)):
+    written = bytearray(good)  # an instruction Freeway never sends (WRITE_ACTIONS): refused as well
+    struct.pack_into("!H", written, at + (mlen + 7) // 8 * 8, ofp.OFPIT_WRITE_ACTIONS)
+    for bad in (bytes(long_match), short, bytes(bad_instruction), bytes(written)):
         with pytest.raises((ValueError, struct.error)):
             ofmsg.flow_mod_fields(bad)
         fixed = bytearray(bad)

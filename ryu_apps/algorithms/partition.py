@@ -112,6 +112,7 @@ class Partition:
         if self.n_min < 1 or fixed_hol < 1 or self.n_min > self.n_max:
             raise PartitionError(f"fixed_lol/fixed_hol: {self.n_min} fixed low-latency and {fixed_hol} fixed "
                                  f"high-throughput paths do not fit in {len(self.tops)} paths per pair")
+        self._top_index = {top: i for i, top in enumerate(self.tops)}
         self._up: dict[tuple[str, str], Path] = {}
         self._tors_below = tors_below(fabric)
         self.dead: frozenset[Link] = frozenset()  # links that are down: neither LOL nor HOL
@@ -136,6 +137,7 @@ class Partition:
         self.top_groups = _top_groups(self._up, tors, self.tops)
         self.tors = tors
         self.n: dict[Pair, int] = {}  # pairs whose count differs from n_min
+        self.n_from: dict[str, dict[str, int]] = {}  # the same, per source ToR: destination -> count
         self.counter: Counter[Link] = Counter()
         self.touched: set[Link] = set()  # links whose counter went to or from 0 (``take_changes``)
         self.mice_version = 0  # counts those changes: the mice's reachability below is kept while it stands
@@ -303,8 +305,14 @@ class Partition:
         self.n_touched.add(pair)
         if n == self.n_min:
             self.n.pop(pair, None)
+            mine = self.n_from.get(pair[0])
+            if mine is not None:
+                mine.pop(pair[1], None)
+                if not mine:
+                    del self.n_from[pair[0]]
         else:
             self.n[pair] = n
+            self.n_from.setdefault(pair[0], {})[pair[1]] = n
 
     # ----- the periodic decision ---------------------------------------------------
     def path_load(self, path: Path, load) -> float:
@@ -416,35 +424,48 @@ class Partition:
             # left or joined them change the counter (an agg-core cut at k=48: 54,000 pairs, one top each),
             # and a top's path is live when its chain up from the source and down to the destination are.
             old, affected = self.dead, self._pairs_over(dead ^ self.dead)
-            chains_ok: dict[tuple[str, str, bool, bool], bool] = {}
+            up_before, down_before = self._dead_tops(old)
+            up_after, down_after = self._dead_tops(dead)
+            none: frozenset[int] = frozenset()
+            firsts: dict[tuple, tuple[str, ...]] = {}
 
-            def ok(t: str, top: str, down: bool, now_: bool) -> bool:
-                key = (t, top, down, now_)
-                got = chains_ok.get(key)
+            def lol_tops(gone: frozenset[int], n: int) -> tuple[str, ...]:
+                """The first ``n`` tops not in ``gone`` (pairs with the same dead tops share the answer)."""
+                key = (gone, n)
+                got = firsts.get(key)
                 if got is None:
-                    lns, gone = (self._links_down if down else self._links_up)[(t, top)], dead if now_ else old
-                    got = chains_ok[key] = not any(ln in gone for ln in lns)
+                    out = []
+                    for i, top in enumerate(self.tops):
+                        if i not in gone:
+                            out.append(top)
+                            if len(out) == n:
+                                break
+                    got = firsts[key] = tuple(out)
                 return got
 
-            def lol_tops(s: str, d: str, n: int, now_: bool) -> list[str]:
-                out = []
-                for top in self.tops:
-                    if ok(s, top, False, now_) and ok(d, top, True, now_):
-                        out.append(top)
-                        if len(out) == n:
-                            break
-                return out
-
-            new = Counter(self.counter)
+            ups: Counter[tuple[str, str]] = Counter()  # (source, top): paths that joined less those that left
+            downs: Counter[tuple[str, str]] = Counter()  # (destination, top): the same
             for s, d in affected:
                 n = min(self.n_lol((s, d)), len(self.tops))
-                before, after = lol_tops(s, d, n, False), lol_tops(s, d, n, True)
+                gb = up_before.get(s, none) | down_before.get(d, none)
+                ga = up_after.get(s, none) | down_after.get(d, none)
+                if gb == ga:
+                    continue
+                before, after = lol_tops(gb, n), lol_tops(ga, n)
                 if before == after:
                     continue
                 for top in set(before).difference(after):
-                    new.subtract(self._links_up[(s, top)] + self._links_down[(d, top)])
+                    ups[(s, top)] -= 1
+                    downs[(d, top)] -= 1
                 for top in set(after).difference(before):
-                    new.update(self._links_up[(s, top)] + self._links_down[(d, top)])
+                    ups[(s, top)] += 1
+                    downs[(d, top)] += 1
+            new = Counter(self.counter)
+            for chains, deltas in ((self._links_up, ups), (self._links_down, downs)):
+                for key, delta in deltas.items():
+                    if delta:
+                        for ln in chains[key]:
+                            new[ln] += delta
             self.dead = dead
             for pair in affected:
                 self._live.pop(pair, None)
@@ -463,6 +484,37 @@ class Partition:
             self.draining.pop(ln, None)
         self.counter = new
         return res
+
+    def _dead_tops(self, dead) -> tuple[dict[str, frozenset[int]], dict[str, frozenset[int]]]:
+        """Per ToR, the tops (by index) whose chain up from it, and those whose chain down to it, cross a
+        link of ``dead``: a chain from a ToR to a top goes only up, so a link's chains are those of the
+        ToRs below its lower end and the tops above its upper end that hold it (checked)."""
+        sw = self.fabric.switches
+        up: dict[str, set[int]] = {}
+        down: dict[str, set[int]] = {}
+        for a, b in dead:
+            if a not in sw or b not in sw or sw[a].level == sw[b].level:
+                continue
+            going_up = sw[a].level < sw[b].level
+            lo, hi = (a, b) if going_up else (b, a)
+            chains, into = (self._links_up, up) if going_up else (self._links_down, down)
+            for t in self._tors_below[lo]:
+                for i in self._tops_above(hi):
+                    if (a, b) in chains[(t, self.tops[i])]:
+                        into.setdefault(t, set()).add(i)
+        return ({t: frozenset(v) for t, v in up.items()}, {t: frozenset(v) for t, v in down.items()})
+
+    def _tops_above(self, switch: str) -> frozenset[int]:
+        """The tops (by index) at or above ``switch``."""
+        cache = self.__dict__.setdefault("_above", {})
+        got = cache.get(switch)
+        if got is None:
+            if switch in self._top_index:
+                got = frozenset((self._top_index[switch],))
+            else:
+                got = frozenset().union(*(self._tops_above(n) for n in self.fabric.up_neighbors(switch)))
+            cache[switch] = got
+        return got
 
     def _pairs_over(self, links) -> list[Pair]:
         """The partitioned pairs that have a path over any of ``links``: a path goes up from its source

@@ -31,14 +31,15 @@ from ryu_apps.openflow.intents import (
     ToGroup,
     match,
 )
-from ryu_apps.programs.forwarding import ETH_IPV4, base_program, punt_meters, tor_prefixes
-from ryu_apps.programs.mice_table import Key, MiceTable, buckets_moved
+from ryu_apps.programs.forwarding import ETH_IPV4, base_program, pod_prefixes, punt_meters, tor_prefixes
+from ryu_apps.programs.mice_table import DST_BITS, Key, MiceTable, Pods, buckets_moved
 from ryu_apps.programs.pins import PRIO_ELEPHANT, HeldPins, path_entries
 from topology.fabric import Fabric, Host
-from topology.paths import Path
+from topology.paths import Path, tors_below
 from topology.settings import SettingError, setting
 
 PRIO_MICE = pipeline.prio("mice")  # above ECMP, below downward prefixes
+PRIO_MICE_POD = pipeline.prio("mice-pod")  # a pod's prefix, below its ToRs' own mice entries
 PRIO_SERVICE_DROP = pipeline.prio("service-drop")
 PRIO_HANDSHAKE = pipeline.prio("handshake")
 Link = tuple[str, str]
@@ -47,6 +48,7 @@ __all__ = ["PRIO_ELEPHANT", "FreewayState", "FreewayConfig", "FreewayConfigError
 
 FreewayConfigError = SettingError  # an invalid Freeway setting; the message names the key
 LEND_MODES = ("idle", "off")
+MICE_PREFIX_MODES = ("pod", "tor")
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,10 @@ class FreewayConfig(PartitionConfig):
     reclaim_above: float = setting(0.1, "... and taken back (its elephants moved to high-throughput paths, "
                                    "confirmed) once its mice load is above this (the idle level)", positive=True,
                                    max=1, live=True)
+    mice_prefixes: str = setting("pod", "mice entries at a switch: pod (one entry for a pod's prefix where every "
+                                 "destination ToR of the pod the switch sends mice to shares a group and path "
+                                 "count, one per ToR where they differ: a k=48 ToR holds about 50 instead of "
+                                 "1,151) or tor (one per destination ToR, always)", choices=MICE_PREFIX_MODES)
     lend_hold_s: float = setting(10.0, "a link taken back from elephants is not lent again for this long", "s",
                                  live=True)
 
@@ -200,8 +206,17 @@ MICE_COOKIE_MASK = pipeline.cookie(pipeline.FREEWAY_MICE, 0xFFFFFFFF) | (0xFF <<
 
 
 def mice_fields(cookie: int) -> tuple[int, int]:
-    """(destination ToR index, low-latency path count) of a mice entry's cookie."""
+    """(destination ToR index, low-latency path count) of a mice entry's cookie (a pod's entry:
+    ``POD_BIT`` | the pod's number)."""
     return cookie & 0xFFFFFFFF, (cookie >> 32) & 0xFFFF
+
+
+POD_BIT = 1 << 31  # in a mice cookie's destination field: the entry is a pod's
+
+
+def mice_pod_cookie(pod: int, n_lol: int = 0) -> int:
+    """A pod's mice entry (``mice_cookie`` with ``POD_BIT`` and the pod's number for the ToR's index)."""
+    return mice_cookie(POD_BIT | pod, n_lol)
 
 
 ADOPTED_BIT = 0x8000  # in an elephant cookie's generation field: adopted (so a restart reads it back as such)
@@ -255,7 +270,6 @@ class FreewayState:
         self._recover_until: float | None = None  # reading the partition back from the ToRs ends then at the latest
         self._recovery_open = False
         self._tors_read: set[str] = set()
-        self._held_mice: dict[str, list[Flow]] = {}  # mice entries each switch held when it was read back
         self.moves: list = []  # elephant moves off links that turned LOL, not yet handed out
         self.move_why: dict[int, str] = {}  # why each of those moves (elephant id -> reason)
         self.moving = 0  # of those, how many are not confirmed or rolled back yet
@@ -269,6 +283,14 @@ class FreewayState:
         self._tor_index = {t: i for i, t in enumerate(self._tors)}
         self._hosts = {h.name: h for h in fabric.hosts}
         self._tor_match = tor_prefixes(fabric)
+        self._group_of_j = [self.partition._group[t] for t in self._tors]  # per ToR index: its pod (leaf-spine: itself)
+        self._pod_match = pod_prefixes(fabric) if self.cfg.mice_prefixes == "pod" else {}
+        self._pod_js: dict[int, list[int]] = {}  # pod -> its ToRs' indices (pods with a prefix)
+        for j, t in enumerate(self._tors):
+            if fabric.switches[t].pod in self._pod_match:
+                self._pod_js.setdefault(fabric.switches[t].pod, []).append(j)
+        self._pods_at: dict[str, Pods | None] = {}  # per switch, the pods its mice entries may cover
+        self._below = tors_below(fabric) if self._pod_js else {}
         self._entry_memo: dict[tuple, tuple[Flow, ...]] = {}  # (table, ToR index, gid, cookie) -> mice entries
         self._routes = None  # the mice next hops, kept up to date by ``mice_updates`` (None: compute afresh)
         self._up_links = [(s, n) for s in fabric.switches for n in fabric.up_neighbors(s)]
@@ -412,8 +434,48 @@ class FreewayState:
     def _table(self, switch: str) -> MiceTable:
         t = self.mice.get(switch)
         if t is None:
-            t = self.mice[switch] = MiceTable(pipeline.MICE_GROUPS.first, pipeline.MICE_GROUPS.last)
+            t = self.mice[switch] = MiceTable(pipeline.MICE_GROUPS.first, pipeline.MICE_GROUPS.last,
+                                              pods=self._pods(switch))
         return t
+
+    def _pods(self, switch: str) -> Pods | None:
+        """The pods whose mice entries ``switch`` may hold as one (``mice_prefixes`` pod; a fat-tree):
+        each pod's ToRs but those below the switch, which mice reach by the prefix routes."""
+        if not self._pod_js:
+            return None
+        got = self._pods_at.get(switch)
+        if got is None:
+            below, tors = self._below[switch], self._tors
+            got = self._pods_at[switch] = Pods({p: [j for j in js if tors[j] not in below]
+                                                for p, js in self._pod_js.items()})
+        return got
+
+    def mice_dsts(self, switch: str, cookie: int) -> tuple[int, ...]:
+        """The destination ToRs (indices) a mice entry of ``switch`` covers: its own, or a pod's that
+        the switch may cover as one (an entry of a ToR of its own pod wins over the pod's)."""
+        idx = mice_fields(cookie)[0]
+        if not idx & POD_BIT:
+            return (idx,)
+        pods = self._pods(switch)
+        return pods.members.get(idx & ~POD_BIT, ()) if pods is not None else ()
+
+    def _pod_ops(self, switch: str):
+        """(pod, gid, a member's cookie) -> the pod's entries; pod -> the op that removes them."""
+        table = pipeline.table_for(PRIO_MICE_POD, self.fabric.switches[switch].is_tor)
+        matches, memo = self._pod_match, self._entry_memo
+
+        def entries(p: int, gid: int, cookie: int) -> tuple[Flow, ...]:
+            cookie = (cookie & ~DST_BITS) | POD_BIT | p
+            key = (table, -1 - p, gid, cookie)
+            got = memo.get(key)
+            if got is None:
+                got = memo[key] = tuple(Flow(PRIO_MICE_POD, m, (ToGroup(gid),), table_id=table, cookie=cookie)
+                                        for m in matches[p])
+            return got
+
+        def delete(p: int) -> DeleteFlows:
+            return DeleteFlows(mice_pod_cookie(p), MICE_COOKIE_MASK)
+        return entries, delete
 
     def _mice_entries(self, switch: str):
         """(destination index, gid, cookie) -> the entries sending mice for that ToR to the group, in the
@@ -473,7 +535,7 @@ class FreewayState:
         self._recheck.add(switch)  # its groups are written here: the next update looks at all of them
         held = self.mice.pop(switch, None)  # what it holds: a group is kept where one has the same next hops
         t = self.mice[switch] = MiceTable(pipeline.MICE_GROUPS.first, pipeline.MICE_GROUPS.last,
-                                          avoid=held.groups if held is not None else ())
+                                          avoid=held.groups if held is not None else (), pods=self._pods(switch))
         buckets_of, entries = self._buckets_of(switch), self._mice_entries(switch)
         for dst, key in self._fresh_keys(switch).items():
             j = self._tor_index[dst]
@@ -496,21 +558,16 @@ class FreewayState:
                 t.hold(g)  # partition is still being read back)
                 out.append(g)
                 gid = g.group_id
-            cookie = self._mice_cookie(switch, dst)
-            t.point(j, gid, cookie)
-            out += entries(j, gid, cookie)
+            t.point(j, gid, self._mice_cookie(switch, dst))
         if self._recovery_open and held is not None:  # what the partition read back so far does not want
-            kept: dict[int, list[Flow]] = {}  # yet: kept as held
-            for f in self._held_mice.get(switch, ()):
-                kept.setdefault(mice_fields(f.cookie)[0], []).append(f)
-            for j, gid in sorted(held.gid_of.items()):
-                if j in t.gid_of or not kept.get(j) or gid not in held.groups:
+            for j, gid in sorted(held.gid_of.items()):  # yet: kept as held
+                if j in t.gid_of or gid not in held.groups:
                     continue
                 if gid not in t.groups:
                     t.hold(held.groups[gid])
                     out.append(held.groups[gid])
-                t.point(j, gid, kept[j][0].cookie)
-                out += kept[j]
+                t.point(j, gid, held.cookie[j])
+        out += t.render_all(entries, self._pod_ops(switch)[0])
         for el in self.elephants.values():
             meter = self.meter_of(el)
             if meter is not None and el.src.switch == switch:
@@ -624,15 +681,23 @@ class FreewayState:
         memo: dict[tuple, Key] = {}  # next hops -> key (many destinations share their next hops)
         keys = [(memo[h] if h in memo else memo.setdefault(h, tuple(sorted(port_to(sw, n) for n in h))))
                 if h else None for h in self._routes.next_hops_many(sw, js)]
-        if self.fabric.switches[sw].is_tor:  # the cookie carries the pair's path count
-            n_lol, is_partitioned = self.partition.n_lol, self.partition.is_partitioned
-            cookies = [base | j | ((n_lol((sw, d)) & 0xFFFF) << 32 if is_partitioned((sw, d)) else 0)
-                       for d, j in zip(tors, js, strict=True)]
+        if self.fabric.switches[sw].is_tor:  # the cookie carries the pair's path count (n_min but for a few)
+            part, grp = self.partition, self._group_of_j
+            mine, gs, n_min = part.n_from.get(sw), grp[index[sw]], (part.n_min & 0xFFFF) << 32
+            cookies = [base | j if grp[j] == gs else base | j | n_min for j in js]
+            if mine:
+                at = {j: i for i, j in enumerate(js)}
+                for d, n in mine.items():
+                    i = at.get(index[d])
+                    if i is not None and part.is_partitioned((sw, d)):
+                        cookies[i] = base | index[d] | (n & 0xFFFF) << 32
         else:
             cookies = [base | j for j in js]
         wants = zip(js, keys, cookies, strict=True)
-        return self._table(sw).update(wants, self._buckets_of(sw), self._mice_entries(sw), self._mice_delete,
-                                      self.cfg.mice_weight_step, None if dsts is None else recheck)
+        t = self._table(sw)
+        return t.update(wants, self._buckets_of(sw), self._mice_entries(sw), self._mice_delete,
+                        self.cfg.mice_weight_step, None if dsts is None else recheck,
+                        self._pod_ops(sw) if t.pods is not None else None)
 
     # ----- elephants ------------------------------------------------------------------
     def meter_of(self, el: Elephant):
@@ -1109,18 +1174,22 @@ class FreewayState:
         if self._recover_until is None:
             self._recover_until, self._recovery_open = now + RECOVER_S, True
         self._recheck.add(switch)  # what it holds was read back: the next update looks at all of its groups
-        t = self.mice[switch] = MiceTable(pipeline.MICE_GROUPS.first, pipeline.MICE_GROUPS.last)
+        t = self.mice[switch] = MiceTable(pipeline.MICE_GROUPS.first, pipeline.MICE_GROUPS.last,
+                                          pods=self._pods(switch))
         for g in groups:
             if pipeline.MICE_GROUPS.first <= g.group_id <= pipeline.MICE_GROUPS.last:
                 t.hold(g)
         for m in meters:
             if m.meter_id >= pipeline.ELEPHANT_METERS.first:
                 self._held_meters[(switch, m.meter_id)] = m
-        self._held_mice[switch] = [f for f in flows if f.priority == PRIO_MICE
-                                   and pipeline.owner_of(f.cookie) is pipeline.FREEWAY_MICE]
-        for f in self._held_mice[switch]:  # which group each destination's entries point at
+        for f in _held_mice(flows):  # which group each destination's entries point at (pods' entries first: a ToR's own win)
             if f.actions and isinstance(f.actions[0], ToGroup) and f.actions[0].group_id in t.groups:
-                t.point(mice_fields(f.cookie)[0], f.actions[0].group_id, f.cookie)
+                idx = mice_fields(f.cookie)[0]
+                if f.priority == PRIO_MICE_POD:
+                    if idx & POD_BIT and t.pods is not None and idx & ~POD_BIT in t.pods.members:
+                        t.hold_pod(idx & ~POD_BIT, f.actions[0].group_id, f.cookie)
+                elif not idx & POD_BIT:
+                    t.hold_own(idx, f.actions[0].group_id, f.cookie)
         for f in flows:  # a new elephant never takes the id of one whose path is not read back yet
             if eid_of(f.cookie) is not None:
                 self._next_eid = max(self._next_eid, eid_of(f.cookie) + 1)
@@ -1141,20 +1210,25 @@ class FreewayState:
         hold them and the partition does not step (a switch read back before the ToRs would otherwise
         be sent the default partition's groups, then the recovered one's)."""
         if self._recovery_open and (now >= self._recover_until or self._tors_read >= set(self.fabric.tors())):
-            self._recovery_open, self._held_mice = False, {}
+            self._recovery_open = False
         return self._recovery_open
 
     def _recover_partition(self, now: float, switch: str, flows) -> None:
         if not self.fabric.switches[switch].is_tor:
             return
         self._tors_read.add(switch)
-        tors = self.fabric.tors()
+        tors = self._tors
         counts = {}
-        for f in flows:
-            if f.priority == PRIO_MICE and pipeline.owner_of(f.cookie) is pipeline.FREEWAY_MICE:
-                idx, n = mice_fields(f.cookie)
-                if idx < len(tors) and n:
-                    counts[(switch, tors[idx])] = n
+        pods = self._pods(switch)
+        for f in _held_mice(flows):  # (a pod's entry: each of its ToRs; a ToR's own entry, after, wins)
+            idx, n = mice_fields(f.cookie)
+            if not n:
+                continue
+            if f.priority == PRIO_MICE_POD and idx & POD_BIT:
+                for j in pods.members.get(idx & ~POD_BIT, ()) if pods is not None else ():
+                    counts[(switch, tors[j])] = n
+            elif f.priority == PRIO_MICE and idx < len(tors):
+                counts[(switch, tors[idx])] = n
         res = self.partition.restore(now, counts)
         self.counters["partition-pairs-recovered"] += len(counts)
         return res
@@ -1314,3 +1388,8 @@ def active_pairs(fabric: Fabric, flows) -> set[tuple[str, str]]:
             out.add((a.switch, b.switch))
     return out
 
+
+def _held_mice(flows) -> list[Flow]:
+    """A switch's mice entries as read back, pods' first."""
+    return sorted((f for f in flows if f.priority in (PRIO_MICE_POD, PRIO_MICE)
+                   and pipeline.owner_of(f.cookie) is pipeline.FREEWAY_MICE), key=lambda f: f.priority)

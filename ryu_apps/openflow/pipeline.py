@@ -51,6 +51,8 @@ _BANDS = (
     Band("ecmp-avoid", 12, FORWARD, "after a failure: a destination ToR that only some uplinks still reach"),
     Band("hedera-punt", 15, FORWARD, "Hedera: a new TCP flow's first packet to the controller, through the "
                                      "host's punt meter"),
+    Band("mice-pod", 19, FORWARD, "Freeway: mice toward a pod whose destination ToRs all share their group (and, "
+                                   "at a ToR, their path count): the pod's prefix to that group"),
     Band("mice", 20, FORWARD, "Freeway: mice to the select group over low-latency next hops"),
     Band("guard-drop", 90, GUARD, "a host port's packets that are not from its host (dropped, counted)"),
     Band("classify", 100, INGRESS, "isolation: mark host traffic as mice (DSCP, queue), go to forward"),
@@ -99,8 +101,9 @@ class CookieSpace:
 
 FREEWAY_ELEPHANT = CookieSpace(0xF5, "freeway-elephant", "eid << 16 | generation (bit 15: adopted, bit 14: "
                                                           "rate-less)")
-FREEWAY_MICE = CookieSpace(0x3C, "freeway-mice", "n_lol << 32 | index of the destination ToR (n_lol: at a source "
-                                                  "ToR, the pair's low-latency path count)")
+FREEWAY_MICE = CookieSpace(0x3C, "freeway-mice", "n_lol << 32 | index of the destination ToR, or 1 << 31 | pod "
+                                                  "number for a pod's entry (n_lol: at a source ToR, the pair's "
+                                                  "low-latency path count)")
 HEDERA = CookieSpace(0xD5, "hedera", "kind << 48 | flow id (kind 1: edge counter, 2: placed)")
 EFM = CookieSpace(0xE7, "efm", "kind << 48 | flow id << 8 | generation")
 DETECTED = CookieSpace(0xC1, "detected-mark", "kind << 48 | mark id (isolation: a detected elephant's mark)")

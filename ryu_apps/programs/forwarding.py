@@ -98,6 +98,23 @@ def tor_prefixes(fabric: Fabric) -> dict[str, list]:
             for t in fabric.tors()}
 
 
+def pod_prefixes(fabric: Fabric) -> dict[int, list]:
+    """A fat-tree's pods whose hosts' addresses have covering prefixes shorter than /32 (10.pod.0.0/16
+    as Freeway numbers them), as matches; other fabrics have none."""
+    if fabric.topo != "fattree":
+        return {}
+    parsed, all_sorted = _addresses(fabric)
+    by_pod: dict[int, list[str]] = {}
+    for t in fabric.tors():
+        by_pod.setdefault(fabric.switches[t].pod, []).extend(h.ip for h in fabric.hosts_on(t))
+    out = {}
+    for pod, ips in by_pod.items():
+        prefixes = covering_prefixes(ips, all_sorted, parsed)
+        if prefixes and all(p < 32 for _, p in prefixes):
+            out[pod] = [_prefix_match(a, p) for a, p in prefixes]
+    return out
+
+
 def detour(fabric: Fabric, switch: str, dst_tor: str, dead, reach: Reachability) -> list[str] | None:
     """The up-neighbors that still reach ``dst_tor`` when the live uplinks do not all reach it (None:
     the uplink group serves it, or it is below)."""

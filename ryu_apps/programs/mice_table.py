@@ -15,6 +15,20 @@ When next hops change, what is sent follows from which destinations move:
   (deleting a group deletes the entries that use it).
 
 Ops come in that order: groups added or modified, then entries, then groups deleted.
+
+Entries per pod (``Pods``): on a fat-tree most of a switch's destinations in one pod point at the same
+group with the same cookie but for the destination's index (a k=48 ToR's 1,151 destinations are 47
+pods of 24 and its own pod's 23). Where every destination of a pod that the switch can point
+anywhere points at one group, the switch holds one entry for the pod's prefix, a band below the
+destinations' own, instead of one per destination; where they differ, one per destination, as
+without pods. The logic above (groups, which destination points where) is the same either way: a
+second step renders the destinations that changed into entries, pod by pod, without a gap:
+
+- a pod that becomes uniform: its entry is written, then its destinations' own entries deleted;
+- a pod that stops being uniform: its destinations' own entries are written, then the pod's deleted
+  (until then the destinations' own, a band above, win);
+- a uniform pod whose group or cookie changed: its entry is written again (the same match and
+  priority: the switch replaces it), one message for the whole pod.
 """
 
 from __future__ import annotations
@@ -24,6 +38,19 @@ from collections.abc import Callable, Iterable, Sequence
 from ryu_apps.openflow.intents import Bucket, DeleteGroup, Group, GroupModify
 
 Key = tuple[int, ...]  # a group's output ports, sorted
+DST_BITS = 0xFFFFFFFF  # a mice cookie's low 32 bits name the destination (or the pod); the rest must agree
+
+
+class Pods:
+    """Which destinations a switch may cover with one entry per pod: ``members`` is each pod's
+    destinations that the switch can point anywhere (those below it never are), in order; pods with
+    fewer than two such destinations are left out (one entry either way)."""
+
+    __slots__ = ("members", "pod_of")
+
+    def __init__(self, members: dict[int, Sequence[int]]):
+        self.members = {p: tuple(m) for p, m in members.items() if len(m) >= 2}
+        self.pod_of = {j: p for p, m in self.members.items() for j in m}
 
 
 def key_of(group: Group) -> Key:
@@ -48,9 +75,9 @@ class MiceTable:
     at and their cookie. Group ids come from ``first``..``last``."""
 
     __slots__ = ("groups", "keys", "by_key", "members", "gid_of", "cookie", "_first", "_last", "_next", "_free",
-                 "_avoid")
+                 "_avoid", "pods", "pod_held", "own")
 
-    def __init__(self, first: int, last: int, avoid: Iterable[int] = ()):
+    def __init__(self, first: int, last: int, avoid: Iterable[int] = (), pods: Pods | None = None):
         self.groups: dict[int, Group] = {}  # gid -> the group as the switch holds it
         self.keys: dict[int, Key] = {}  # gid -> its key
         self.by_key: dict[Key, int] = {}  # key -> the gid new destinations with that key point at
@@ -60,6 +87,9 @@ class MiceTable:
         self._first, self._last, self._next = first, last, first
         self._free: list[int] = []
         self._avoid = set(avoid)  # ids the switch may still hold for something else: never given out
+        self.pods = pods  # None: one entry per destination, always
+        self.pod_held: dict[int, tuple[int, int]] = {}  # pod -> (gid, cookie) of the pod's entry the switch holds
+        self.own: set[int] = set()  # (with pods) destinations whose own entries the switch holds
 
     # ----- building --------------------------------------------------------------------
     def hold(self, group: Group) -> None:
@@ -78,6 +108,20 @@ class MiceTable:
         self.gid_of[dst] = gid
         self.cookie[dst] = cookie
         self.members.setdefault(gid, set()).add(dst)
+
+    def hold_pod(self, pod: int, gid: int, cookie: int) -> None:
+        """Note that the switch holds ``pod``'s entry (read back): its destinations point at ``gid``, each
+        with the pod's cookie for its own index (an own entry read back after it wins)."""
+        self.pod_held[pod] = (gid, cookie & ~DST_BITS)
+        members = self.pods.members.get(pod, ()) if self.pods is not None else ()
+        for j in members:
+            if j not in self.own:
+                self.point(j, gid, (cookie & ~DST_BITS) | j)
+
+    def hold_own(self, dst: int, gid: int, cookie: int) -> None:
+        """Note that the switch holds ``dst``'s own entries (read back)."""
+        self.point(dst, gid, cookie)
+        self.own.add(dst)
 
     def _unkey(self, gid: int) -> None:
         k = self.keys[gid]
@@ -110,16 +154,34 @@ class MiceTable:
     # ----- changes ---------------------------------------------------------------------
     def update(self, wants, buckets_of: Callable[[Key], tuple[Bucket, ...]],
                entries: Callable[[int, int, int], Sequence], delete: Callable[[int], object], step: int,
-               recheck: Iterable[int] = ()) -> list:
+               recheck: Iterable[int] = (), pod_ops: tuple[Callable, Callable] | None = None) -> list:
         """The ops that bring the switch to ``wants``: (destination, key or None for no next hop, cookie)
         for each destination looked at; the others stay as they are. Groups in ``recheck`` (all that
         the switch holds, if it is None) are modified if a weight moved by ``step``.
         ``buckets_of(key)`` gives a key's buckets now, ``entries(dst, gid, cookie)`` a destination's
-        entries, ``delete(dst)`` the op that removes them."""
+        entries, ``delete(dst)`` the op that removes them; with pods, ``pod_ops`` is
+        (``pod_entries(pod, gid, cookie)``, ``pod_delete(pod)``), the cookie a member's."""
         groups, keys, by_key, members, gid_of, cookies = (self.groups, self.keys, self.by_key, self.members,
                                                           self.gid_of, self.cookie)
         heads: list = []  # groups added or modified
         flows: list = []
+        pod_of = self.pods.pod_of if self.pods is not None else {}
+        touched: set[int] = set()  # (with pods) destinations of pods whose entries are rendered below
+        own = self.own
+
+        def put(dst: int, gid: int, cookie: int) -> None:
+            if dst in pod_of:
+                touched.add(dst)
+            else:
+                flows.extend(entries(dst, gid, cookie))
+                own.add(dst)
+
+        def remove(dst: int) -> None:
+            if dst in pod_of:
+                touched.add(dst)
+            else:
+                flows.append(delete(dst))
+                own.discard(dst)
         moving: dict[int | None, dict[Key | None, list[tuple[int, int]]]] = {}
         full = recheck is None  # (a full look also gathers destinations from groups that share a key)
         for dst, key, cookie in wants:
@@ -128,7 +190,7 @@ class MiceTable:
                 # same next hops: its entries change only with the cookie
                 if cookies[dst] != cookie:
                     cookies[dst] = cookie
-                    flows += entries(dst, gid, cookie)
+                    put(dst, gid, cookie)
                 continue
             if gid is None and key is None:
                 continue
@@ -145,7 +207,7 @@ class MiceTable:
             for key, dsts in by.items():
                 if key is None:  # no next hop left: the entries go
                     for dst, _ in dsts:
-                        flows.append(delete(dst))
+                        remove(dst)
                         members[old].discard(dst)
                         del gid_of[dst], cookies[dst]
                     continue
@@ -160,7 +222,7 @@ class MiceTable:
                     for dst, cookie in dsts:
                         if cookies[dst] != cookie:
                             cookies[dst] = cookie
-                            flows += entries(dst, old, cookie)
+                            put(dst, old, cookie)
                     continue
                 if gid is None:
                     gid = self.alloc()
@@ -174,7 +236,9 @@ class MiceTable:
                         members[old].discard(dst)
                     into.add(dst)
                     gid_of[dst], cookies[dst] = gid, cookie
-                    flows += entries(dst, gid, cookie)
+                    put(dst, gid, cookie)
+        if self.pods is not None and (touched or full):
+            flows += self.render(touched, entries, delete, *pod_ops, every=full)
         gone = []
         if recheck is None:  # a full look: groups no destination points at go too
             freed = [gid for gid in sorted(groups) if not members[gid]]
@@ -190,3 +254,56 @@ class MiceTable:
                     g = groups[gid] = Group(gid, want)
                     heads.append(GroupModify(g))
         return heads + flows + gone
+
+    def render(self, touched: set[int], entries, delete, pod_entries, pod_delete, every: bool = False) -> list:
+        """(With pods) the entries of the pods of ``touched`` (of every pod if ``every``) as their
+        destinations point now: one for the pod where they all point at one group with one cookie (but
+        for their index), their own otherwise; written before what they replace is deleted. A
+        destination's own entries are written when it is in ``touched`` (it changed) or the switch does
+        not hold them."""
+        pods, gid_of, cookies, own, held = self.pods, self.gid_of, self.cookie, self.own, self.pod_held
+        if every:
+            which = list(pods.members)
+        else:
+            which = sorted({pods.pod_of[j] for j in touched if j in pods.pod_of})
+        out: list = []
+        for p in which:
+            mem = pods.members[p]
+            g0 = gid_of.get(mem[0])
+            c0 = cookies.get(mem[0], 0) & ~DST_BITS
+            uniform = g0 is not None and all(gid_of.get(j) == g0 and cookies[j] & ~DST_BITS == c0 for j in mem)
+            if uniform:
+                if held.get(p) != (g0, c0):
+                    out.extend(pod_entries(p, g0, cookies[mem[0]]))
+                    held[p] = (g0, c0)
+                for j in mem:
+                    if j in own:
+                        out.append(delete(j))
+                        own.discard(j)
+                continue
+            was = p in held
+            for j in mem:
+                g = gid_of.get(j)
+                if g is None:
+                    if j in own:
+                        out.append(delete(j))
+                        own.discard(j)
+                elif j not in own or j in touched:
+                    out.extend(entries(j, g, cookies[j]))
+                    own.add(j)
+            if was:
+                out.append(pod_delete(p))
+                del held[p]
+        return out
+
+    def render_all(self, entries, pod_entries) -> list:
+        """A fresh table's entries (nothing held yet): every destination's, by pod where they agree."""
+        out: list = []
+        pod_of = self.pods.pod_of if self.pods is not None else {}
+        for j in sorted(self.gid_of):
+            if j not in pod_of:
+                out.extend(entries(j, self.gid_of[j], self.cookie[j]))
+                self.own.add(j)
+        if self.pods is not None:
+            out += self.render(set(), entries, lambda j: None, pod_entries, lambda p: None, every=True)
+        return out

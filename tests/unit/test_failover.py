@@ -317,11 +317,12 @@ def test_a_switch_read_back_before_the_tors_keeps_its_mice_groups_until_the_part
 
 def test_a_switch_holding_one_mice_group_per_destination_is_brought_to_shared_groups_without_a_gap():
     """What an older Freeway left on a switch (a group per destination ToR, many with the same next
-    hops): kept through the read-back after a restart (the partition is not whole yet), then at the
-    first update each set of next hops keeps one of its groups, the entries of the others are pointed
-    at it before their groups go, and every host still reaches every host."""
+    hops, and an entry per destination ToR): kept through the read-back after a restart (the partition
+    is not whole yet), then at the first update each set of next hops keeps one of its groups, the
+    entries of the others are pointed at it before their groups go, the pods whose ToRs share a group
+    get one entry before their ToRs' own go, and every host still reaches every host."""
     fabric = fattree(6)
-    pol, sim, _ = _placed_state("freeway", fabric, None)
+    pol, sim, _ = _placed_state("freeway", fabric, None, FreewayConfig(mice_prefixes="tor"))
     mice = pipeline.MICE_GROUPS
     for sw in fabric.switches:
         _renumber(sim, sw, lambda gid, j: mice.first + j)
@@ -341,6 +342,10 @@ def test_a_switch_holding_one_mice_group_per_destination_is_brought_to_shared_gr
     distinct = {tuple(b.actions for b in bs) for bs in fresh.state.fresh_mice("e0_0").values()}
     assert len([g for g in sim.switches["e0_0"].groups if mice.first <= g <= mice.last]) == len(distinct) == 2
     assert fresh.state.mice_updates() == {}
+    pods = {f.cookie for f in sim.switches["e0_0"].flows() if f.priority == pipeline.prio("mice-pod")}
+    assert len(pods) == 5  # every pod, its own (e0_1, e0_2) too, but pod 3: e0_0's pair with e3_1 has one path more
+    own = sorted(f.cookie & 0xFFFFFFFF for f in sim.switches["e0_0"].flows() if f.priority == pipeline.prio("mice"))
+    assert own == sorted(fabric.tors().index(t) for t in ("e3_0", "e3_1", "e3_2"))
 
 
 def test_a_switch_that_lost_its_tables_gets_them_back_and_a_wrong_entry_is_replaced():
@@ -388,7 +393,7 @@ def test_what_a_switch_reports_parses_back_to_the_intents_that_installed_it():
         ofmsg.parse_flow(odd)
 
 
-def _placed_state(mode, fabric, iso):
+def _placed_state(mode, fabric, iso, cfg=None):
     """A policy and simulated fabric holding each kind of placement the mode makes: an EFM pin, a
     Hedera edge entry and placement, isolation's mark on a detected elephant, a grown partition."""
     from monitoring.events import ElephantStart
@@ -396,7 +401,7 @@ def _placed_state(mode, fabric, iso):
     from ryu_apps.algorithms.efm_rounds import Move
     from topology.paths import tor_paths
 
-    pol = policy(mode, fabric, iso)
+    pol = policy(mode, fabric, iso, cfg)
     sim = SimFabric(fabric, pol)
     src, dst = fabric.hosts_on("e0_0")[0], fabric.hosts_on("e3_1")[1]
     pinned = FiveTuple(src.ip, dst.ip, 6, 40100, 5001)
@@ -758,26 +763,27 @@ def test_a_split_elephant_read_back_keeps_its_subflow_rates_when_a_record_has_th
         assert all(v == pytest.approx(4e6) for v in got.values())
 
 
-def test_a_read_back_with_garbage_mice_groups_is_replaced_without_a_gap():
+@pytest.mark.parametrize("layout", ["pod", "tor"])
+def test_a_read_back_with_garbage_mice_groups_is_replaced_without_a_gap(layout):
     """A switch read back with a mice group on a port that is no up link, one destination's entries
-    pointing at it, and a stray group nothing uses: the restarted controller does not fail on them; the
-    stray group goes at the read-back, and at the first update after it the destination gets a group of
-    its next hops before its entries are re-pointed, then the garbage group goes; every host reaches
-    every host."""
+    (or its pod's) pointing at it, and a stray group nothing uses: the restarted controller does not
+    fail on them; the stray group goes at the read-back, and at the first update after it the
+    destination gets a group of its next hops before its entries are re-pointed, then the garbage group
+    goes; every host reaches every host."""
     from dataclasses import replace
 
-    from ryu_apps.modes.freeway_state import mice_fields
     from ryu_apps.openflow.intents import Bucket, Output, ToGroup
 
     fabric = fattree(4)
-    pol = policy("freeway", fabric, None)
+    pol = policy("freeway", fabric, None, FreewayConfig(mice_prefixes=layout))
     sim = SimFabric(fabric, pol)
     s = sim.switches["e0_0"]
     s.groups[5000] = Group(5000, (Bucket((Output(99),), 10),))  # port 99: no such up link
     s.groups[5001] = Group(5001, (Bucket((Output(3),), 10),))  # nothing points at it
     j = fabric.tors().index("e3_1")
     s.tables.rewrite(lambda f: replace(f, actions=(ToGroup(5000),)) if f.actions and isinstance(f.actions[0], ToGroup)
-                     and pipeline.owner_of(f.cookie) is pipeline.FREEWAY_MICE and mice_fields(f.cookie)[0] == j else f)
+                     and pipeline.owner_of(f.cookie) is pipeline.FREEWAY_MICE
+                     and j in pol.state.mice_dsts("e0_0", f.cookie) else f)
     assert unreachable(sim, mice_flows(fabric))  # the garbage group sends e0_0's mice for e3_1 nowhere
     fresh = policy("freeway", fabric, None)
     for i, sw in enumerate(sorted(fabric.switches)):

@@ -40,8 +40,17 @@ def test_edge_program_has_mice_groups_punt_meter_and_service_drop():
     from ryu_apps.modes.freeway_state import mice_fields
     from ryu_apps.openflow.intents import ToGroup
 
-    to_group = {mice_fields(f.cookie)[0] for f in flows if f.actions == (ToGroup(mice[0].group_id),)}
-    assert to_group == {core._tor_index[t] for t in core.fabric.tors() if t != "e0_0"}  # the 7 other ToRs
+    to_group = [f for f in flows if f.actions == (ToGroup(mice[0].group_id),)]
+    covered = [j for f in to_group for j in core.mice_dsts("e0_0", f.cookie)]
+    assert sorted(covered) == sorted(core._tor_index[t] for t in core.fabric.tors() if t != "e0_0")  # the 7 others
+    # one entry for each other pod's prefix (its two ToRs share the group), one for e0_1 of its own pod
+    assert sorted((f.priority, mice_fields(f.cookie)[0]) for f in to_group) == [
+        (19, 1 << 31 | 1), (19, 1 << 31 | 2), (19, 1 << 31 | 3), (20, core._tor_index["e0_1"])]
+    assert {dict(f.match)["ipv4_dst"] for f in to_group if f.priority == 19} == {
+        (f"10.{p}.0.0", "255.255.0.0") for p in (1, 2, 3)}
+    plain = FreewayState(core.fabric, FreewayConfig(mice_prefixes="tor")).switch_program("e0_0")[1]
+    assert sorted(mice_fields(f.cookie)[0] for f in plain if f.actions == (ToGroup(mice[0].group_id),)) == sorted(
+        covered)  # mice_prefixes=tor: one entry per destination ToR
     assert extra == [Meter(3, 200, 50, pktps=True), Meter(4, 200, 50, pktps=True)]  # one per host port
     punt = [f for f in flows if f.priority == PRIO_HANDSHAKE]
     assert [(dict(f.match)["in_port"], f.meter_id) for f in punt] == [(1, 3), (2, 4)]
@@ -416,26 +425,35 @@ class _Switches:
         return {(sw, gid): g.buckets for sw, s in self.switches.items() for gid, g in s.groups.items()
                 if MICE_GROUPS.first <= gid <= MICE_GROUPS.last}
 
-    @property
-    def entries(self) -> dict:
-        """(switch, destination index) -> (group id, cookie) of its mice entries (all point at one group)."""
-        from ryu_apps.modes.freeway_state import PRIO_MICE, mice_fields
+    def entries_of(self, core) -> dict:
+        """(switch, destination index) -> (group id, cookie) of the mice entries its mice follow (all point at
+        one group): its own, else its pod's (the cookie as its own would be). A pod's entry is held only
+        where none of the pod's ToRs has its own, and only where they would all point at one group."""
+        from ryu_apps.modes.freeway_state import PRIO_MICE, PRIO_MICE_POD, mice_fields
         from ryu_apps.openflow.intents import ToGroup
 
-        found: dict = {}
+        own: dict = {}
+        pod: dict = {}
         for sw, s in self.switches.items():
             for f in s.flows():
-                if f.priority == PRIO_MICE and f.actions and isinstance(f.actions[0], ToGroup):
-                    found.setdefault((sw, mice_fields(f.cookie)[0]), set()).add((f.actions[0].group_id, f.cookie))
-        assert all(len(v) == 1 for v in found.values()), {k: v for k, v in found.items() if len(v) > 1}
-        return {k: next(iter(v)) for k, v in found.items()}
+                if f.priority in (PRIO_MICE, PRIO_MICE_POD) and f.actions and isinstance(f.actions[0], ToGroup):
+                    into = own if f.priority == PRIO_MICE else pod
+                    for j in core.mice_dsts(sw, f.cookie):
+                        cookie = f.cookie & ~0xFFFFFFFF | j
+                        into.setdefault((sw, j), set()).add((f.actions[0].group_id, cookie))
+                        if f.priority == PRIO_MICE_POD:
+                            assert mice_fields(f.cookie)[0] != j
+        for found in (own, pod):
+            assert all(len(v) == 1 for v in found.values()), {k: v for k, v in found.items() if len(v) > 1}
+        assert not set(own) & set(pod), ("a pod's entry and its ToRs' own", sorted(set(own) & set(pod))[:5])
+        return {k: next(iter(v)) for k, v in (pod | own).items()}
 
 
 def _check_switches(core, held: _Switches, where) -> None:
     """Every switch holds, from the ops it was sent, what computing every group afresh gives; one group
     per distinct set of next hops, none that no entry points at."""
     step = core.cfg.mice_weight_step
-    groups, entries = held.groups, held.entries
+    groups, entries = held.groups, held.entries_of(core)
     for sw in core.fabric.switches:
         fresh = core.fresh_mice(sw)  # computed from scratch (Reachability), every ToR
         for dst in core.fabric.tors():

@@ -4,7 +4,7 @@ destinations sends, and in which order."""
 import pytest
 
 from ryu_apps.openflow.intents import Bucket, DeleteFlows, DeleteGroup, Flow, Group, GroupModify, Output, ToGroup
-from ryu_apps.programs.mice_table import MiceTable, buckets_moved, key_of
+from ryu_apps.programs.mice_table import MiceTable, Pods, buckets_moved, key_of
 
 A, B, C = (1,), (1, 2), (2,)  # keys: the output ports, sorted
 
@@ -111,3 +111,98 @@ def test_buckets_moved_by_the_step_or_other_actions():
     assert not buckets_moved(_buckets(B, 10), _buckets(B, 8), 3)
     assert buckets_moved(_buckets(B, 10), _buckets(B, 7), 3)
     assert buckets_moved(_buckets(A), _buckets(C), 3) and buckets_moved(_buckets(A), _buckets(B), 3)
+
+
+# ----- entries per pod ----------------------------------------------------------------
+# Destinations 0, 1, 2 form pod 7, destinations 3 and 4 pod 8; destination 5 is in no pod. A cookie's low 32 bits
+# name the destination, the bits above (here 1 << 32: a path count) must agree for a pod's entry.
+N = 1 << 32
+
+
+def _pod_entries(p, gid, cookie):
+    return [Flow(9, (("pod", p),), (ToGroup(gid),), cookie=cookie & ~0xFFFFFFFF | 1 << 31 | p)]
+
+
+def _pod_delete(p):
+    return DeleteFlows(1 << 31 | p)
+
+
+def _pupdate(t, wants, recheck=()):
+    return t.update(wants, _buckets, _entries, DeleteFlows, 3, recheck, (_pod_entries, _pod_delete))
+
+
+def _ptable(layout, cookie=0):
+    t = MiceTable(1000, 1100, pods=Pods({7: [0, 1, 2], 8: [3, 4], 9: [6]}))
+    _pupdate(t, [(j, k, cookie | j) for j, k in layout.items()])
+    return t
+
+
+def test_a_pod_whose_destinations_share_a_group_gets_one_entry_and_a_pod_of_one_is_no_pod():
+    t = MiceTable(1000, 1100, pods=Pods({7: [0, 1, 2], 8: [3, 4], 9: [6]}))
+    assert 9 not in t.pods.members and 6 not in t.pods.pod_of
+    ops = _pupdate(t, [(0, A, N | 0), (1, A, N | 1), (2, A, N | 2), (3, A, 3), (4, C, 4), (5, A, 5), (6, A, 6)])
+    assert ops == [Group(1000, _buckets(A)), Group(1001, _buckets(C)), *_entries(5, 1000, 5), *_entries(6, 1000, 6),
+                   *_pod_entries(7, 1000, N), *_entries(3, 1000, 3), *_entries(4, 1001, 4)]
+    assert t.pod_held == {7: (1000, N)} and t.own == {3, 4, 5, 6}
+
+
+def test_one_destination_leaving_the_pods_group_splits_it_own_entries_first_then_the_pods_goes():
+    t = _ptable({0: A, 1: A, 2: A}, N)
+    ops = _pupdate(t, [(1, C, N | 1)])
+    assert ops == [Group(1001, _buckets(C)), *_entries(0, 1000, N), *_entries(1, 1001, N | 1),
+                   *_entries(2, 1000, N | 2), _pod_delete(7)]
+    assert t.pod_held == {} and t.own == {0, 1, 2}
+    # coming back: the pod's entry first, then the own entries go (and the emptied group last)
+    ops = _pupdate(t, [(1, A, N | 1)])
+    assert ops == [*_pod_entries(7, 1000, N), DeleteFlows(0), DeleteFlows(1), DeleteFlows(2), DeleteGroup(1001)]
+    assert t.pod_held == {7: (1000, N)} and not t.own
+
+
+def test_a_whole_pod_moving_rewrites_its_one_entry_and_a_group_modified_in_place_none():
+    t = _ptable({0: A, 1: A, 2: A, 3: C, 4: C})
+    assert _pupdate(t, [(0, C, 0), (1, C, 1), (2, C, 2)]) == [*_pod_entries(7, 1001, 0), DeleteGroup(1000)]
+    assert _pupdate(t, [(j, B, j) for j in range(5)]) == [GroupModify(Group(1001, _buckets(B)))]
+    assert t.pod_held == {7: (1001, 0), 8: (1001, 0)}
+
+
+def test_a_path_count_that_differs_splits_the_pod_and_a_destination_without_next_hop_has_no_entry():
+    t = _ptable({0: A, 1: A, 2: A})
+    assert _pupdate(t, [(2, A, N | 2)]) == [*_entries(0, 1000, 0), *_entries(1, 1000, 1), *_entries(2, 1000, N | 2),
+                                            _pod_delete(7)]
+    t = _ptable({0: A, 1: A, 2: A})
+    assert _pupdate(t, [(0, None, 0)]) == [*_entries(1, 1000, 1), *_entries(2, 1000, 2), _pod_delete(7)]
+    assert t.own == {1, 2} and 0 not in t.gid_of
+
+
+def test_a_switch_read_back_with_a_pods_entry_and_an_own_one_is_rendered_again_only_where_it_must():
+    pods = Pods({7: [0, 1, 2], 8: [3, 4]})
+    t = MiceTable(1000, 1100, pods=pods)
+    t.hold(Group(1000, _buckets(A)))
+    t.hold(Group(1001, _buckets(C)))
+    t.hold_pod(7, 1000, N | 1 << 31 | 7)
+    t.hold_own(2, 1001, N | 2)  # an own entry wins over its pod's
+    t.hold_own(3, 1000, 3)
+    t.hold_own(4, 1000, 4)
+    assert t.gid_of == {0: 1000, 1: 1000, 2: 1001, 3: 1000, 4: 1000} and t.cookie[1] == N | 1
+    # the same wants, a full look: the mixed pod gets its own entries; pod 8, uniform, gets its pod entry
+    ops = t.update([(0, A, N), (1, A, N | 1), (2, C, N | 2), (3, A, 3), (4, A, 4)], _buckets, _entries, DeleteFlows,
+                   3, None, (_pod_entries, _pod_delete))
+    assert ops == [*_entries(0, 1000, N), *_entries(1, 1000, N | 1), _pod_delete(7),
+                   *_pod_entries(8, 1000, 0), DeleteFlows(3), DeleteFlows(4)]
+    # a switch read back as rendered is left alone
+    again = MiceTable(1000, 1100, pods=pods)
+    again.hold(Group(1000, _buckets(A)))
+    again.hold_pod(7, 1000, N | 1 << 31 | 7)
+    again.hold_own(3, 1000, 3)
+    again.hold_own(4, 1000, 4 | N)
+    wants = [(0, A, N), (1, A, N | 1), (2, A, N | 2), (3, A, 3), (4, A, 4 | N)]
+    assert again.update(wants, _buckets, _entries, DeleteFlows, 3, None, (_pod_entries, _pod_delete)) == []
+
+
+def test_a_fresh_table_renders_every_destination_by_pod():
+    t = MiceTable(1000, 1100, pods=Pods({7: [0, 1, 2], 8: [3, 4]}))
+    t.hold(Group(1000, _buckets(A)))
+    for j in (0, 1, 2, 3, 5):
+        t.point(j, 1000, j)
+    assert t.render_all(_entries, _pod_entries) == [*_entries(5, 1000, 5), *_pod_entries(7, 1000, 0),
+                                                    *_entries(3, 1000, 3)]

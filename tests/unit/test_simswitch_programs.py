@@ -23,9 +23,9 @@ FABRICS = {"k4": lambda: fattree(4), "k6": lambda: fattree(6), "k8": lambda: fat
 MODES = ("ecmp", "hedera", "efm-biggest", "freeway")
 
 
-def policy(mode, fabric, iso):
+def policy(mode, fabric, iso, cfg=None):
     if mode == "freeway":
-        return modes.FreewayPolicy(fabric, iso, FreewayConfig(), EFMConfig())
+        return modes.FreewayPolicy(fabric, iso, cfg or FreewayConfig(), EFMConfig())
     if mode == "hedera":
         return modes.HederaPolicy(fabric, iso)
     if mode == "efm-biggest":

@@ -77,10 +77,10 @@ class FreewayConfig(PartitionConfig):
     reclaim_above: float = setting(0.1, "... and taken back (its elephants moved to high-throughput paths, "
                                    "confirmed) once its mice load is above this (the idle level)", positive=True,
                                    max=1, live=True)
-    mice_prefixes: str = setting("pod", "mice entries at a switch: pod (one entry for a pod's prefix where every "
-                                 "destination ToR of the pod the switch sends mice to shares a group and path "
-                                 "count, one per ToR where they differ: a k=48 ToR holds about 50 instead of "
-                                 "1,151) or tor (one per destination ToR, always)", choices=MICE_PREFIX_MODES)
+    mice_prefixes: str = setting("pod", "mice entries at a switch: pod (one entry for a pod's prefix where most "
+                                 "destination ToRs of the pod the switch sends mice to share a group and path "
+                                 "count, one per ToR that differs: a k=48 ToR holds 48 instead of 1,151 "
+                                 "while its pairs keep the fixed path count) or tor (one per destination ToR, always)", choices=MICE_PREFIX_MODES)
     lend_hold_s: float = setting(10.0, "a link taken back from elephants is not lent again for this long", "s",
                                  live=True)
 

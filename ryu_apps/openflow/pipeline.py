@@ -51,8 +51,8 @@ _BANDS = (
     Band("ecmp-avoid", 12, FORWARD, "after a failure: a destination ToR that only some uplinks still reach"),
     Band("hedera-punt", 15, FORWARD, "Hedera: a new TCP flow's first packet to the controller, through the "
                                      "host's punt meter"),
-    Band("mice-pod", 19, FORWARD, "Freeway: mice toward a pod whose destination ToRs all share their group (and, "
-                                   "at a ToR, their path count): the pod's prefix to that group"),
+    Band("mice-pod", 19, FORWARD, "Freeway: mice toward a pod most of whose destination ToRs share their group "
+                                   "(and, at a ToR, their path count): the pod's prefix to that group"),
     Band("mice", 20, FORWARD, "Freeway: mice to the select group over low-latency next hops"),
     Band("guard-drop", 90, GUARD, "a host port's packets that are not from its host (dropped, counted)"),
     Band("classify", 100, INGRESS, "isolation: mark host traffic as mice (DSCP, queue), go to forward"),

@@ -19,16 +19,15 @@ Ops come in that order: groups added or modified, then entries, then groups dele
 Entries per pod (``Pods``): on a fat-tree most of a switch's destinations in one pod point at the same
 group with the same cookie but for the destination's index (a k=48 ToR's 1,151 destinations are 47
 pods of 24 and its own pod's 23). Where every destination of a pod that the switch can point
-anywhere points at one group, the switch holds one entry for the pod's prefix, a band below the
-destinations' own, instead of one per destination; where they differ, one per destination, as
-without pods. The logic above (groups, which destination points where) is the same either way: a
-second step renders the destinations that changed into entries, pod by pod, without a gap:
-
-- a pod that becomes uniform: its entry is written, then its destinations' own entries deleted;
-- a pod that stops being uniform: its destinations' own entries are written, then the pod's deleted
-  (until then the destinations' own, a band above, win);
-- a uniform pod whose group or cookie changed: its entry is written again (the same match and
-  priority: the switch replaces it), one message for the whole pod.
+anywhere points somewhere, and more than half of them at one group with one cookie, the switch holds
+one entry for the pod's prefix, a band below the destinations' own, and own entries only for the
+destinations that differ; otherwise one per destination, as without pods (a destination without a
+group must fall through to the bands below, which a pod's entry would hide). The logic above
+(groups, which destination points where) is the same either way: a second step renders the
+destinations that changed into entries, pod by pod, without a gap: own entries that are needed
+first, then the pod's entry (written again, the same match and priority, when its group or cookie
+changes: one message for the whole pod), then the own entries the pod's now covers, or the pod's
+when it has none left.
 """
 
 from __future__ import annotations
@@ -257,10 +256,11 @@ class MiceTable:
 
     def render(self, touched: set[int], entries, delete, pod_entries, pod_delete, every: bool = False) -> list:
         """(With pods) the entries of the pods of ``touched`` (of every pod if ``every``) as their
-        destinations point now: one for the pod where they all point at one group with one cookie (but
-        for their index), their own otherwise; written before what they replace is deleted. A
-        destination's own entries are written when it is in ``touched`` (it changed) or the switch does
-        not hold them."""
+        destinations point now. A pod whose destinations all point somewhere, more than half of them at
+        one group with one cookie (but for their index), gets one entry for that; the others keep their
+        own. Otherwise every destination has its own (one without a group, none). A destination's own
+        entries are written when it changed (``touched``) or the switch does not hold them; what replaces
+        an entry is written before it goes."""
         pods, gid_of, cookies, own, held = self.pods, self.gid_of, self.cookie, self.own, self.pod_held
         if every:
             which = list(pods.members)
@@ -269,29 +269,28 @@ class MiceTable:
         out: list = []
         for p in which:
             mem = pods.members[p]
-            g0 = gid_of.get(mem[0])
-            c0 = cookies.get(mem[0], 0) & ~DST_BITS
-            uniform = g0 is not None and all(gid_of.get(j) == g0 and cookies[j] & ~DST_BITS == c0 for j in mem)
-            if uniform:
-                if held.get(p) != (g0, c0):
-                    out.extend(pod_entries(p, g0, cookies[mem[0]]))
-                    held[p] = (g0, c0)
-                for j in mem:
-                    if j in own:
-                        out.append(delete(j))
-                        own.discard(j)
-                continue
-            was = p in held
-            for j in mem:
-                g = gid_of.get(j)
-                if g is None:
-                    if j in own:
-                        out.append(delete(j))
-                        own.discard(j)
-                elif j not in own or j in touched:
-                    out.extend(entries(j, g, cookies[j]))
+            vals = [(gid_of[j], cookies[j] & ~DST_BITS) if j in gid_of else None for j in mem]
+            want = None
+            if None not in vals:
+                counts: dict[tuple[int, int], int] = {}
+                for v in vals:
+                    counts[v] = counts.get(v, 0) + 1
+                top = max(counts, key=counts.__getitem__)
+                if 2 * counts[top] > len(mem):
+                    want = top
+            for j, v in zip(mem, vals, strict=True):  # own entries first
+                if v is not None and v != want and (j not in own or j in touched):
+                    out.extend(entries(j, v[0], cookies[j]))
                     own.add(j)
-            if was:
+            had = held.get(p)
+            if want is not None and had != want:  # then the pod's
+                out.extend(pod_entries(p, want[0], want[1]))
+                held[p] = want
+            for j, v in zip(mem, vals, strict=True):  # then what they replace
+                if j in own and (v is None or v == want):
+                    out.append(delete(j))
+                    own.discard(j)
+            if want is None and had is not None:
                 out.append(pod_delete(p))
                 del held[p]
         return out

@@ -146,16 +146,26 @@ def test_a_pod_whose_destinations_share_a_group_gets_one_entry_and_a_pod_of_one_
     assert t.pod_held == {7: (1000, N)} and t.own == {3, 4, 5, 6}
 
 
-def test_one_destination_leaving_the_pods_group_splits_it_own_entries_first_then_the_pods_goes():
+def test_a_destination_leaving_the_pods_group_gets_its_own_entry_and_the_pod_follows_its_majority():
     t = _ptable({0: A, 1: A, 2: A}, N)
-    ops = _pupdate(t, [(1, C, N | 1)])
-    assert ops == [Group(1001, _buckets(C)), *_entries(0, 1000, N), *_entries(1, 1001, N | 1),
-                   *_entries(2, 1000, N | 2), _pod_delete(7)]
-    assert t.pod_held == {} and t.own == {0, 1, 2}
+    ops = _pupdate(t, [(1, C, N | 1)])  # two of three stay: only the one that left gets its own entry
+    assert ops == [Group(1001, _buckets(C)), *_entries(1, 1001, N | 1)]
+    assert t.pod_held == {7: (1000, N)} and t.own == {1}
+    # a second one leaves: the majority is C now: 0 gets its own entry before the pod's moves, 1's goes after
+    ops = _pupdate(t, [(2, C, N | 2)])
+    assert ops == [*_entries(0, 1000, N), *_pod_entries(7, 1001, N), DeleteFlows(1)]
+    assert t.pod_held == {7: (1001, N)} and t.own == {0}
     # coming back: the pod's entry first, then the own entries go (and the emptied group last)
-    ops = _pupdate(t, [(1, A, N | 1)])
-    assert ops == [*_pod_entries(7, 1000, N), DeleteFlows(0), DeleteFlows(1), DeleteFlows(2), DeleteGroup(1001)]
+    ops = _pupdate(t, [(1, A, N | 1), (2, A, N | 2)])
+    assert ops == [*_pod_entries(7, 1000, N), DeleteFlows(0), DeleteGroup(1001)]
     assert t.pod_held == {7: (1000, N)} and not t.own
+
+
+def test_a_pod_with_no_majority_has_no_entry_of_its_own():
+    t = _ptable({3: A, 4: A})
+    ops = _pupdate(t, [(4, C, 4)])  # one of two: no majority
+    assert ops == [Group(1001, _buckets(C)), *_entries(3, 1000, 3), *_entries(4, 1001, 4), _pod_delete(8)]
+    assert 8 not in t.pod_held and t.own == {3, 4}
 
 
 def test_a_whole_pod_moving_rewrites_its_one_entry_and_a_group_modified_in_place_none():
@@ -165,13 +175,13 @@ def test_a_whole_pod_moving_rewrites_its_one_entry_and_a_group_modified_in_place
     assert t.pod_held == {7: (1001, 0), 8: (1001, 0)}
 
 
-def test_a_path_count_that_differs_splits_the_pod_and_a_destination_without_next_hop_has_no_entry():
+def test_a_path_count_that_differs_is_an_own_entry_and_a_destination_without_next_hop_ends_the_pods():
     t = _ptable({0: A, 1: A, 2: A})
-    assert _pupdate(t, [(2, A, N | 2)]) == [*_entries(0, 1000, 0), *_entries(1, 1000, 1), *_entries(2, 1000, N | 2),
-                                            _pod_delete(7)]
-    t = _ptable({0: A, 1: A, 2: A})
-    assert _pupdate(t, [(0, None, 0)]) == [*_entries(1, 1000, 1), *_entries(2, 1000, 2), _pod_delete(7)]
-    assert t.own == {1, 2} and 0 not in t.gid_of
+    assert _pupdate(t, [(2, A, N | 2)]) == _entries(2, 1000, N | 2)
+    assert t.pod_held == {7: (1000, 0)} and t.own == {2}
+    # a destination with no next hop must fall through to the bands below: the pod's entry would hide that
+    assert _pupdate(t, [(0, None, 0)]) == [*_entries(1, 1000, 1), _pod_delete(7)]
+    assert t.own == {1, 2} and 0 not in t.gid_of and not t.pod_held
 
 
 def test_a_switch_read_back_with_a_pods_entry_and_an_own_one_is_rendered_again_only_where_it_must():
@@ -184,11 +194,19 @@ def test_a_switch_read_back_with_a_pods_entry_and_an_own_one_is_rendered_again_o
     t.hold_own(3, 1000, 3)
     t.hold_own(4, 1000, 4)
     assert t.gid_of == {0: 1000, 1: 1000, 2: 1001, 3: 1000, 4: 1000} and t.cookie[1] == N | 1
-    # the same wants, a full look: the mixed pod gets its own entries; pod 8, uniform, gets its pod entry
+    # the same wants, a full look: pod 7 as held (2 keeps its own); pod 8, all at one group, gets its entry
     ops = t.update([(0, A, N), (1, A, N | 1), (2, C, N | 2), (3, A, 3), (4, A, 4)], _buckets, _entries, DeleteFlows,
                    3, None, (_pod_entries, _pod_delete))
-    assert ops == [*_entries(0, 1000, N), *_entries(1, 1000, N | 1), _pod_delete(7),
-                   *_pod_entries(8, 1000, 0), DeleteFlows(3), DeleteFlows(4)]
+    assert ops == [*_pod_entries(8, 1000, 0), DeleteFlows(3), DeleteFlows(4)]
+    # held as a pod's entry and its three own: the own entries the pod's covers go
+    mixed = MiceTable(1000, 1100, pods=pods)
+    mixed.hold(Group(1000, _buckets(A)))
+    mixed.hold_pod(7, 1000, N | 1 << 31 | 7)
+    for j in (0, 1, 2):
+        mixed.hold_own(j, 1000, N | j)
+    ops = mixed.update([(0, A, N), (1, A, N | 1), (2, A, N | 2)], _buckets, _entries, DeleteFlows, 3, None,
+                       (_pod_entries, _pod_delete))
+    assert ops == [DeleteFlows(0), DeleteFlows(1), DeleteFlows(2)]
     # a switch read back as rendered is left alone
     again = MiceTable(1000, 1100, pods=pods)
     again.hold(Group(1000, _buckets(A)))

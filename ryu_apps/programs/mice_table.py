@@ -272,12 +272,16 @@ class MiceTable:
             vals = [(gid_of[j], cookies[j] & ~DST_BITS) if j in gid_of else None for j in mem]
             want = None
             if None not in vals:
-                counts: dict[tuple[int, int], int] = {}
-                for v in vals:
-                    counts[v] = counts.get(v, 0) + 1
-                top = max(counts, key=counts.__getitem__)
-                if 2 * counts[top] > len(mem):
-                    want = top
+                had = held.get(p)
+                if had is not None and 2 * vals.count(had) > len(mem):  # (usually: the pod's stays)
+                    want = had
+                else:
+                    counts: dict[tuple[int, int], int] = {}
+                    for v in vals:
+                        counts[v] = counts.get(v, 0) + 1
+                    top = max(counts, key=counts.__getitem__)
+                    if 2 * counts[top] > len(mem):
+                        want = top
             for j, v in zip(mem, vals, strict=True):  # own entries first
                 if v is not None and v != want and (j not in own or j in touched):
                     out.extend(entries(j, v[0], cookies[j]))

@@ -1188,7 +1188,7 @@ class FreewayState:
                 if f.priority == PRIO_MICE_POD:
                     if idx & POD_BIT and t.pods is not None and idx & ~POD_BIT in t.pods.members:
                         t.hold_pod(idx & ~POD_BIT, f.actions[0].group_id, f.cookie)
-                elif not idx & POD_BIT:
+                elif idx < len(self._tors):  # (an index past the fabric's ToRs: not wanted, deleted)
                     t.hold_own(idx, f.actions[0].group_id, f.cookie)
         for f in flows:  # a new elephant never takes the id of one whose path is not read back yet
             if eid_of(f.cookie) is not None:

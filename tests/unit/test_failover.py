@@ -795,6 +795,38 @@ def test_a_read_back_with_garbage_mice_groups_is_replaced_without_a_gap(layout):
     assert fresh.state.mice_updates() == {}
 
 
+def test_a_read_back_with_a_mice_entry_for_no_tor_of_this_fabric_deletes_it_and_fails_nothing():
+    """A mice entry whose cookie names a ToR index or a pod past this fabric's (another description's,
+    or garbage), pointing at a group the switch holds: the restarted controller does not fail on it and
+    the read-back deletes it; every host reaches every host."""
+    from ryu_apps.modes.freeway_state import mice_cookie, mice_pod_cookie
+    from ryu_apps.openflow.intents import ToGroup
+
+    fabric = fattree(4)
+    pol = policy("freeway", fabric, None)
+    sim = SimFabric(fabric, pol)
+    s = sim.switches["e0_0"]
+    gid = next(g for g in s.groups if pipeline.MICE_GROUPS.first <= g <= pipeline.MICE_GROUPS.last)
+    strays = [Flow(pipeline.prio("mice"), match(eth_type=0x0800, ipv4_dst=("10.77.0.0", "255.255.0.0")),
+                   (ToGroup(gid),), table_id=2, cookie=mice_cookie(9999, 2)),
+              Flow(pipeline.prio("mice-pod"), match(eth_type=0x0800, ipv4_dst=("10.78.0.0", "255.255.0.0")),
+                   (ToGroup(gid),), table_id=2, cookie=mice_pod_cookie(77, 2))]
+    s.apply(strays)
+    fresh = policy("freeway", fabric, None)
+    for i, sw in enumerate(sorted(fabric.switches)):
+        ops = _read_back(sim, fresh, sw, 5.0 + 0.01 * i)
+        sim.switches[sw].apply(ops)
+        if sw == "e0_0":
+            assert {(o.table_id, o.priority, o.match) for o in ops if isinstance(o, DeleteFlow)} == {
+                (f.table_id, f.priority, f.match) for f in strays}
+        else:
+            assert ops == [], sw
+    assert not fresh.state.recovering(6.0)
+    sim.apply(list(fresh.state.mice_updates().items()))
+    assert not unreachable(sim, mice_flows(fabric))
+    assert not [f for f in s.flows() if f.cookie in {x.cookie for x in strays}]
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_a_link_change_sends_what_recomputing_every_switch_would(mode):
     """``on_links`` recomputes only the switches whose dead uplinks or detours moved

@@ -113,6 +113,7 @@ class Partition:
             raise PartitionError(f"fixed_lol/fixed_hol: {self.n_min} fixed low-latency and {fixed_hol} fixed "
                                  f"high-throughput paths do not fit in {len(self.tops)} paths per pair")
         self._top_index = {top: i for i, top in enumerate(self.tops)}
+        self._above: dict[str, frozenset[int]] = {}  # per switch, the tops at or above it (``_tops_above``)
         self._up: dict[tuple[str, str], Path] = {}
         self._tors_below = tors_below(fabric)
         self.dead: frozenset[Link] = frozenset()  # links that are down: neither LOL nor HOL
@@ -506,14 +507,13 @@ class Partition:
 
     def _tops_above(self, switch: str) -> frozenset[int]:
         """The tops (by index) at or above ``switch``."""
-        cache = self.__dict__.setdefault("_above", {})
-        got = cache.get(switch)
+        got = self._above.get(switch)
         if got is None:
             if switch in self._top_index:
                 got = frozenset((self._top_index[switch],))
             else:
                 got = frozenset().union(*(self._tops_above(n) for n in self.fabric.up_neighbors(switch)))
-            cache[switch] = got
+            self._above[switch] = got
         return got
 
     def _pairs_over(self, links) -> list[Pair]:

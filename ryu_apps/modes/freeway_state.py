@@ -597,6 +597,7 @@ class FreewayState:
         is open). The first call, and the first after the step changed, look at everything."""
         touched, pairs = self.partition.take_changes()
         recheck: dict[str, set[int]] = {}
+        routed: dict[str, int] = {}  # switch -> ToRs (bits) whose next hops differ
         if self._routes is None or self._step_seen != self.cfg.mice_weight_step:
             self._routes = self.partition.mice_routes()
             self._step_seen = self.cfg.mice_weight_step
@@ -604,7 +605,8 @@ class FreewayState:
             for ln in self._up_links:
                 self._follow_weight(ln)
         else:
-            dirty = self._routes.changed(touched)
+            routed = self._routes.changed(touched)
+            dirty = {}
             for s, d in pairs:
                 dirty.setdefault(s, set()).add(d)
             recheck = self._weight_moves()
@@ -618,8 +620,8 @@ class FreewayState:
                 self._recheck.clear()
         out: dict[str, list] = {}
         for sw in self.fabric.switches:  # in the fabric's order, each switch's ToRs in theirs
-            if sw in dirty:
-                ops = self._mice_ops(sw, dirty[sw], recheck.get(sw, ()))
+            if sw in dirty or sw in routed:
+                ops = self._mice_ops(sw, dirty.get(sw, set()), recheck.get(sw, ()), routed.get(sw, 0))
                 if ops:
                     out[sw] = ops
         return out
@@ -669,35 +671,54 @@ class FreewayState:
                 out[sw] = gids
         return out
 
-    def _mice_ops(self, sw: str, dsts, recheck=()) -> list:
-        """The mice ops of one switch toward ``dsts`` (None: every ToR, and every group's weights), and
-        for the groups in ``recheck``. Runs once per (switch, ToR) that may have changed, about 30,000
-        times in a busy k=48 period: the keys and cookies are built inline."""
+    def _mice_ops(self, sw: str, dsts, recheck=(), routed: int = 0) -> list:
+        """The mice ops of one switch toward ``dsts`` (None: every ToR, and every group's weights) and the
+        ToRs of ``routed`` (bits: their next hops changed, their path counts did not), and for the groups
+        in ``recheck``. ``dsts`` are looked at one by one (a busy k=48 period: some 30,000 (switch, ToR),
+        so the keys and cookies are built inline); ``routed`` by the sets of ToRs that share their next
+        hops (a link cut at k=48: every ToR's 1,151 destinations gain a next hop, one group each)."""
         index = self._tor_index  # (the positions in ``fabric.tors()``, as the routes number them)
-        tors = self._tors if dsts is None else sorted(dsts, key=index.__getitem__)
-        js = [index[d] for d in tors]
-        port_to = self.fabric.port_to
-        base = mice_cookie(0)
+        routes, port_to = self._routes, self.fabric.port_to
+        if dsts is None:
+            js, routed = list(range(len(self._tors))), 0
+        else:
+            js = sorted(index[d] for d in dsts)
+            if routed and js:
+                routed &= ~routes.bits(js)
         memo: dict[tuple, Key] = {}  # next hops -> key (many destinations share their next hops)
         keys = [(memo[h] if h in memo else memo.setdefault(h, tuple(sorted(port_to(sw, n) for n in h))))
-                if h else None for h in self._routes.next_hops_many(sw, js)]
-        if self.fabric.switches[sw].is_tor:  # the cookie carries the pair's path count (n_min but for a few)
-            part, grp = self.partition, self._group_of_j
-            mine, gs, n_min = part.n_from.get(sw), grp[index[sw]], (part.n_min & 0xFFFF) << 32
-            cookies = [base | j if grp[j] == gs else base | j | n_min for j in js]
+                if h else None for h in routes.next_hops_many(sw, js)]
+        cookie_of = self._cookies_of(sw)
+        wants = zip(js, keys, cookie_of(js), strict=True)
+        bulk = []
+        if routed:
+            for hops, bits in routes.classes(sw, routed):
+                bulk.append((tuple(sorted(port_to(sw, n) for n in hops)) if hops else None,
+                             set(routes.indices(bits))))
+        t = self._table(sw)
+        return t.update(wants, self._buckets_of(sw), self._mice_entries(sw), self._mice_delete,
+                        self.cfg.mice_weight_step, None if dsts is None else recheck,
+                        self._pod_ops(sw) if t.pods is not None else None, bulk, cookie_of)
+
+    def _cookies_of(self, sw: str):
+        """A function giving the mice cookies of ``sw``'s entries toward ToR positions ``js`` (a ToR's
+        carry the pair's path count: n_min but for a few)."""
+        base = mice_cookie(0)
+        if not self.fabric.switches[sw].is_tor:
+            return lambda js: [base | j for j in js]
+        part, grp, index = self.partition, self._group_of_j, self._tor_index
+        mine, gs, n_min = part.n_from.get(sw), grp[index[sw]], (part.n_min & 0xFFFF) << 32
+
+        def cookies(js) -> list[int]:
+            out = [base | j if grp[j] == gs else base | j | n_min for j in js]
             if mine:
                 at = {j: i for i, j in enumerate(js)}
                 for d, n in mine.items():
                     i = at.get(index[d])
                     if i is not None and part.is_partitioned((sw, d)):
-                        cookies[i] = base | index[d] | (n & 0xFFFF) << 32
-        else:
-            cookies = [base | j for j in js]
-        wants = zip(js, keys, cookies, strict=True)
-        t = self._table(sw)
-        return t.update(wants, self._buckets_of(sw), self._mice_entries(sw), self._mice_delete,
-                        self.cfg.mice_weight_step, None if dsts is None else recheck,
-                        self._pod_ops(sw) if t.pods is not None else None)
+                        out[i] = base | index[d] | (n & 0xFFFF) << 32
+            return out
+        return cookies
 
     # ----- elephants ------------------------------------------------------------------
     def meter_of(self, el: Elephant):

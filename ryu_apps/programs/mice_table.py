@@ -153,10 +153,16 @@ class MiceTable:
     # ----- changes ---------------------------------------------------------------------
     def update(self, wants, buckets_of: Callable[[Key], tuple[Bucket, ...]],
                entries: Callable[[int, int, int], Sequence], delete: Callable[[int], object], step: int,
-               recheck: Iterable[int] = (), pod_ops: tuple[Callable, Callable] | None = None) -> list:
+               recheck: Iterable[int] = (), pod_ops: tuple[Callable, Callable] | None = None,
+               bulk: Sequence[tuple[Key | None, set[int]]] = (),
+               cookie_of: Callable[[list[int]], list[int]] | None = None) -> list:
         """The ops that bring the switch to ``wants``: (destination, key or None for no next hop, cookie)
-        for each destination looked at; the others stay as they are. Groups in ``recheck`` (all that
-        the switch holds, if it is None) are modified if a weight moved by ``step``.
+        for each destination looked at; the others stay as they are. ``bulk`` is more destinations
+        looked at, as (key, destinations) with no destination in ``wants``, whose cookies are as the
+        switch holds them where they have one (``cookie_of(dsts)`` gives the others'): they are taken a
+        group at a time, so a group all of whose destinations gain a next hop costs one look, not one
+        per destination. Groups in ``recheck`` (all that the switch holds, if it is None) are modified if
+        a weight moved by ``step``.
         ``buckets_of(key)`` gives a key's buckets now, ``entries(dst, gid, cookie)`` a destination's
         entries, ``delete(dst)`` the op that removes them; with pods, ``pod_ops`` is
         (``pod_entries(pod, gid, cookie)``, ``pod_delete(pod)``), the cookie a member's."""
@@ -181,7 +187,21 @@ class MiceTable:
             else:
                 flows.append(delete(dst))
                 own.discard(dst)
-        moving: dict[int | None, dict[Key | None, list[tuple[int, int]]]] = {}
+        # old group -> new key -> [(destination, cookie)], and destinations of ``bulk`` (cookies as held)
+        moving: dict[int | None, dict[Key | None, list]] = {}
+        for key, dsts in bulk:
+            new = dsts.difference(gid_of)
+            if new and key is not None:
+                new_list = sorted(new)
+                moving.setdefault(None, {})[key] = [list(zip(new_list, cookie_of(new_list), strict=True)), set()]
+            if len(new) == len(dsts):
+                continue
+            for gid, mem in members.items():
+                if keys[gid] == key or not mem:
+                    continue
+                inter = mem & dsts
+                if inter:
+                    moving.setdefault(gid, {})[key] = [[], inter]
         full = recheck is None  # (a full look also gathers destinations from groups that share a key)
         for dst, key, cookie in wants:
             gid = gid_of.get(dst)
@@ -198,30 +218,34 @@ class MiceTable:
                 by = moving[gid] = {}
             got = by.get(key)
             if got is None:
-                by[key] = [(dst, cookie)]
+                by[key] = [[(dst, cookie)], ()]
             else:
-                got.append((dst, cookie))
+                got[0].append((dst, cookie))
         fresh: set[int] = set()  # groups sent with their weights as of now
+        if None in moving:  # destinations without a group last: a group changed in place may take them
+            moving[None] = moving.pop(None)
         for old, by in moving.items():
-            for key, dsts in by.items():
-                if key is None:  # no next hop left: the entries go
-                    for dst, _ in dsts:
-                        remove(dst)
-                        members[old].discard(dst)
-                        del gid_of[dst], cookies[dst]
-                    continue
-                gid = by_key.get(key)
-                if gid is None and old is not None and len(by) == 1 and len(dsts) == len(members[old]):
+            for key, (listed, held) in by.items():
+                gid = by_key.get(key) if key is not None else None
+                if (key is not None and gid is None and old is not None and len(by) == 1
+                        and len(listed) + len(held) == len(members[old])):
                     # every destination of the group moves to a set no group has: the group changes in place
                     self._unkey(old)
                     keys[old], by_key[key] = key, old
                     g = groups[old] = Group(old, buckets_of(key))
                     heads.append(GroupModify(g))
                     fresh.add(old)
-                    for dst, cookie in dsts:
+                    for dst, cookie in listed:
                         if cookies[dst] != cookie:
                             cookies[dst] = cookie
                             put(dst, old, cookie)
+                    continue
+                dsts = listed + [(dst, cookies[dst]) for dst in sorted(held)] if held else listed
+                if key is None:  # no next hop left: the entries go
+                    for dst, _ in dsts:
+                        remove(dst)
+                        members[old].discard(dst)
+                        del gid_of[dst], cookies[dst]
                     continue
                 if gid is None:
                     gid = self.alloc()

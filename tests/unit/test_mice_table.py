@@ -77,6 +77,41 @@ def test_a_new_cookie_alone_resends_only_the_entries():
     assert _update(t, [(0, A, 5), (1, A, 0)]) == _entries(0, 1000, 5)
 
 
+def _bulk(t, bulk, wants=(), cookie=lambda js: [9] * len(js)):
+    return t.update(wants, _buckets, _entries, lambda j: DeleteFlows(j), 3, (), None, bulk, cookie)
+
+
+def test_destinations_looked_at_in_bulk_move_as_those_looked_at_one_by_one():
+    """``bulk`` (key, destinations) leaves the table as the same destinations given one by one with the
+    cookies they hold would, and sends the same ops; a destination without a group takes ``cookie_of``'s."""
+    import random
+
+    rng = random.Random(3)
+    keys = [A, B, C, (3,), None]
+    for _ in range(200):
+        layout = {j: rng.choice(keys[:4]) for j in range(rng.randint(1, 12)) if rng.random() < 0.8}
+        a, b = _table(layout), _table(layout)
+        moved = {j: rng.choice(keys) for j in range(14) if rng.random() < 0.6}
+        by_key: dict = {}
+        for j, k in moved.items():
+            by_key.setdefault(k, set()).add(j)
+        got = _bulk(a, list(by_key.items()))
+        want = _update(b, [(j, k, b.cookie.get(j, 9)) for j, k in sorted(moved.items())])
+        keyed = {j: k for j, k in {**layout, **moved}.items() if k is not None}
+        for t in (a, b):
+            assert {j: t.keys[g] for j, g in t.gid_of.items()} == keyed, (layout, moved)
+            assert set(t.groups) == {g for g in t.gid_of.values()}  # (no group left that nothing uses)
+        assert a.cookie == b.cookie
+        assert len(got) <= len(want), (layout, moved, got, want)
+
+
+def test_a_group_moving_in_bulk_with_a_destination_that_had_none_is_modified_in_place_and_takes_it():
+    t = _table({0: A, 1: A, 2: C})
+    ops = _bulk(t, [(B, {0, 1, 5})])  # (5 had no group: it joins the group changed in place)
+    assert ops == [GroupModify(Group(1000, _buckets(B))), *_entries(5, 1000, 9)]
+    assert t.members[1000] == {0, 1, 5} and t.cookie[0] == 0 and t.cookie[5] == 9
+
+
 def test_weights_are_rechecked_for_the_groups_named_or_all_on_a_full_look():
     t = _table({0: A, 1: C})
     assert _update(t, [], recheck=(1000,), weight=8) == []  # within the step

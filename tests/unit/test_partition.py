@@ -279,12 +279,13 @@ def test_a_step_reading_loads_from_a_mapping_decides_exactly_as_with_a_function(
 
 @pytest.mark.parametrize("fabric", [fattree(4, 10), fattree(6, 10), leafspine(4, 6, 2)], ids=["k4", "k6", "leafspine"])
 def test_mice_routes_answer_as_reachability_does_through_changes(fabric):
-    """MiceRoutes keeps its answers in a byte per ToR and follows changes itself: after each random change
-    of the usable links, every (switch, ToR) whose next hops differ from before is among those ``changed``
-    names, and every answer (``next_hops``, ``next_hops_many``, ``reaches``) is what a fresh
-    ``Reachability`` over the same links gives."""
+    """MiceRoutes keeps its answers as bits per switch and follows changes itself: after each random
+    change of the usable links, ``changed`` names exactly the (switch, ToR) whose next hops differ from
+    before, every answer (``next_hops``, ``next_hops_many``, ``reaches``) is what a fresh
+    ``Reachability`` over the same links gives, and ``classes`` groups any ToRs by those next hops."""
     import random
 
+    from ryu_apps.algorithms.partition import MiceRoutes
     from topology.paths import Reachability, tors_below
 
     rng = random.Random(7)
@@ -292,15 +293,15 @@ def test_mice_routes_answer_as_reachability_does_through_changes(fabric):
     links += [(b, a) for a, b in links]
     usable = {ln for ln in links if rng.random() < 0.5}
     below = tors_below(fabric)
-    routes = Partition(fabric).mice_routes()
-    routes.usable = usable.__contains__
-    routes.below = below
+    routes = MiceRoutes(fabric, lambda ln: ln in usable, below)
     tors = fabric.tors()
 
     def answers():
         return {(sw, d): routes.next_hops(sw, d) for sw in fabric.switches for d in tors}
 
     before = answers()
+    assert before == {(sw, d): Reachability(fabric, usable.__contains__, below).next_hops(sw, d)
+                      for sw in fabric.switches for d in tors}
     for i in range(40):  # a few links, then (from the 25th) many at once: some become usable, some stop
         flipped = set(rng.sample(links, rng.randint(1, 4) if i < 25 else rng.randint(5, 20)))
         usable ^= flipped
@@ -310,10 +311,15 @@ def test_mice_routes_answer_as_reachability_does_through_changes(fabric):
         for (sw, d), hops in now.items():
             assert hops == fresh.next_hops(sw, d), (sw, d)
             assert routes.reaches(sw, d) == fresh.reaches(sw, d), (sw, d)
-            if hops != before[(sw, d)]:
-                assert d in dirty.get(sw, ()), (sw, d)
+            named = bool(dirty.get(sw, 0) >> tors.index(d) & 1)
+            assert named == (hops != before[(sw, d)]), (sw, d, hops, before[(sw, d)])
         for sw in fabric.switches:
             assert routes.next_hops_many(sw, range(len(tors))) == [tuple(now[(sw, d)]) for d in tors]
+            some = rng.getrandbits(len(tors))
+            got = routes.classes(sw, some)
+            assert sum(b for _, b in got) == some and len({h for h, _ in got}) == len(got)
+            for hops, b in got:
+                assert routes.indices(b) and all(tuple(now[(sw, tors[j])]) == hops for j in routes.indices(b))
         before = now
 
 

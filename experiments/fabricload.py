@@ -38,7 +38,7 @@ class EmulatedOVSDB:
     controller's ``--ovsdb`` takes; ``ifindex[(switch, port)]`` what each port reports in sFlow."""
 
     def __init__(self, fabric: Fabric, d: Path):
-        self.fabric, self.d = fabric, d
+        self.fabric, self.d = fabric, d.resolve()  # (ovsdb-server takes a relative unixctl path under its rundir)
         self.proc: subprocess.Popen | None = None
         self.ifindex: dict[tuple[str, int], int] = {}
         self.endpoint = ""

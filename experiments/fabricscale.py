@@ -497,6 +497,7 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
     from experiments.procs import ControllerProcess, free_port
     from experiments.runner import build_fabric
 
+    out = Path(out).resolve()  # (the generator's, the agents' and ovsdb-server's processes have their own cwd)
     out.mkdir(parents=True, exist_ok=True)
     fabric = build_fabric(topo, k, 10.0)
     d = out / f"k{k}"

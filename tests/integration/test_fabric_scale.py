@@ -5,11 +5,14 @@ routed around with no pair lost and used again once restored, a SIGKILLed contro
 switch back and changes nothing; then the steady state: every port's sFlow counters and the flow samples of
 a synthetic load (the port map read from a real ovsdb-server), and hosts announcing elephants meanwhile."""
 
+from pathlib import Path
+
 from experiments import fabricscale
 
 
-def test_a_k8_fabric_emulated_at_the_socket_is_programmed_walked_and_read_back_unchanged(tmp_path):
-    r = fabricscale.run(8, tmp_path, pairs=0, timeout=120, steady_s=3.0, active_pairs=100, handshake_s=2.0,
+def test_a_k8_fabric_emulated_at_the_socket_is_programmed_walked_and_read_back_unchanged(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path.parent)  # the output directory relative, as the command's default (results/bench)
+    r = fabricscale.run(8, Path(tmp_path.name), pairs=0, timeout=120, steady_s=3.0, active_pairs=100, handshake_s=2.0,
                         view_grouped=True)
     assert r["switches"] == 80 and r["startup_s"] is not None and r["startup_s"] < 30, r
     assert r["switch_errors"] == 0

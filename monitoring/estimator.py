@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 from monitoring.events import ElephantEnd, ElephantStart, LinkLoad, PortState
 from monitoring.sflow import CounterSample, FiveTuple, FlowSample
-from monitoring.view import FlowReading, LinkReading, View
+from monitoring.view import FlowReading, LinkArray, LinkReading, View
 from monitoring.view import make as make_view
 from topology.fabric import Fabric
 from topology.settings import SettingError, setting, validate
@@ -130,6 +130,9 @@ class Estimator:
         self._any = False
         self.flows: dict[FiveTuple, FlowState] = {}
         self.link_util: dict[tuple[str, str], float] = {}  # directed link -> smoothed occupancy (0..1+)
+        ends = [(ln.a, ln.b) for ln in fabric.links] + [(h.name, h.switch) for h in fabric.hosts]
+        self.util_array = LinkArray(sorted({ln for a, b in ends for ln in ((a, b), (b, a))}))
+        self._util_values, self._util_pos = self.util_array.values, self.util_array.pos  # (the same, as an array)
         self.link_bps: dict[tuple[str, str], float] = {}  # latest raw measurement
         self.link_time: dict[tuple[str, str], float] = {}  # when it was taken
         self.link_since: dict[tuple[str, str], float] = {}  # when the traffic it measured began (a delta's start)
@@ -268,12 +271,15 @@ class Estimator:
         util = bps / self.fabric.capacity_bps(link)
         a = self.cfg.ewma_alpha
         old = self.link_util.get(link)
-        self.link_util[link] = util if old is None else a * util + (1 - a) * old
+        self.link_util[link] = util = util if old is None else a * util + (1 - a) * old
+        i = self._util_pos.get(link)
+        if i is not None:
+            self._util_values[i] = util
         self.link_bps[link] = bps
         self.link_time[link] = now
         self.link_since[link] = self.fresh_time[link] = now if since is None else since
-        self.readings[link] = LinkReading(self.link_util[link], bps, now, since)
-        return LinkLoad(now, link, bps, self.link_util[link])
+        self.readings[link] = LinkReading(util, bps, now, since)
+        return LinkLoad(now, link, bps, util)
 
     # ----- flow samples -> flow rates -------------------------------------
     def on_flow_sample(self, now: float, sample: FlowSample, agent: str | None = None) -> None:
@@ -551,4 +557,4 @@ class Estimator:
                     mice[pair] = max(mice.get(pair, r.last_seen), r.last_seen)
         sampled = {ln: r for ln in list(self._link_samples) if (r := self.sampled_link(now, ln)) is not None}
         return make_view(now, self.readings, flows, mice, sampled, self.link_util, self.link_bps, self.fresh_time,
-                         self.link_time, self.counter_interval_s)
+                         self.link_time, self.counter_interval_s, self.util_array)

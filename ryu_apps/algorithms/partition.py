@@ -573,6 +573,7 @@ class _Batch:
         self.links = sorted({ln for key in part._up for ln in part._links_up[key] + part._links_down[key]})
         self.index = index = {ln: i for i, ln in enumerate(self.links)}
         self.tor_index = {t: i for i, t in enumerate(part.tors)}
+        self._at = None  # (a LinkArray's positions, where each of ``links`` is in it)
         lens = {len(part._links_up[key]) for key in part._up}
         self.ok = len(lens) == 1  # every ToR's chains to every top are as long (fat-tree, leaf-spine)
         if not self.ok:
@@ -586,6 +587,11 @@ class _Batch:
         self.up, self.down = up, down
 
     def read(self, util: Mapping):
+        arr = getattr(util, "array", None)  # (a view's ``Utils``: the same readings as an array)
+        if arr is not None:
+            if self._at is None or self._at[0] is not arr.pos:
+                self._at = (arr.pos, arr.positions(self.links))
+            return arr.values[self._at[1]]
         if isinstance(util, SparseLoads):
             out = self.np.zeros(len(self.links))
             index = self.index

@@ -1083,7 +1083,8 @@ class FreewayState:
         make any such path hot stays (moving it would only move the hot spot). Returns [(elephant,
         install, after)]."""
         moves = []
-        for link in sorted((ln for ln, u in util.items() if u > threshold), key=lambda ln: -util[ln]):
+        over = util.above(threshold) if hasattr(util, "above") else [ln for ln, u in util.items() if u > threshold]
+        for link in sorted(over, key=lambda ln: -util[ln]):
             cands = sorted((self.elephants[e] for e in self.alloc.crossing(link) if e in self.elephants
                             and self.elephants[e].adopted and now - self.elephants[e].moved_at >= hold_down_s),
                            key=lambda el: -el.rate_bps)

@@ -475,3 +475,32 @@ def test_the_agents_counter_interval_is_learned_from_the_deltas():
         for ix in (102, 103):
             e.on_counters(5.0 * i + 0.01 * ix, _ifc(ix, 0, 1000 * i))
     assert 4.8 < e.view(1000.0).counter_interval_s < 5.2
+
+
+def test_a_views_occupancy_array_reads_as_its_dictionary_and_stays_as_it_was_taken():
+    """The estimator keeps every link's occupancy in an array as well (``LinkArray``): a view's
+    ``link_util()`` carries a copy of it; every link reads the same as in the dictionary (0 where never
+    measured), the links over a threshold are the same, and a later measurement does not reach a view
+    already taken. The partition's batch reads the same loads from either."""
+    from ryu_apps.algorithms.partition import Partition
+
+    e = _est(ewma_alpha=0.5)
+    rng = random.Random(5)
+    for t in range(4):
+        for ix in IFMAP:
+            e.on_counters(float(t), _ifc(ix, rng.randrange(10**6) * (t + 1), rng.randrange(10**6) * (t + 1)))
+    v = e.view(4.0)
+    util = v.link_util()
+    assert util.array is not None and len(util) == 6
+    for ln in util.array.links:
+        assert util.array.values[util.array.pos[ln]] == util.get(ln, 0.0), ln
+    for x in (0.0, 0.1, 0.3, 0.6):
+        assert sorted(util.above(x)) == sorted(ln for ln, u in dict(util).items() if u > x)
+    plain = util.copy()
+    assert type(plain) is dict  # (a copy to change is a plain dictionary)
+    before = util.array.values.copy()
+    e.on_counters(9.0, _ifc(102, 10**8, 10**8))
+    assert (v.link_util().array.values == before).all()  # the view keeps what it was taken with
+    p = Partition(F)
+    b = p.loads_array(util)[0]
+    assert (b == p.loads_array(plain)[0]).all() and b.any()

@@ -294,9 +294,15 @@ class Emulator:
         def pct(q):
             return round(lat[min(len(lat) - 1, int(q * len(lat)))], 2) if lat else None
 
+        start = min((self.asked[x] for x in nonces if x in self.asked), default=0.0)
+        slowest = sorted(((self.answers[x][1] - self.asked[x]) * 1000, self.asked[x] - start) for x in nonces
+                         if x in self.answers)[-10:]
         return {"rate_per_s": rate, "sent": n, "acks": kinds.count("ack"), "nacks": kinds.count("nack"),
                 "unanswered": n - len(lat), "p50_ms": pct(0.5), "p99_ms": pct(0.99),
-                "max_ms": round(lat[-1], 2) if lat else None}
+                "max_ms": round(lat[-1], 2) if lat else None,
+                # when the slowest ten reached their ToR (s into the window) and how long they took: a tail that
+                # comes at once is one stall of the controller's loop or the generator's, one spread out is load
+                "slowest": [{"at_s": round(at, 3), "ms": round(ms, 2)} for ms, at in reversed(slowest)]}
 
 
 def _get(url: str, timeout: float = 10.0) -> tuple[bytes, float]:

@@ -77,10 +77,18 @@ def link_class(policy, link: Link, access: bool) -> str:
     return "access" if access else policy.link_class(link)
 
 
-def _link_states(fabric: Fabric, policy, view: View, states: dict[str, SwitchState] | None, only=None):
+PAUSE_EVERY = 4096  # directed links looked at between two calls of a caller's ``pause``
+
+
+def _link_states(fabric: Fabric, policy, view: View, states: dict[str, SwitchState] | None, only=None,
+                 pause=None):
     """(directed link, port, access, up, class, reading) of every directed link (of those with an end in
-    ``only``, a set of switch and host names, if given)."""
-    for ln, port, access in directed_links(fabric):
+    ``only``, a set of switch and host names, if given). ``pause()``, if given, is called every
+    ``PAUSE_EVERY`` links: a k=48 fabric has 276,480 of them, a second of work that a caller in an event
+    loop must not do in one go (what waits on the loop: handshakes, echo replies, barriers)."""
+    for i, (ln, port, access) in enumerate(directed_links(fabric)):
+        if pause is not None and i % PAUSE_EVERY == PAUSE_EVERY - 1:
+            pause()
         if only is not None and ln[0] not in only and ln[1] not in only:
             continue
         r = view.links.get(ln)
@@ -90,11 +98,11 @@ def _link_states(fabric: Fabric, policy, view: View, states: dict[str, SwitchSta
 
 
 def links(fabric: Fabric, policy, view: View, states: dict[str, SwitchState] | None = None,
-          checks: dict[str, str] | None = None, only=None) -> list[dict]:
+          checks: dict[str, str] | None = None, only=None, pause=None) -> list[dict]:
     """Every directed link as the API shows it (those with an end in ``only``, if given); ``checks``:
-    LLDP's state of each switch link ('a-b', a < b)."""
+    LLDP's state of each switch link ('a-b', a < b); ``pause`` as ``_link_states`` calls it."""
     out = []
-    for ln, port, access, up, cls, r in _link_states(fabric, policy, view, states, only):
+    for ln, port, access, up, cls, r in _link_states(fabric, policy, view, states, only, pause):
         out.append({"src": ln[0], "dst": ln[1], "port": port, "capacity_bps": fabric.capacity_bps(ln), "up": up,
                     "class": cls, "counter": None if access else policy.link_counter(ln),
                     "utilisation": round(r.util, 4) if r else None, "bps": round(r.bps) if r else None,
@@ -141,7 +149,8 @@ def group_members(fabric: Fabric, group_map: dict[str, str], group: str) -> tupl
 
 
 def group_summary(fabric: Fabric, policy, view: View, group_map: dict[str, str],
-                  states: dict[str, SwitchState] | None = None, checks: dict[str, str] | None = None) -> list[dict]:
+                  states: dict[str, SwitchState] | None = None, checks: dict[str, str] | None = None,
+                  pause=None) -> list[dict]:
     """One row per group (``groups``), in the fabric's order: its switches and their states, hosts, the
     directed links with an end in it (an uplink to the top tier is its group's) and how many are down,
     by class, unverified by LLDP (``missing`` or ``miswired``) and stale, its most loaded link, and the
@@ -167,7 +176,7 @@ def group_summary(fabric: Fabric, policy, view: View, group_map: dict[str, str],
         if state in ("missing", "miswired") and g is not None:
             rows[g]["lldp_problems"] += 1
     stale, get = policy.stale, group_map.get
-    for ln, _port, access, up, cls, reading in _link_states(fabric, policy, view, states):
+    for ln, _port, access, up, cls, reading in _link_states(fabric, policy, view, states, pause=pause):
         g = get(ln[0]) or get(ln[1])
         if g is None:
             continue
@@ -277,22 +286,35 @@ def _host(fabric: Fabric, ip: str) -> str | None:
     return h.name if h is not None else None
 
 
-def partition(policy, view: View) -> dict:
+def partition(policy, view: View, pause=None) -> dict:
     """Freeway's partition: per ToR pair that is active (mice seen within ``active_s``) or away from
-    the minimum, its low-latency paths; and the link counts. ``{"mode": ...}`` alone in other modes."""
+    the minimum, its low-latency paths; and the link counts. ``{"mode": ...}`` alone in other modes.
+    ``pause()``, if given, is called every ``PAUSE_EVERY`` pairs and links."""
     held = policy.partition()
     if held is None:
         return {"mode": policy.mode, "partitioned": False, "pairs": []}
     part, active_s = held
     active = view.active_pairs(active_s)
     pairs = []
-    for pair in sorted(set(part.n) | {p for p in active if part.is_partitioned(p)}):
+    for i, pair in enumerate(sorted(set(part.n) | {p for p in active if part.is_partitioned(p)})):
+        if pause is not None and i % PAUSE_EVERY == PAUSE_EVERY - 1:
+            pause()
         pairs.append({"src": pair[0], "dst": pair[1], "lol_paths": part.n_lol(pair), "active": pair in active,
                       "paths": [list(p) for p in part.lol_paths(pair)]})
     return {"mode": policy.mode, "partitioned": True, "lol_min": part.n_min, "lol_max": part.n_max,
             "lol_links": sum(1 for c in part.counter.values() if c > 0), "draining_links": len(part.draining),
-            "hol_links": sum(1 for ln in _fabric_links(policy.fabric) if part.is_hol(ln)),
+            "hol_links": _count(_fabric_links(policy.fabric), part.is_hol, pause),
             "lend": policy.lending(), "lent_links": [f"{a}>{b}" for a, b in policy.lent_links()], "pairs": pairs}
+
+
+def _count(items, test, pause=None) -> int:
+    n = 0
+    for i, x in enumerate(items):
+        if pause is not None and i % PAUSE_EVERY == PAUSE_EVERY - 1:
+            pause()
+        if test(x):
+            n += 1
+    return n
 
 
 def _fabric_links(fabric: Fabric) -> list[Link]:

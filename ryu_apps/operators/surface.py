@@ -22,6 +22,12 @@ BARRIER_TIMEOUT_S = 3.0
 API_ANSWER_S = 2 * BARRIER_TIMEOUT_S  # an API announce waits this long for the switches' confirmation
 
 
+def _pause() -> None:
+    """Between parts of a document of the whole fabric: what waits on the event loop goes on (at k=48 the
+    links alone are a second of work; a scrape of /metrics in one go held handshakes and echo replies)."""
+    hub.sleep(0)
+
+
 class Surface:
     """The operator's side of one controller app (``ctl``)."""
 
@@ -86,7 +92,8 @@ class Surface:
         check = self.lldp_doc()
         if level == "groups":
             top = [s for s in opstate.switches(c.fabric, c.switch_states) if s["name"] not in self.groups()]
-            rows = opstate.group_summary(c.fabric, c.policy, view, self.groups(), c.switch_states, check["links"])
+            rows = opstate.group_summary(c.fabric, c.policy, view, self.groups(), c.switch_states, check["links"],
+                                         _pause)
             return {"topo": c.fabric.topo, "level": "groups",
                     "groups": [r for r in rows if group is None or r["group"] == group],
                     "top": top, "unexpected": check["unexpected"]}
@@ -97,7 +104,7 @@ class Surface:
             switches = [s for s in switches if s["name"] in only or s["name"] in above]
             hosts = [h for h in hosts if h["name"] in only]
         doc = {"topo": c.fabric.topo, "switches": switches,
-               "links": opstate.links(c.fabric, c.policy, view, c.switch_states, check["links"], only),
+               "links": opstate.links(c.fabric, c.policy, view, c.switch_states, check["links"], only, _pause),
                "hosts": hosts, "unexpected": check["unexpected"]}
         return doc if group is None else {**doc, "level": "group", "group": group}
 
@@ -109,7 +116,7 @@ class Surface:
         return self._elephants[1]
 
     def api_partition(self) -> dict:
-        return opstate.partition(self.ctl.policy, self.ctl.shown_view())
+        return opstate.partition(self.ctl.policy, self.ctl.shown_view(), _pause)
 
     def cluster_doc(self) -> dict | None:
         return self.ctl.handover.doc() if self.ctl.handover is not None else None

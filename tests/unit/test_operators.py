@@ -129,6 +129,26 @@ def test_links_are_classed_as_the_partition_and_liveness_say_and_show_their_meas
     assert {d["class"] for d in opstate.links(F, ecmp, view)} == {"shared", "access"}
 
 
+def test_documents_of_every_link_pause_every_so_many_links_and_read_as_without_pauses(monkeypatch):
+    """Issue 41: at k=48 the links, the groups' rows and the partition are a second of work; the API and
+    /metrics build them with ``pause`` (the event loop's turn for what waits) every PAUSE_EVERY links or
+    pairs, and the documents are the same as without."""
+    monkeypatch.setattr(opstate, "PAUSE_EVERY", 7)
+    pol = policy("freeway", F, ISO)
+    SimFabric(F, pol)
+    view = make_view(10.0, {("e1_0", "a1_1"): LinkReading(0.42, 4.2e6, 9.5)}, {}, {})
+    n = len(opstate.directed_links(F))
+    for build in (lambda p: opstate.links(F, pol, view, pause=p),
+                  lambda p: opstate.group_summary(F, pol, view, opstate.groups(F), pause=p),
+                  lambda p: opstate.partition(pol, view, pause=p)):
+        calls = []
+        assert build(lambda: calls.append(1)) == build(None)
+        assert len(calls) >= 3, len(calls)
+    calls = []
+    opstate.links(F, pol, view, pause=lambda: calls.append(1))
+    assert len(calls) == n // 7
+
+
 def test_a_large_fabric_is_grouped_by_pod_or_by_blocks_of_leaves_and_each_group_sums_its_links():
     """Issue 41: the fabric view of a large fabric starts from one row per group; a group opens alone."""
     assert opstate.groups(F)["e2_1"] == opstate.groups(F)["a2_0"] == opstate.groups(F)["h2_1_0"] == "pod2"

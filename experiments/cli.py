@@ -64,7 +64,7 @@ def cmd_bench(args) -> int:
         for k in [int(x) for x in args.k.split(",")]:
             r = fabricscale.run(k, Path(args.out), args.topo, args.pairs, mode=args.mode, timeout=args.timeout,
                                 steady=not args.no_steady, steady_s=args.window, active_pairs=args.active_pairs,
-                                handshake_rate=args.handshake_rate)
+                                handshake_rate=args.handshake_rate, cuts=args.cuts)
             w = r.get("walk", {})
             print(f"k={k}: {r['switches']} switches programmed in {r.get('startup_s')} s "
                   f"({r.get('startup_messages')} messages), RSS {r.get('controller_rss_mb')} MB; walked "
@@ -390,6 +390,7 @@ def add_commands(sub) -> None:
                     help="ToR pairs carrying the steady state's synthetic load (2000; 0: every one)")
     bf.add_argument("--window", type=float, default=10.0, help="seconds per sFlow level of the steady state (10)")
     bf.add_argument("--handshake-rate", type=float, default=100.0, help="announces a second in the steady state (100)")
+    bf.add_argument("--cuts", type=int, default=3, help="aggregation-core links cut in turn, each restored (3)")
     bf.add_argument("--no-steady", action="store_true", help="skip the steady state (sFlow, handshakes)")
     bf.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     br = bsub.add_parser("reroute", help="EFM reroute delay; the EFM paper's four collision tests per mode")

@@ -372,6 +372,25 @@ def link_event(em: Emulator, a: str, b: str, up: bool, timeout: float = 60.0) ->
             "messages": msgs, "switches_changed": sum(1 for sw, c in em.conns.items() if c.changes > before[sw])}
 
 
+def _cut_links(fabric, n: int) -> list[tuple[str, str]]:
+    """``n`` aggregation-core links to cut in turn: the first aggregation switch's first uplink, then the
+    next pods' (a leaf-spine: the next leaves'), each through a further uplink, so that each cut moves
+    other ToRs' low-latency paths."""
+    mids = [sw for sw in fabric.switches if fabric.up_neighbors(sw) and fabric.down_neighbors(sw)]
+    if not mids:  # a leaf-spine: leaf-spine links
+        mids = [sw for sw in fabric.switches if fabric.up_neighbors(sw)]
+    by_pod: dict = {}
+    for sw in mids:
+        by_pod.setdefault(fabric.switches[sw].pod, sw)
+    firsts = list(by_pod.values()) if len(by_pod) > 1 else mids
+    out = []
+    for i in range(n):
+        sw = firsts[i % len(firsts)]
+        ups = fabric.up_neighbors(sw)
+        out.append((sw, ups[i % len(ups)]))
+    return out
+
+
 def fabric_hold_down_s() -> float:
     """How long a restored link waits before it is used again (the controller's default), and a second."""
     from ryu_apps.config import Config
@@ -496,9 +515,9 @@ def view(api: str, grouped: bool | None = None, timeout: float = 180.0, watch_s:
 def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int = 1, mode: str = "freeway",
         timeout: float = 600.0, restart: bool = True, steady: bool = True, steady_s: float = 10.0,
         active_pairs: int = 2000, handshake_rate: float = 100.0, handshake_s: float = 10.0, progress=print,
-        sflow_levels: list[tuple[float, int]] | None = None, view_grouped: bool | None = None) -> dict:
-    """One fabric: start-up, the API and the fabric view, the walk, a link cut, the restart, the steady state
-    (sFlow and handshakes); results in ``out/fabric_scale_k{k}.json``."""
+        sflow_levels: list[tuple[float, int]] | None = None, view_grouped: bool | None = None, cuts: int = 3) -> dict:
+    """One fabric: start-up, the API and the fabric view, the walk, ``cuts`` link cuts (each restored), the restart,
+    the steady state (sFlow and handshakes); results in ``out/fabric_scale_k{k}.json``."""
     from experiments.bench import machine
     from experiments.procs import ControllerProcess, free_port
     from experiments.runner import build_fabric
@@ -563,18 +582,29 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
         progress(f"[fabric-scale] walked {result['walk']['tor_pairs_walked']} ToR pairs "
                  f"({result['walk']['tor_pairs_failed']} failed) and {result['walk']['hosts']} hosts "
                  f"({result['walk']['hosts_failed']} failed) in {result['walk_s']} s")
-        if prog is not None:  # an aggregation-core link of the first pod is cut, then restored
-            agg = next(sw for sw in fabric.switches if fabric.up_neighbors(sw) and fabric.down_neighbors(sw))
-            a, b = agg, fabric.up_neighbors(agg)[0]
-            result["link_cut"] = link_event(em, a, b, up=False)
-            result["link_cut"]["walk"] = {k: v for k, v in walk(em, min(pairs, 500) if pairs > 0 else 500, seed + 1).items()
-                                          if k != "hosts_failed" or v}
-            time.sleep(fabric_hold_down_s())
-            result["link_restored"] = link_event(em, a, b, up=True)
-            progress(f"[fabric-scale] link {a}-{b} cut: {result['link_cut']['switches_changed']} switches changed "
-                     f"within {result['link_cut']['s']} s ({result['link_cut']['changes']} changes), "
-                     f"walk after it: {result['link_cut']['walk']['tor_pairs_failed']} pairs failed; restored: "
-                     f"{result['link_restored']['switches_changed']} switches within {result['link_restored']['s']} s")
+        if prog is not None:  # aggregation-core links cut in turn (the first pod's first, then others), each restored
+            result["link_cuts"] = []
+            for i, (a, b) in enumerate(_cut_links(fabric, cuts)):
+                cut = link_event(em, a, b, up=False)
+                if i == 0:
+                    cut["walk"] = {k: v for k, v in walk(em, min(pairs, 500) if pairs > 0 else 500, seed + 1).items()
+                                   if k != "hosts_failed" or v}
+                time.sleep(fabric_hold_down_s())
+                restored = link_event(em, a, b, up=True)
+                if i == 0:
+                    result["link_cut"], result["link_restored"] = cut, restored
+                result["link_cuts"].append({"link": cut["link"], "s": cut["s"], "changes": cut["changes"],
+                                            "switches_changed": cut["switches_changed"], "restored_s": restored["s"],
+                                            "restored_switches_changed": restored["switches_changed"]})
+                progress(f"[fabric-scale] link {a}-{b} cut: {cut['switches_changed']} switches changed "
+                         f"within {cut['s']} s ({cut['changes']} changes)"
+                         + (f", walk after it: {cut['walk']['tor_pairs_failed']} pairs failed" if i == 0 else "")
+                         + f"; restored: {restored['switches_changed']} switches within {restored['s']} s")
+                if i < cuts - 1:
+                    time.sleep(fabric_hold_down_s())
+            times = sorted(c["s"] for c in result["link_cuts"] if c["s"] is not None)
+            result["link_cut_s_median"] = times[len(times) // 2] if times else None
+            result["link_cut_s_max"] = times[-1] if times else None
         if restart and prog is not None:
             before = {sw: (sorted(map(str, s.flows())), sorted(map(str, s.groups.items())))
                       for sw, s in em.sim.switches.items()}

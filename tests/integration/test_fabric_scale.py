@@ -13,7 +13,7 @@ from experiments import fabricscale
 def test_a_k8_fabric_emulated_at_the_socket_is_programmed_walked_and_read_back_unchanged(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path.parent)  # the output directory relative, as the command's default (results/bench)
     r = fabricscale.run(8, Path(tmp_path.name), pairs=0, timeout=120, steady_s=3.0, active_pairs=100, handshake_s=2.0,
-                        view_grouped=True)
+                        view_grouped=True, cuts=2)
     assert r["switches"] == 80 and r["startup_s"] is not None and r["startup_s"] < 30, r
     assert r["switch_errors"] == 0
     w = r["walk"]
@@ -23,6 +23,9 @@ def test_a_k8_fabric_emulated_at_the_socket_is_programmed_walked_and_read_back_u
     assert cut["switches_changed"] > 0 and cut["s"] is not None and cut["s"] < 5, cut
     assert cut["walk"]["tor_pairs_failed"] == 0, cut["walk"]["failures"]  # no pair lost, none over the dead link
     assert r["link_restored"]["switches_changed"] > 0, r["link_restored"]
+    assert len(r["link_cuts"]) == 2 and r["link_cuts"][0]["link"] != r["link_cuts"][1]["link"], r["link_cuts"]
+    for c in r["link_cuts"]:  # another pod's link, cut after the first came back: reprogrammed too
+        assert c["switches_changed"] > 0 and c["s"] is not None and c["restored_switches_changed"] > 0, c
     rs = r["restart"]
     assert rs["s"] is not None and rs["changes"] == 0 and rs["switches_whose_tables_changed"] == 0, rs
     assert r["metrics_bytes"] > 0 and r["api_fabric_bytes"] > 0

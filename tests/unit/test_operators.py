@@ -141,8 +141,8 @@ def test_documents_of_every_link_pause_every_so_many_links_and_read_as_without_p
     for build in (lambda p: opstate.links(F, pol, view, pause=p),
                   lambda p: opstate.group_summary(F, pol, view, opstate.groups(F), pause=p),
                   lambda p: opstate.partition(pol, view, pause=p)):
-        calls = []
-        assert build(lambda: calls.append(1)) == build(None)
+        calls: list = []
+        assert build(lambda c=calls: c.append(1)) == build(None)
         assert len(calls) >= 3, len(calls)
     calls = []
     opstate.links(F, pol, view, pause=lambda: calls.append(1))

@@ -114,12 +114,6 @@ class FlowState:
     evaluated: float = -1e18  # when ``tick`` last worked out its rate
 
 
-@dataclass
-class _Counter:
-    t: float
-    octets: int
-
-
 class Estimator:
     def __init__(self, fabric: Fabric, config: MonitorConfig | None = None):
         self.fabric = fabric
@@ -141,7 +135,7 @@ class Estimator:
         self.readings: dict[tuple[str, str], LinkReading] = {}
         self.fresh_time: dict[tuple[str, str], float] = {}  # when the traffic of the latest measurement began
         self.counter_interval_s = 1.0  # how far apart a port's counter samples come (a running mean)
-        self._counters: dict[tuple[tuple[str, str], str], _Counter] = {}
+        self._counters: dict[tuple[tuple[str, str], str], tuple[float, int]] = {}  # (link, side) -> (when, octets)
         self._link_samples: dict[tuple[str, str], deque] = {}  # link -> [bucket start, bytes, samples, Σ bytes²]
         self._checked_at: dict[tuple[str, str], float] = {}  # when a link's samples were last held to the threshold
         self._over: dict[str, set[tuple[str, str]]] = {"counters": set(), "samples": set()}  # over it by each
@@ -242,18 +236,19 @@ class Estimator:
             return None  # sFlow's "unknown" (all ones): neither a measurement nor a new baseline
         key = (link, side)
         prev = self._counters.get(key)
-        self._counters[key] = _Counter(now, octets)
-        if prev is None or now <= prev.t or octets < prev.octets:
+        self._counters[key] = (now, octets)
+        if prev is None or now <= prev[0] or octets < prev[1]:
             return None  # first sample, clock step, or counter reset: rebaseline
-        dt = now - prev.t
+        t0, octets0 = prev
+        dt = now - t0
         self.counter_interval_s += INTERVAL_ALPHA * (dt - self.counter_interval_s)
-        bps = (octets - prev.octets) * 8 / dt
+        bps = (octets - octets0) * 8 / dt
         if bps > IMPLAUSIBLE_RATE * self.fabric.capacity_bps(link):  # faster than the link: not a measurement
             self.stats["implausible_rate"] += 1
             return None
         if self.hot_threshold is not None:
             self._note_over(link, "counters", bps > self.hot_threshold * self.fabric.capacity_bps(link))
-        return self.observe_link(now, link, bps, since=prev.t)
+        return self.observe_link(now, link, bps, since=t0)
 
     def _note_over(self, link: tuple[str, str], by: str, over: bool) -> None:
         """A link going over the hot threshold by one kind of reading (under it before, by that kind) is

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import struct
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 SFLOW_VERSION = 5
 MAX_SAMPLES = 1024
@@ -64,8 +65,10 @@ class FlowSample:
     expanded: bool = False
 
 
-@dataclass(frozen=True)
-class IfCounters:
+class IfCounters(NamedTuple):
+    """A generic interface counters record. (Named tuples, as ``CounterSample``: a k=48 fabric's agents send
+    138,240 of them a second, and a frozen dataclass of 19 fields cost a microsecond each to build.)"""
+
     if_index: int
     if_type: int
     if_speed: int
@@ -87,8 +90,7 @@ class IfCounters:
     promiscuous: int
 
 
-@dataclass(frozen=True)
-class CounterSample:
+class CounterSample(NamedTuple):
     sequence: int
     source_id_type: int
     source_id_index: int
@@ -136,6 +138,10 @@ class _Reader:
         return _Reader(self.buf, start, start + n)
 
 
+_U32X2 = struct.Struct("!II")
+_U32X3 = struct.Struct("!III")
+
+
 def decode_datagram(data: bytes) -> Datagram:
     """Decode one sFlow v5 UDP payload."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -155,9 +161,15 @@ def decode_datagram(data: bytes) -> Datagram:
     if nsamples > MAX_SAMPLES:
         raise SFlowDecodeError(f"implausible sample count {nsamples}")
     flows, counters, skipped = [], [], 0
+    buf = r.buf
     for _ in range(nsamples):
-        fmt = r.u32()
-        sub = r.opaque()
+        if r.end - r.pos < 8:
+            r.take(8)  # (raises: truncated)
+        fmt, length = _U32X2.unpack_from(buf, r.pos)
+        r.pos += 8
+        start = r.pos
+        r.take((length + 3) & ~3)  # (bounds checked, as ``opaque``)
+        sub = _Reader(buf, start, start + length)
         enterprise, kind = fmt >> 12, fmt & 0xFFF
         if enterprise == 0 and kind in (1, 3):
             flows.append(_flow_sample(sub, expanded=kind == 3))
@@ -205,27 +217,35 @@ def _flow_sample(r: _Reader, expanded: bool) -> FlowSample:
 
 
 def _counter_sample(r: _Reader, expanded: bool) -> CounterSample:
-    seq = r.u32()
-    st, si = _source(r, expanded)
-    n = r.u32()
+    if expanded:
+        seq = r.u32()
+        st, si = _source(r, expanded)
+        n = r.u32()
+    else:  # (the common case, read in one go: a k=48 fabric sends 138,240 counter samples a second)
+        if r.end - r.pos < 12:
+            r.take(12)  # (raises: truncated)
+        seq, src, n = _U32X3.unpack_from(r.buf, r.pos)
+        r.pos += 12
+        st, si = src >> 24, src & 0xFFFFFF
     if n > MAX_RECORDS:
         raise SFlowDecodeError(f"implausible record count {n}")
     ifs = []
+    buf = r.buf
     for _ in range(n):
-        fmt = r.u32()
-        rec = r.opaque()
+        if r.end - r.pos < 8:
+            r.take(8)  # (raises: truncated)
+        fmt, length = _U32X2.unpack_from(buf, r.pos)
+        start = r.pos + 8
+        r.pos = start
+        r.take((length + 3) & ~3)  # (bounds checked)
         if fmt == 1:  # generic interface counters
-            ifs.append(_if_counters(rec))
+            if length < _IFC.size:
+                raise SFlowDecodeError(f"generic interface counters record of {length} bytes (need {_IFC.size})")
+            ifs.append(IfCounters._make(_IFC.unpack_from(buf, start)))
     return CounterSample(seq, st, si, tuple(ifs), expanded)
 
 
 _IFC = struct.Struct("!IIQIIQIIIIIIQIIIIII")  # 88 bytes
-
-
-def _if_counters(r: _Reader) -> IfCounters:
-    if r.end - r.pos < _IFC.size:
-        raise SFlowDecodeError(f"generic interface counters record of {r.end - r.pos} bytes (need {_IFC.size})")
-    return IfCounters(*_IFC.unpack(r.take(_IFC.size)))
 
 
 def _raw_header(r: _Reader) -> PacketHeader:

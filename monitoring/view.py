@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import NamedTuple
 
 from monitoring.sflow import FiveTuple
 
@@ -85,8 +86,10 @@ class Utils(Mapping):
         return [ln for ln, u in self._m.items() if u > x]
 
 
-@dataclass(frozen=True)
-class LinkReading:
+class LinkReading(NamedTuple):
+    """A link's latest measurement (a named tuple: one is built for every counter sample, 138,240 a
+    second at k=48)."""
+
     util: float  # smoothed occupancy, fraction of capacity
     bps: float  # the latest raw measurement
     time: float  # when it was taken

@@ -163,6 +163,8 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
 
     # ----- output ------------------------------------------------------------
     def publish(self, ev) -> None:
+        if type(ev) is LinkLoad and not self.observers.get(EventLinkLoad):
+            return  # no app asked for link loads: none is wrapped and sent (one per counter sample: 138,240 a s at k=48)
         if isinstance(ev, ElephantStart):
             LOG.info("elephant start %s at %.2f Mbit/s (ingress %s port %d)", ev.flow, ev.rate_bps / 1e6,
                      ev.switch, ev.port)

@@ -44,6 +44,7 @@ CHANGES = {ofp.OFPT_FLOW_MOD, ofp.OFPT_GROUP_MOD, ofp.OFPT_METER_MOD}
 # what programming a switch (or reading it back) is made of; echo, LLDP probes and the like are not
 PROGRAM = CHANGES | {ofp.OFPT_BARRIER_REQUEST, ofp.OFPT_MULTIPART_REQUEST, ofp.OFPT_ROLE_REQUEST,
                      ofp.OFPT_FEATURES_REQUEST}
+ofp_names = {v: k[5:].lower() for k, v in vars(ofp).items() if k.startswith("OFPT_") and isinstance(v, int)}
 QUIET_S = 1.0  # programmed: every switch counted by the controller and no programming message for this long
 # a link change's answer is over when no change came for this long: at k=48 the first switches' changes
 # came a second before the rest (1 s ended one measurement at 25 of 1,248 switches)
@@ -66,6 +67,8 @@ class Conn:
     changes: int = 0  # flow, group and meter mods
     barriers: int = 0
     last_program: float = 0.0  # when the last programming message (PROGRAM) came
+    last_change: float = 0.0  # when the last change (CHANGES) was applied
+    last_kind: int = -1  # the type of the last programming message
     errors: int = 0
     drops: Counter = field(default_factory=Counter)  # why its connections ended: "closed by the controller", an error
     writer: object = None
@@ -87,6 +90,7 @@ class Emulator:
         self.ready = asyncio.Event()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.faults: Counter = Counter()  # messages the simulated switches failed on (a bug of theirs), by error
+        self.first_change: float | None = None  # when the first change came after the last ``port_event``
         self.ovsdb = None  # the switches' OVSDB (fabricload.EmulatedOVSDB), when sFlow is emulated
         self.asked: dict[int, float] = {}  # handshake nonce -> when its announce reached the ToR
         self.answers: dict[int, tuple[str, float]] = {}  # nonce -> ("ack" or "nack", when the host got the answer)
@@ -191,7 +195,11 @@ class Emulator:
                     c.changes += mtype in CHANGES
                     c.barriers += mtype == ofp.OFPT_BARRIER_REQUEST
                     if mtype in PROGRAM:
-                        c.last_program = time.monotonic()
+                        c.last_program, c.last_kind = time.monotonic(), mtype
+                        if mtype in CHANGES:
+                            c.last_change = c.last_program
+                            if self.first_change is None:
+                                self.first_change = c.last_change
                     try:
                         replies, sent = me.receive(m)
                     except Exception as e:  # the simulated switch's own fault: counted, the queue goes on
@@ -209,6 +217,7 @@ class Emulator:
         """The link a-b goes down (or up) at both ends: each switch notes it and tells the controller."""
 
         async def tell():
+            self.first_change = None
             for sw, n in ((a, b), (b, a)):
                 msg = self.sim.switches[sw].port_status(self.fabric.port_to(sw, n), up)
                 if self.conns[sw].writer is not None:
@@ -368,8 +377,20 @@ def link_event(em: Emulator, a: str, b: str, up: bool, timeout: float = 60.0) ->
         if last is not None and time.monotonic() - last >= LINK_QUIET_S:
             break
     msgs, changes = em.since(label)
-    return {"link": f"{a}-{b}", "up": up, "s": None if last is None else round(last - t, 3), "changes": changes,
-            "messages": msgs, "switches_changed": sum(1 for sw, c in em.conns.items() if c.changes > before[sw])}
+    touched = [c for sw, c in em.conns.items() if c.changes > before[sw]]
+    last_change = max((c.last_change for c in touched), default=None)
+    late = Counter(ofp_names.get(c.last_kind, str(c.last_kind)) for c in touched if c.last_program > c.last_change)
+    # "s": to the last change applied; "last_message_s": to the last programming message of any kind
+    # (a barrier, a read) that the same switches got before the quiet time, and of which kinds
+    first = em.first_change
+    spread = sorted((c.last_change - t, sw) for sw, c in em.conns.items() if c.changes > before[sw])
+    return {"slowest_switches": [[sw, round(x, 3)] for x, sw in spread[-3:]],
+            "median_switch_s": round(spread[len(spread) // 2][0], 3) if spread else None,
+            "link": f"{a}-{b}", "up": up, "s": None if last_change is None else round(last_change - t, 3),
+            # the controller's answer began (the first change reached a switch) and took this long to spread
+            "first_change_s": None if first is None else round(first - t, 3),
+            "last_message_s": None if last is None else round(last - t, 3), "later_messages": dict(late),
+            "changes": changes, "messages": msgs, "switches_changed": len(touched)}
 
 
 def _cut_links(fabric, n: int) -> list[tuple[str, str]]:
@@ -593,7 +614,11 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
                 restored = link_event(em, a, b, up=True)
                 if i == 0:
                     result["link_cut"], result["link_restored"] = cut, restored
-                result["link_cuts"].append({"link": cut["link"], "s": cut["s"], "changes": cut["changes"],
+                result["link_cuts"].append({"link": cut["link"], "s": cut["s"], "first_change_s": cut["first_change_s"],
+                                            "median_switch_s": cut["median_switch_s"],
+                                            "slowest_switches": cut["slowest_switches"],
+                                            "last_message_s": cut["last_message_s"],
+                                            "later_messages": cut["later_messages"], "changes": cut["changes"],
                                             "switches_changed": cut["switches_changed"], "restored_s": restored["s"],
                                             "restored_switches_changed": restored["switches_changed"]})
                 progress(f"[fabric-scale] link {a}-{b} cut: {cut['switches_changed']} switches changed "

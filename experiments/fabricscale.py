@@ -414,11 +414,15 @@ def _cut_links(fabric, n: int) -> list[tuple[str, str]]:
     for sw in mids:
         by_pod.setdefault(fabric.switches[sw].pod, sw)
     firsts = list(by_pod.values()) if len(by_pod) > 1 else mids
-    out = []
-    for i in range(n):
+    out: list[tuple[str, str]] = []
+    for i in range(n * len(firsts)):  # (each link once: once the switches come round again, the next uplinks)
         sw = firsts[i % len(firsts)]
         ups = fabric.up_neighbors(sw)
-        out.append((sw, ups[i % len(ups)]))
+        ln = (sw, ups[(i + i // len(firsts)) % len(ups)])
+        if ln not in out:
+            out.append(ln)
+        if len(out) == n:
+            break
     return out
 
 

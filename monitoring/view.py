@@ -131,7 +131,7 @@ class View:
         r = self.links.get(link)
         return r.util if r is not None else 0.0
 
-    def link_util(self) -> dict[Link, float]:
+    def link_util(self) -> Utils:
         """Every measured link's smoothed occupancy, read-only, with the view's array of them when it has
         one (``Utils``)."""
         if self.utils is not None:

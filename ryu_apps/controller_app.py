@@ -304,12 +304,13 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         walking it (``gc.freeze``, after collecting what is garbage now). The heap was frozen at launch only,
         before any switch came, so all of that stayed in the collector's oldest generation, and each
         collection of it would hold the loop (this one took 0.61 s at k=48). Cheap when little was built
-        since the last time."""
+        since the last time. What is frozen is never collected as a cycle: an object alive now that later
+        becomes cyclic garbage stays (freed objects without cycles go as usual)."""
         t = time.monotonic()
         gc.collect()
         gc.freeze()
         self.counters["heap-frozen"] += 1
-        LOG.info("every switch programmed: the heap frozen (%d objects) in %.2f s", gc.get_freeze_count(),
+        LOG.info("no read-back pending: the heap frozen (%d objects) in %.2f s", gc.get_freeze_count(),
                  time.monotonic() - t)
 
     def switch_down(self, dp) -> None:

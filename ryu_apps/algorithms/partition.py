@@ -651,13 +651,11 @@ class MiceRoutes:
 
     def __init__(self, fabric: Fabric, usable, below: dict[str, frozenset[str]]):
         self.usable = usable
-        self.below = below
         self.up = {s: tuple(fabric.up_neighbors(s)) for s in fabric.switches}
         self.down = {s: tuple(fabric.down_neighbors(s)) for s in fabric.switches}
         self.level = {s: fabric.switches[s].level for s in fabric.switches}
         self.tors = fabric.tors()
         self._tid = {t: j for j, t in enumerate(self.tors)}
-        self.all = (1 << len(self.tors)) - 1
         self._below = {s: sum(1 << self._tid[t] for t in below[s] if t in self._tid) for s in fabric.switches}
         self._own = {s: 1 << self._tid[s] if s in self._tid else 0 for s in fabric.switches}
         self._order = sorted(fabric.switches, key=self.level.__getitem__)  # lowest level first

@@ -63,3 +63,13 @@ def test_a_quantile_is_read_from_two_scrapes_of_a_histogram_as_prometheus_reads_
     assert abs(fabricload.quantile(0.25, before, after, name) - 0.055) < 1e-9
     assert abs(fabricload.quantile(0.99, before, after, name) - (0.1 + 0.9 * 0.98)) < 1e-9
     assert fabricload.quantile(0.5, after, after, name) is None  # nothing observed between them
+
+
+def test_the_links_fabric_scale_cuts_are_distinct_uplinks_of_the_middle_tier_even_past_one_per_pod():
+    from experiments.fabricscale import _cut_links
+
+    f = fattree(4, 10)
+    got = _cut_links(f, 8)  # 4 pods x 2 uplinks of their first aggregation switch: all of them, once each
+    assert len(got) == len(set(got)) == 8
+    assert all(b in f.up_neighbors(a) and f.down_neighbors(a) for a, b in got)
+    assert _cut_links(f, 3) == [("a0_0", "c1"), ("a1_0", "c2"), ("a2_0", "c1")]

@@ -198,13 +198,20 @@ def scrape(api: str) -> dict:
         text = r.read().decode()
     want = {"freeway_sflow_datagrams", "freeway_sflow_flow_samples", "freeway_sflow_interface_samples",
             "freeway_sflow_decode_errors", "freeway_sflow_unmapped_samples", "freeway_period_duration_seconds", "freeway_event_loop_lag_seconds",
-            "freeway_elephants", "freeway_handshake_latency_seconds", "freeway_install_confirm_seconds"}
+            "freeway_elephants", "freeway_handshake_latency_seconds", "freeway_install_confirm_seconds",
+            "freeway_gc_pause_seconds"}
     out: dict = {}
     for fam in text_string_to_metric_families(text):
         if fam.name not in want:
             continue
         for s in fam.samples:
-            if s.name.endswith("_bucket"):
+            if fam.name == "freeway_gc_pause_seconds":  # by generation: its count, its sum, those over 50 ms
+                g = s.labels.get("generation")
+                if s.name.endswith("_count") or s.name.endswith("_sum"):
+                    out[f"gc{g}{s.name[len(fam.name):]}"] = s.value
+                elif s.name.endswith("_bucket") and float(s.labels["le"]) == 0.05:
+                    out[f"gc{g}_within_50ms"] = s.value
+            elif s.name.endswith("_bucket"):
                 out.setdefault(fam.name + ":buckets", {})[float(s.labels["le"])] = s.value
             elif fam.name == "freeway_elephants":
                 out["elephants"] = out.get("elephants", 0) + s.value
@@ -257,7 +264,13 @@ def level(api: str, sflow_port: int, load: Load, d: Path, interval: float, sampl
                                    - before.get("freeway_sflow_unmapped_samples_total", 0)),
            "elephants": after.get("elephants", 0),
            "periods": int(after.get("freeway_period_duration_seconds_count", 0)
-                          - before.get("freeway_period_duration_seconds_count", 0))}
+                          - before.get("freeway_period_duration_seconds_count", 0)),
+           # the controller's cyclic collections meanwhile, by generation (its loop does nothing during one)
+           "gc": {g: {"collections": int(after.get(f"gc{g}_count", 0) - before.get(f"gc{g}_count", 0)),
+                      "pause_ms": round(1000 * (after.get(f"gc{g}_sum", 0) - before.get(f"gc{g}_sum", 0)), 1),
+                      "over_50ms": int((after.get(f"gc{g}_count", 0) - before.get(f"gc{g}_count", 0))
+                                       - (after.get(f"gc{g}_within_50ms", 0) - before.get(f"gc{g}_within_50ms", 0)))}
+                  for g in "012"}}
     for q in (0.5, 0.99):
         for key, name in (("period", "freeway_period_duration_seconds"), ("loop_lag", "freeway_event_loop_lag_seconds"),
                           ("controller_handshake", "freeway_handshake_latency_seconds"),

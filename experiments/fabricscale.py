@@ -23,6 +23,7 @@ what the controller sustains, and hosts announce elephants at 100 a second meanw
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import random
 import struct
@@ -295,8 +296,9 @@ class Emulator:
                 src, dst = pairs[(first + i) % len(pairs)]
                 self._announce(src, dst, nonce, 20000 + (first + i) % 40000, rate_kbps)
 
-        asyncio.run_coroutine_threadsafe(send(), self.loop).result(seconds + 60)
-        time.sleep(wait_s)
+        with _GeneratorStalls(self.loop) as stalls:
+            asyncio.run_coroutine_threadsafe(send(), self.loop).result(seconds + 60)
+            time.sleep(wait_s)
         lat = sorted((self.answers[x][1] - self.asked[x]) * 1000 for x in nonces if x in self.answers)
         kinds = [self.answers[x][0] for x in nonces if x in self.answers]
 
@@ -311,7 +313,47 @@ class Emulator:
                 "max_ms": round(lat[-1], 2) if lat else None,
                 # when the slowest ten reached their ToR (s into the window) and how long they took: a tail that
                 # comes at once is one stall of the controller's loop or the generator's, one spread out is load
-                "slowest": [{"at_s": round(at, 3), "ms": round(ms, 2)} for ms, at in reversed(slowest)]}
+                "slowest": [{"at_s": round(at, 3), "ms": round(ms, 2)} for ms, at in reversed(slowest)],
+                # the generator's own: its loop woken late, its collector's pauses (s into the window, ms)
+                "generator_stalls": stalls.report(start)}
+
+
+class _GeneratorStalls:
+    """While a measurement runs, the generator's own holds: its asyncio loop woken more than ``LATE_S`` late
+    (a probe every 10 ms) and its cyclic collector's pauses over ``LATE_S``; each with when it began. An
+    answer timed by the generator is late by as much as either, whatever the controller did."""
+    LATE_S = 0.02
+
+    def __init__(self, loop):
+        self.loop, self.late, self.pauses, self._gc_at, self._stop = loop, [], [], 0.0, False
+
+    def _gc(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._gc_at = time.monotonic()
+        elif time.monotonic() - self._gc_at >= self.LATE_S:
+            self.pauses.append((self._gc_at, time.monotonic() - self._gc_at, info["generation"]))
+
+    async def _probe(self) -> None:
+        while not self._stop:
+            t = time.monotonic()
+            await asyncio.sleep(0.01)
+            if time.monotonic() - t - 0.01 >= self.LATE_S:
+                self.late.append((t, time.monotonic() - t - 0.01))
+
+    def __enter__(self):
+        gc.callbacks.append(self._gc)
+        self._task = asyncio.run_coroutine_threadsafe(self._probe(), self.loop)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop = True
+        gc.callbacks.remove(self._gc)
+        self._task.result(5)
+
+    def report(self, start: float) -> dict:
+        return {"loop_late": [{"at_s": round(t - start, 3), "ms": round(1000 * d, 1)} for t, d in self.late],
+                "gc_pauses": [{"at_s": round(t - start, 3), "ms": round(1000 * d, 1), "generation": g}
+                              for t, d, g in self.pauses]}
 
 
 def _get(url: str, timeout: float = 10.0) -> tuple[bytes, float]:

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 from monitoring.events import ElephantEnd, ElephantStart, LinkLoad, PortState
 from monitoring.sflow import CounterSample, FiveTuple, FlowSample
-from monitoring.view import FlowReading, LinkArray, LinkReading, View
+from monitoring.view import FlowReading, LinkArray, LinkColumns, LinkReading, Readings, View
 from monitoring.view import make as make_view
 from topology.fabric import Fabric
 from topology.settings import SettingError, setting, validate
@@ -123,17 +123,11 @@ class Estimator:
         self._own: set[str] = set()
         self._any = False
         self.flows: dict[FiveTuple, FlowState] = {}
-        self.link_util: dict[tuple[str, str], float] = {}  # directed link -> smoothed occupancy (0..1+)
         ends = [(ln.a, ln.b) for ln in fabric.links] + [(h.name, h.switch) for h in fabric.hosts]
-        self.util_array = LinkArray(sorted({ln for a, b in ends for ln in ((a, b), (b, a))}))
-        self._util_values, self._util_pos = self.util_array.values, self.util_array.pos  # (the same, as an array)
-        self.link_bps: dict[tuple[str, str], float] = {}  # latest raw measurement
-        self.link_time: dict[tuple[str, str], float] = {}  # when it was taken
-        self.link_since: dict[tuple[str, str], float] = {}  # when the traffic it measured began (a delta's start)
-        # kept as each measurement comes, so that a period's view is a copy (at k=48, 276,480 directed links:
-        # building these per period took most of it)
-        self.readings: dict[tuple[str, str], LinkReading] = {}
-        self.fresh_time: dict[tuple[str, str], float] = {}  # when the traffic of the latest measurement began
+        # every directed link's latest reading (smoothed occupancy 0..1+, the raw rate, when it was taken, when
+        # the traffic it measured began), one array per field, kept as each measurement comes: a period's
+        # view copies the arrays (see ``LinkColumns``); ``link_util`` and the rest read them as dictionaries
+        self.columns = LinkColumns(sorted({ln for a, b in ends for ln in ((a, b), (b, a))}))
         self.counter_interval_s = 1.0  # how far apart a port's counter samples come (a running mean)
         self._counters: dict[tuple[tuple[str, str], str], tuple[float, int]] = {}  # (link, side) -> (when, octets)
         self._link_samples: dict[tuple[str, str], deque] = {}  # link -> [bucket start, bytes, samples, Σ bytes²]
@@ -265,15 +259,11 @@ class Estimator:
         began (a counter delta's start), ``now`` if not known."""
         util = bps / self.fabric.capacity_bps(link)
         a = self.cfg.ewma_alpha
-        old = self.link_util.get(link)
-        self.link_util[link] = util = util if old is None else a * util + (1 - a) * old
-        i = self._util_pos.get(link)
-        if i is not None:
-            self._util_values[i] = util
-        self.link_bps[link] = bps
-        self.link_time[link] = now
-        self.link_since[link] = self.fresh_time[link] = now if since is None else since
-        self.readings[link] = LinkReading(util, bps, now, since)
+        cols = self.columns
+        old = cols.util_of(link)
+        if old is not None:
+            util = a * util + (1 - a) * old
+        cols.set(link, util, bps, now, since)
         return LinkLoad(now, link, bps, util)
 
     # ----- flow samples -> flow rates -------------------------------------
@@ -551,5 +541,34 @@ class Estimator:
                 if pair is not None:
                     mice[pair] = max(mice.get(pair, r.last_seen), r.last_seen)
         sampled = {ln: r for ln in list(self._link_samples) if (r := self.sampled_link(now, ln)) is not None}
-        return make_view(now, self.readings, flows, mice, sampled, self.link_util, self.link_bps, self.fresh_time,
-                         self.link_time, self.counter_interval_s, self.util_array)
+        return make_view(now, {}, flows, mice, sampled, self.counter_interval_s, self.columns)
+
+    # ----- the links' readings as dictionaries (what a snapshot or a test reads) ----------------------------
+    @property
+    def readings(self) -> dict[tuple[str, str], LinkReading]:
+        return dict(Readings(self.columns).items())
+
+    @property
+    def link_util(self) -> dict[tuple[str, str], float]:
+        """Directed link -> smoothed occupancy (0..1+), of the links measured."""
+        return self.columns.field_map("util").copy()
+
+    @property
+    def link_bps(self) -> dict[tuple[str, str], float]:
+        """Directed link -> its latest raw measurement, bits/s."""
+        return self.columns.field_map("bps").copy()
+
+    @property
+    def link_time(self) -> dict[tuple[str, str], float]:
+        """Directed link -> when its latest measurement was taken."""
+        return self.columns.field_map("time").copy()
+
+    @property
+    def fresh_time(self) -> dict[tuple[str, str], float]:
+        """Directed link -> when the traffic of its latest measurement began."""
+        return self.columns.field_map("fresh").copy()
+
+    @property
+    def util_array(self) -> LinkArray:
+        """Every link's smoothed occupancy as a ``LinkArray`` (the estimator's own array, not a copy)."""
+        return self.columns.array("util")

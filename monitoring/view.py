@@ -16,6 +16,7 @@ from monitoring.sflow import FiveTuple
 
 Link = tuple[str, str]
 Pair = tuple[str, str]
+NAN = float("nan")
 
 
 class LinkArray:
@@ -81,6 +82,8 @@ class Utils(Mapping):
 
     def above(self, x: float) -> list[Link]:
         """The links over ``x`` (in the array's order, or the dictionary's)."""
+        if isinstance(self._m, ColumnMap):
+            return self._m.above(x)
         if self.array is not None:
             return self.array.above(x)
         return [ln for ln, u in self._m.items() if u > x]
@@ -94,6 +97,180 @@ class LinkReading(NamedTuple):
     bps: float  # the latest raw measurement
     time: float  # when it was taken
     since: float | None = None  # when the traffic it measured began (a counter delta's start); None: ``time``
+
+
+class LinkColumns:
+    """Every directed link's latest reading, one array per field (``LinkArray``'s order and positions):
+    the estimator writes a reading into them as it comes, and a period's view holds a copy of the arrays
+    (five array copies, a fraction of a millisecond at k=48), not of dictionaries. Five copied dictionaries of
+    276,480 links each were most of a k=48 view's making, and, young and tracked by the cyclic collector,
+    each of its collections walked them: pauses of 30-200 ms of the controller's only event loop while a
+    view was alive (``freeway bench fabric-scale``'s handshake tail). Never measured: ``time`` is NaN. A
+    link outside the fabric's (none the estimator is built with) is kept aside in ``extra``."""
+
+    __slots__ = ("links", "pos", "util", "bps", "time", "fresh", "since", "extra", "_measured")
+
+    def __init__(self, links: list[Link], pos: dict[Link, int] | None = None, arrays: tuple | None = None,
+                 extra: dict | None = None):
+        import numpy as np
+
+        self.links = links
+        self.pos = pos if pos is not None else {ln: i for i, ln in enumerate(links)}
+        n = len(links) + 1  # (the last: where ``LinkArray.positions`` puts a link it does not know)
+        if arrays is None:
+            arrays = (np.zeros(n), np.zeros(n), np.full(n, np.nan), np.zeros(n), np.full(n, np.nan))
+        self.util, self.bps, self.time, self.fresh, self.since = arrays  # since: NaN where not known
+        self.extra: dict[Link, LinkReading] = extra if extra is not None else {}
+        self._measured = None
+
+    def set(self, link: Link, util: float, bps: float, time: float, since: float | None) -> None:
+        """A link's new reading (``since``: when the traffic it measured began; None: ``time``)."""
+        i = self.pos.get(link)
+        if i is None:
+            self.extra[link] = LinkReading(util, bps, time, since)
+            return
+        self.util[i], self.bps[i], self.time[i] = util, bps, time
+        if since is None:
+            self.fresh[i], self.since[i] = time, NAN
+        else:
+            self.fresh[i] = self.since[i] = since
+        self._measured = None
+
+    def util_of(self, link: Link) -> float | None:
+        """A link's smoothed occupancy, None if never measured."""
+        i = self.pos.get(link)
+        if i is None:
+            r = self.extra.get(link)
+            return None if r is None else r.util
+        return None if self.time[i] != self.time[i] else float(self.util[i])
+
+    def get(self, link: Link) -> LinkReading | None:
+        i = self.pos.get(link)
+        if i is None:
+            return self.extra.get(link)
+        t = self.time[i]
+        if t != t:  # NaN: never measured
+            return None
+        s = self.since[i]
+        return LinkReading(float(self.util[i]), float(self.bps[i]), float(t), None if s != s else float(s))
+
+    def copy(self) -> LinkColumns:
+        return LinkColumns(self.links, self.pos, tuple(a.copy() for a in (self.util, self.bps, self.time, self.fresh,
+                                                                          self.since)), dict(self.extra))
+
+    def measured(self) -> list[int]:
+        """The positions of the links measured, in the array's order (worked out once per copy)."""
+        if self._measured is None:
+            import numpy as np
+
+            self._measured = np.flatnonzero(~np.isnan(self.time[:-1])).tolist()
+        return self._measured
+
+    def array(self, field: str) -> LinkArray:
+        """One field as a ``LinkArray`` (the same array, not a copy)."""
+        return LinkArray(self.links, self.pos, getattr(self, field))
+
+    def field_map(self, field: str) -> ColumnMap:
+        return ColumnMap(self, field)
+
+
+class ColumnMap(Mapping):
+    """One field of a ``LinkColumns`` (util, bps, time, fresh) as a read-only mapping of the links measured:
+    what a dictionary of them answered, read from the arrays. ``copy()`` gives a plain dictionary;
+    ``above(x)`` the links over ``x`` in one array operation."""
+
+    __slots__ = ("_c", "_v", "_field")
+
+    def __init__(self, cols: LinkColumns, field: str):
+        self._c, self._v, self._field = cols, getattr(cols, field), field
+
+    def _extra(self, r: LinkReading) -> float:
+        if self._field == "fresh":
+            return r.time if r.since is None else r.since
+        return getattr(r, self._field)
+
+    def __getitem__(self, link: Link) -> float:
+        c = self._c
+        i = c.pos.get(link)
+        if i is None:
+            return self._extra(c.extra[link])
+        if c.time[i] != c.time[i]:
+            raise KeyError(link)
+        return float(self._v[i])
+
+    def get(self, link: Link, default=None):
+        c = self._c
+        i = c.pos.get(link)
+        if i is None:
+            r = c.extra.get(link)
+            return default if r is None else self._extra(r)
+        if c.time[i] != c.time[i]:
+            return default
+        return float(self._v[i])
+
+    def __contains__(self, link) -> bool:
+        c = self._c
+        i = c.pos.get(link)
+        return link in c.extra if i is None else c.time[i] == c.time[i]
+
+    def __iter__(self):
+        links = self._c.links
+        yield from (links[i] for i in self._c.measured())
+        yield from self._c.extra
+
+    def __len__(self) -> int:
+        return len(self._c.measured()) + len(self._c.extra)
+
+    def items(self):
+        c, idx = self._c, self._c.measured()
+        links = c.links
+        out = list(zip([links[i] for i in idx], self._v[idx].tolist(), strict=True))
+        out += [(ln, self._extra(r)) for ln, r in c.extra.items()]
+        return out
+
+    def copy(self) -> dict:
+        return dict(self.items())
+
+    def above(self, x: float) -> list[Link]:
+        """The measured links whose value is over ``x`` (the array's order, then those kept aside)."""
+        import numpy as np
+
+        c = self._c
+        with np.errstate(invalid="ignore"):
+            hit = np.flatnonzero((self._v[:-1] > x) & ~np.isnan(c.time[:-1])).tolist()
+        links = c.links
+        return [links[i] for i in hit] + [ln for ln, r in c.extra.items() if self._extra(r) > x]
+
+
+class Readings(Mapping):
+    """A ``LinkColumns`` as a read-only mapping link -> ``LinkReading`` of the links measured (a reading is
+    built when asked for: what the operator's documents read, link by link)."""
+
+    __slots__ = ("_c",)
+
+    def __init__(self, cols: LinkColumns):
+        self._c = cols
+
+    def __getitem__(self, link: Link) -> LinkReading:
+        r = self._c.get(link)
+        if r is None:
+            raise KeyError(link)
+        return r
+
+    def get(self, link: Link, default=None):
+        r = self._c.get(link)
+        return default if r is None else r
+
+    def __contains__(self, link) -> bool:
+        return self._c.get(link) is not None
+
+    def __iter__(self):
+        links = self._c.links
+        yield from (links[i] for i in self._c.measured())
+        yield from self._c.extra
+
+    def __len__(self) -> int:
+        return len(self._c.measured()) + len(self._c.extra)
 
 
 @dataclass(frozen=True)
@@ -117,14 +294,9 @@ class View:
     # link -> (bits/s, window start): the lower confidence bound of the rate its flow samples show over the
     # last ``link_window_s`` (see monitoring.estimator); only links with enough samples
     sampled: Mapping[Link, tuple[float, float]] = field(default_factory=lambda: _frozen({}))
-    # the same readings by field (util, bps, the time fresh_readings gives), when the maker kept them so:
-    # a copy then, not a pass over every link (None: taken from ``links``)
-    utils: Mapping[Link, float] | None = None
-    bps: Mapping[Link, float] | None = None
-    times: Mapping[Link, float] | None = None
-    measured: Mapping[Link, float] | None = None  # link -> when its latest reading was taken
     counter_interval_s: float | None = None  # how often the switches' agents send each port's counters
-    util_array: LinkArray | None = None  # ``utils`` as an array, when the maker kept one
+    # ``links`` as arrays by field, when the maker kept them so (None: ``links`` is a dictionary)
+    columns: LinkColumns | None = None
     _memo: dict = field(default_factory=dict, compare=False, repr=False)  # what is worked out once per view
 
     def util(self, link: Link) -> float:
@@ -134,8 +306,8 @@ class View:
     def link_util(self) -> Utils:
         """Every measured link's smoothed occupancy, read-only, with the view's array of them when it has
         one (``Utils``)."""
-        if self.utils is not None:
-            return Utils(self.utils, self.util_array)  # (the view's own copy, read-only)
+        if self.columns is not None:
+            return Utils(self.columns.field_map("util"), self.columns.array("util"))  # (the view's own copy)
         return Utils({ln: r.util for ln, r in self.links.items()})
 
     def link_bps(self) -> dict[Link, float]:
@@ -156,23 +328,43 @@ class View:
                 out[ln] = (bps, since)
         return out
 
-    def fresh_bps_time(self) -> tuple[dict[Link, float], dict[Link, float]]:
-        """``fresh_readings`` as two maps, link -> bits/s and link -> time (copies when the view has them)."""
-        if self.bps is None or self.times is None:
+    def fresh_bps_time(self) -> tuple[Mapping[Link, float], Mapping[Link, float]]:
+        """``fresh_readings`` as two read-only maps, link -> bits/s and link -> time: with the view's
+        columns, mappings over copies of two of its arrays with the flow samples' readings written in
+        (``ColumnMap``: ``above(x)`` finds the links over a rate in one array operation)."""
+        if self.columns is None:
             fresh = self.fresh_readings()
             return {ln: r[0] for ln, r in fresh.items()}, {ln: r[1] for ln, r in fresh.items()}
-        bps, times = self.bps.copy(), self.times.copy()  # (a proxy's copy is its dict's: C speed)
+        c = self.columns
+        if not self.sampled:
+            return c.field_map("bps"), c.field_map("fresh")
+        c = LinkColumns(c.links, c.pos, (c.util, c.bps.copy(), c.time.copy(), c.fresh.copy(), c.since),
+                        dict(c.extra))
+        bps = c.field_map("bps")
         for ln, (b, since) in self.sampled.items():
             if b > bps.get(ln, 0.0):
-                bps[ln], times[ln] = b, since
-        return bps, times
+                i = c.pos.get(ln)
+                if i is None:
+                    old = c.extra.get(ln)
+                    c.extra[ln] = LinkReading(old.util if old else 0.0, b, since, since)
+                else:
+                    c.bps[i], c.fresh[i] = b, since
+                    if c.time[i] != c.time[i]:  # (sampled, never counted: measured now, as a dictionary had it)
+                        c.time[i] = since
+                    c._measured = None
+        return c.field_map("bps"), c.field_map("fresh")
 
     def stale(self, max_age_s: float) -> frozenset[Link]:
         """Links whose last measurement is older than ``max_age_s``: a dead or silent link must not read
         as idle (links never measured at all are not listed: there is nothing to be stale)."""
-        if self.measured is not None:
-            cutoff = self.now - max_age_s
-            return frozenset([ln for ln, t in self.measured.items() if t < cutoff])
+        if self.columns is not None:
+            import numpy as np
+
+            c, cutoff = self.columns, self.now - max_age_s
+            links = c.links
+            with np.errstate(invalid="ignore"):  # (NaN: never measured, not below anything)
+                old = np.flatnonzero(c.time[:-1] < cutoff).tolist()
+            return frozenset([links[i] for i in old] + [ln for ln, r in c.extra.items() if r.time < cutoff])
         return frozenset(ln for ln, r in self.links.items() if self.now - r.time > max_age_s)
 
     def elephants_on(self, link: Link) -> list[tuple[FiveTuple, float]]:
@@ -197,11 +389,13 @@ class View:
         return {p for p, t in self.mice_seen.items() if self.now - t <= horizon_s}
 
 
-def make(now: float, links: dict, flows: dict, mice_seen: dict, sampled: dict | None = None, utils: dict | None = None,
-         bps: dict | None = None, times: dict | None = None, measured: dict | None = None,
-         counter_interval_s: float | None = None, util_array: LinkArray | None = None) -> View:
-    """A view of copies of these maps (``utils``, ``bps``, ``times``, ``measured``: the readings by field,
-    if kept so; ``util_array``: ``utils`` as an array)."""
-    return View(now, _frozen(links), _frozen(flows), _frozen(mice_seen), _frozen(sampled or {}),
-                *(None if m is None else _frozen(m) for m in (utils, bps, times, measured)), counter_interval_s,
-                None if util_array is None else util_array.copy())
+def make(now: float, links: Mapping, flows: dict, mice_seen: dict, sampled: dict | None = None,
+         counter_interval_s: float | None = None, columns: LinkColumns | None = None) -> View:
+    """A view of copies of these (``columns``: every link's readings as arrays, copied; ``links`` is then
+    read from them and not copied)."""
+    if columns is not None:
+        columns = columns.copy()
+        links = Readings(columns)
+    else:
+        links = _frozen(links)
+    return View(now, links, _frozen(flows), _frozen(mice_seen), _frozen(sampled or {}), counter_interval_s, columns)

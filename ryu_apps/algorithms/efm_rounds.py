@@ -115,8 +115,9 @@ class EFM:
         util = _Ratio(link_bps, self.capacity)
         # a link under the threshold of the slowest link cannot be over its own: the rest is not divided
         floor = self.cfg.threshold * self.fabric.min_capacity_bps()
-        congested = sorted((ln for ln, bps in link_bps.items() if bps > floor and util[ln] > self.cfg.threshold),
-                           key=lambda ln: -util[ln])
+        above = getattr(link_bps, "above", None)  # (a view's arrays: the links over the floor in one operation)
+        over = above(floor) if above is not None else [ln for ln, bps in link_bps.items() if bps > floor]
+        congested = sorted((ln for ln in over if util[ln] > self.cfg.threshold), key=lambda ln: -util[ln])
         for link in congested:
             if (link_time.get(link, 0.0) < self.triggered_at.get(link, -1e9) + SETTLE_S
                     or (link_bps[link] + extra[link]) / self.capacity(link) <= self.cfg.threshold):

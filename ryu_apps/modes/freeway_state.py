@@ -337,7 +337,8 @@ class FreewayState:
         The rates of the flows not flagged elephants, summed over the links they were sampled on: only
         what mice send, but an elephant's first fraction of a second (before it is flagged) too. Lending
         takes the lower of the two: a link is lent only when both say its mice are idle, and taken back
-        only when both say they came back."""
+        only when both say they came back. (1) holds only the links an elephant is on (another's is its
+        measured load)."""
         key = (self.link_util, self.flows)
         if self._mice_of is not None and self._mice_of[0][0] is key[0] and self._mice_of[0][1] is key[1]:
             return self._mice_of[1]
@@ -355,17 +356,20 @@ class FreewayState:
                 continue
             for ln in r.links:
                 (el_bps if r.elephant else mice_bps)[ln] += r.rate_bps
-        cap = self.capacity_bps
-        # (a link no elephant is on keeps its load; a link no mouse was sampled on has none seen: only the
-        # links flows were sampled on are worked out, not every link of the fabric)
-        less = self.link_util.copy()  # (a dict, or a view's read-only proxy of one)
+        cap, util = self.capacity_bps, self.link_util
+        # (only the links an elephant is on are in ``less``: another keeps its measured load; a link no mouse
+        # was sampled on has none seen: only the links flows were sampled on are worked out, not every link
+        # of the fabric, and no copy of every link's load is made)
+        less = {}
         for ln, bps in el_bps.items():
-            if ln in less:
-                less[ln] = max(0.0, less[ln] - bps / cap(ln))
+            u = util.get(ln)
+            if u is not None:
+                less[ln] = max(0.0, u - bps / cap(ln))
         seen = SparseLoads()  # (0 where no mouse was sampled)
         for ln, bps in mice_bps.items():
-            if ln in less:
-                seen[ln] = max(0.0, min(less[ln], bps / cap(ln)))
+            u = less.get(ln, util.get(ln))
+            if u is not None:
+                seen[ln] = max(0.0, min(u, bps / cap(ln)))
         self._mice_of = (key, (less, seen))
         return less, seen
 

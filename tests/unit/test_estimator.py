@@ -504,3 +504,68 @@ def test_a_views_occupancy_array_reads_as_its_dictionary_and_stays_as_it_was_tak
     p = Partition(F)
     b = p.loads_array(util)[0]
     assert (b == p.loads_array(plain)[0]).all() and b.any()
+
+
+def _columns_and_dict(seed: int):
+    """The same random readings kept in a ``LinkColumns`` and in a dictionary of ``LinkReading`` (links of
+    the fabric and two outside it; some never measured, some with the traffic's start)."""
+    from monitoring.view import LinkColumns, LinkReading
+
+    rng = random.Random(seed)
+    links = sorted({(ln.a, ln.b) for ln in F.links} | {(ln.b, ln.a) for ln in F.links})
+    cols, plain = LinkColumns(links), {}
+    for _ in range(300):
+        ln = rng.choice(links + [("x1", "x2"), ("x2", "x1")])
+        since = None if rng.random() < 0.5 else rng.uniform(0, 9)
+        r = LinkReading(rng.uniform(0, 1.2), rng.uniform(0, 2e7), rng.uniform(0, 10), since)
+        cols.set(ln, *r)
+        plain[ln] = r
+    sampled = {ln: (rng.uniform(0, 2e7), rng.uniform(0, 10)) for ln in rng.sample(links, 12) + [("x3", "x4")]}
+    return cols, plain, sampled, links
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_view_of_the_links_as_arrays_answers_as_one_of_dictionaries(seed):
+    """A view made from the estimator's arrays (``LinkColumns``) answers every question a view made from a
+    dictionary of readings answers, the same: each link's reading and occupancy, which links are
+    measured, stale, over a rate; the freshest rates and times with the flow samples' written in; the
+    links' order aside."""
+    from monitoring.view import make
+
+    cols, plain, sampled, links = _columns_and_dict(seed)
+    a, d = make(10.0, {}, {}, {}, sampled, 1.0, cols), make(10.0, plain, {}, {}, sampled, 1.0)
+    assert dict(a.links.items()) == dict(d.links.items()) and len(a.links) == len(d.links)
+    for ln in links + [("x1", "x2"), ("x9", "x9")]:
+        assert a.links.get(ln) == d.links.get(ln) and (ln in a.links) == (ln in d.links)
+        assert a.util(ln) == d.util(ln)
+    ua, ud = a.link_util(), d.link_util()
+    assert ua.copy() == ud.copy() and sorted(ua) == sorted(ud)
+    for x in (0.0, 0.3, 0.9):
+        assert sorted(ua.above(x)) == sorted(ud.above(x))
+    for age in (0.5, 3.0, 20.0):
+        assert a.stale(age) == d.stale(age)
+    (ba, ta), (bd, td) = a.fresh_bps_time(), d.fresh_bps_time()
+    assert dict(ba.items()) == bd and dict(ta.items()) == td
+    assert sorted(ba.above(5e6)) == sorted(ln for ln, b in bd.items() if b > 5e6)
+    cols.set(links[0], 0.99, 1.0, 10.0, None)  # later readings do not reach a view already made
+    assert dict(a.links.items()) == dict(d.links.items())
+
+
+def test_a_view_leaves_no_young_container_as_large_as_the_fabric_for_the_collector_to_walk():
+    """Python's cyclic collector walks every young container at each collection: a view that copied
+    its links into dictionaries (five of 276,480 entries at k=48) made each collection while it lived
+    walk them, 30-200 ms of the controller's only event loop. A view now copies arrays the collector
+    does not walk."""
+    import gc
+
+    e = Estimator(fattree(8, 10))
+    links = e.util_array.links
+    n = len(links)
+    for ln in links:
+        e.observe_link(1.0, ln, 1e6)
+    gc.collect()
+    views = [e.view(2.0 + i) for i in range(3)]
+    big = [type(o).__name__ for o in gc.get_objects(generation=0) if isinstance(o, (dict, list, set, frozenset, tuple))
+           and len(o) >= n // 4]
+    assert not big, big
+    assert len(views[-1].links) == n and views[-1].link_util().get(links[0]) == pytest.approx(0.1)

@@ -177,7 +177,7 @@ def test_a_link_is_stale_after_a_few_of_the_agents_counter_intervals_when_they_p
     pol = modes.FreewayPolicy(F)
     ln = ("e0_0", "a0_0")
     for interval, stale in ((5.0, False), (1.0, True), (None, True)):
-        v = make(10.0, {ln: LinkReading(0.1, 1e6, 4.0)}, {}, {}, measured={ln: 4.0}, counter_interval_s=interval)
+        v = make(10.0, {ln: LinkReading(0.1, 1e6, 4.0)}, {}, {}, counter_interval_s=interval)
         pol.observe(v)
         assert (ln in pol.stale) is stale, (interval, pol.stale)
     assert STALE_INTERVALS * 5.0 > 6.0 > STALE_S

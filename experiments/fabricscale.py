@@ -116,6 +116,8 @@ class Emulator:
             await asyncio.gather(*tasks, return_exceptions=True)
             self.loop.stop()
 
+        if not self.thread.is_alive():  # never started (the controller failed first): nothing to close
+            return
         asyncio.run_coroutine_threadsafe(close(), self.loop)
         self.thread.join(10)
 
@@ -712,11 +714,15 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
             result["steady"] = steady_state(em, ctl, api, d, active_pairs, seed, steady_s, handshake_rate,
                                             handshake_s, progress, sflow_levels)
             result["controller_rss_mb_steady"] = round(_rss_mb(ctl.proc.pid), 1)
-    finally:
-        em.stop()
-        ctl.stop()
-        if em.ovsdb is not None:
-            em.ovsdb.stop()
+    finally:  # each part stopped whatever another's stopping raised (a failed start left ovsdb-server running)
+        try:
+            em.stop()
+        finally:
+            try:
+                ctl.stop()
+            finally:
+                if em.ovsdb is not None:
+                    em.ovsdb.stop()
     result["packet_outs_to_hosts"] = em.to_hosts
     result["generator_faults"] = dict(em.faults)
     (out / f"fabric_scale_k{k}.json").write_text(json.dumps(result, indent=1) + "\n")

@@ -129,7 +129,11 @@ class Estimator:
         # view copies the arrays (see ``LinkColumns``); ``link_util`` and the rest read them as dictionaries
         self.columns = LinkColumns(sorted({ln for a, b in ends for ln in ((a, b), (b, a))}))
         self.counter_interval_s = 1.0  # how far apart a port's counter samples come (a running mean)
-        self._counters: dict[tuple[tuple[str, str], str], tuple[float, int]] = {}  # (link, side) -> (when, octets)
+        # (link, side) -> when its octets were last read, and how many: two maps of numbers, not one of
+        # (when, octets) pairs (a new pair for each of 138,240 ports' samples at k=48 was a young object the
+        # cyclic collector had to walk; numbers are not tracked)
+        self._counter_at: dict[tuple[tuple[str, str], str], float] = {}
+        self._counter_octets: dict[tuple[tuple[str, str], str], int] = {}
         self._link_samples: dict[tuple[str, str], deque] = {}  # link -> [bucket start, bytes, samples, Σ bytes²]
         self._checked_at: dict[tuple[str, str], float] = {}  # when a link's samples were last held to the threshold
         self._over: dict[str, set[tuple[str, str]]] = {"counters": set(), "samples": set()}  # over it by each
@@ -229,11 +233,10 @@ class Estimator:
             self.stats["unknown_counter"] += 1
             return None  # sFlow's "unknown" (all ones): neither a measurement nor a new baseline
         key = (link, side)
-        prev = self._counters.get(key)
-        self._counters[key] = (now, octets)
-        if prev is None or now <= prev[0] or octets < prev[1]:
+        t0, octets0 = self._counter_at.get(key), self._counter_octets.get(key)
+        self._counter_at[key], self._counter_octets[key] = now, octets
+        if t0 is None or now <= t0 or octets < octets0:
             return None  # first sample, clock step, or counter reset: rebaseline
-        t0, octets0 = prev
         dt = now - t0
         self.counter_interval_s += INTERVAL_ALPHA * (dt - self.counter_interval_s)
         bps = (octets - octets0) * 8 / dt

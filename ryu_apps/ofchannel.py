@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import random
 import ssl
 import time
 from collections import Counter, deque
@@ -214,6 +215,7 @@ def _gated_class():
             of the fabric during start-up)."""
             if not self.max_unreplied_echo_requests:
                 return
+            hub.sleep(echo_phase(self.echo_request_interval))  # (spread: switches that connected together)
             while self.send_q:
                 if self._backlog:  # our own bytes wait to go: an echo would only queue behind them (and
                     hub.sleep(self.echo_request_interval)  # go unanswered); the backlog's own bounds judge
@@ -233,6 +235,15 @@ def _gated_class():
             self.close()
 
     return GatedDatapath
+
+
+def echo_phase(interval: float, rng: random.Random = random.Random()) -> float:
+    """How long a new connection waits before its first echo request: a random part of the interval. The
+    switches of a fabric connect within a fraction of a second, and with their echo loops in step every
+    interval brought a request to each and a reply from each at once (at k=48, 2,880 of both every 2 s:
+    a burst that held the event loop 50-90 ms, the tail of the handshakes' answers). Each keeps its
+    phase, so they stay spread."""
+    return rng.uniform(0.0, interval)
 
 
 def unread(sock) -> int:

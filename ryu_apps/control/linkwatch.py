@@ -42,6 +42,9 @@ TTL_S = 120
 PortRef = tuple[str, int]  # (switch name, port number)
 LOG = logging.getLogger("freeway")
 JUDGE_S = 0.5  # how often the links are judged (at most: a quarter of a round, when rounds are longer)
+# links judged per call of ``judge`` (the controller calls it every tick): at k=48 judging all 55,296 links
+# at once held the event loop ~60 ms (and the adjacencies heard ~105 ms more), every quarter round
+JUDGE_CHUNK = 2048
 BUDGET_PPS = 1000.0  # probes per second at most (``lldp_budget_pps``); a fabric with more ports probes less often
 
 
@@ -142,6 +145,10 @@ class LinkCheck:
         # it: judging 55,296 links at k=48 (every quarter round, the loop held meanwhile) compares these
         self._links = [((ln.a, ln.a_port), (ln.b, ln.b_port), tuple(sorted((ln.a, ln.b)))) for ln in fabric.links]
         self._raw = {p: (fabric.switches[p[0]].dpid, p[1]) for p in self.expect}
+        self._expected_raw = {p: self._raw[q] for p, q in self.expect.items()}  # what a port should hear
+        # ports whose latest probe heard is not from the described peer (or that the description lacks), kept
+        # as probes come, so that listing them does not go through every port heard (110,592 at k=48)
+        self._odd: set[PortRef] = set()
         self.heard_at: dict[PortRef, Heard] = {}
         self.since: dict[PortRef, float] = {}
         self._extra: dict[str, set[PortRef]] = {}  # ports the description does not have, seen per switch
@@ -155,6 +162,7 @@ class LinkCheck:
         for p in ports:
             self.since[p] = now
             self.heard_at.pop(p, None)
+            self._odd.discard(p)
             if p not in self.expect:
                 self._extra.setdefault(switch, set()).add(p)
 
@@ -163,6 +171,7 @@ class LinkCheck:
         for p in [*self.ports_of.get(switch, []), *self._extra.pop(switch, ())]:
             self.since.pop(p, None)
             self.heard_at.pop(p, None)
+            self._odd.discard(p)
         self.delivering.pop(switch, None)
 
     def sent(self, now: float) -> None:
@@ -184,7 +193,11 @@ class LinkCheck:
         return now < self.quiet_until
 
     def heard(self, now: float, switch: str, port: int, peer: tuple[int, int]) -> None:
-        self.heard_at[(switch, port)] = Heard(tuple(peer), now)
+        h = self.heard_at[(switch, port)] = Heard(tuple(peer), now)
+        if self._expected_raw.get((switch, port)) == h.peer:
+            self._odd.discard((switch, port))
+        else:
+            self._odd.add((switch, port))
         if (switch, port) not in self.expect:
             self._extra.setdefault(switch, set()).add((switch, port))
         self.delivering.setdefault(switch, now)
@@ -207,11 +220,11 @@ class LinkCheck:
         missing = now - start > self.timeout_s and unheard >= self.MISSES and not self.paused(now)
         return MISSING if missing else WAITING
 
-    def links(self, now: float) -> dict[tuple[str, str], str]:
-        """Every described link (a < b) and its state."""
+    def links(self, now: float, start: int = 0, stop: int | None = None) -> dict[tuple[str, str], str]:
+        """Every described link (a < b) and its state (``start``:``stop``: those of the description's links)."""
         out = {}
         direction, rank = self._direction, _RANK
-        for a, b, key in self._links:
+        for a, b, key in self._links[start:stop]:
             one, two = direction(now, a, b), direction(now, b, a)
             out[key] = one if rank[one] <= rank[two] else two  # the worse of the two directions
         return out
@@ -224,7 +237,8 @@ class LinkCheck:
         """Probes heard (within the timeout) where the description has no such link: a port it does
         not know, a host's port, or a different peer. Reported, never used."""
         out = []
-        for (sw, port), h in sorted(self.heard_at.items()):
+        for sw, port in sorted(self._odd):  # (the ports whose latest probe is not the described peer's)
+            h = self.heard_at[(sw, port)]
             if now - h.at > self.timeout_s:
                 continue
             peer = self._name(h.peer)
@@ -306,6 +320,7 @@ class LinkWatch:
         self._states: dict = {}  # each described link's last reported state
         self._unexpected: list[dict] = []  # and the adjacencies heard that the description lacks
         self._judged_at: float | None = None
+        self._pass: tuple | None = None  # a judgement under way: (next link, states so far, records so far)
         self.breaker = False  # too many links at once: not applied
         self._reported: set = set()  # unexpected adjacencies already logged
 
@@ -366,11 +381,25 @@ class LinkWatch:
         """Every ``JUDGE_S``: the links LLDP finds missing or miswired, to go down in the liveness model
         (and come back, after the hold-down, once heard). More than half the links at once (and more
         than 4) is taken for a fault on this side (a stalled controller, a switch eating LLDP): logged,
-        and not applied. None between judgements."""
-        if not self.interval_s or now < self._judge:
+        and not applied. None between judgements. A judgement takes ``JUDGE_CHUNK`` links per call (one
+        call at k=16, 14 at k=48, each a few milliseconds of the loop): None until its last."""
+        if not self.interval_s:
             return None
-        self._judge = now + self.judge_s
-        states = self.check.links(now)
+        if self._pass is None:
+            if now < self._judge:
+                return None
+            self._judge = now + self.judge_s
+            self._pass = (0, {}, [])
+        start, states, records = self._pass
+        stop = min(start + JUDGE_CHUNK, len(self.check._links))
+        part = self.check.links(now, start, stop)
+        states.update(part)
+        records += self._report_links(part)
+        if stop < len(self.check._links):
+            self._pass = (stop, states, records)
+            return None
+        self._pass = None
+        self._judged_at = now
         faults = faults_of(states)
         broken = implausible(states)
         if broken != self.breaker:
@@ -379,13 +408,11 @@ class LinkWatch:
                 LOG.critical("LLDP: %d of %d links unheard at once: taken for a fault on this side, not applied",
                              len(faults) // 2, len(states))
                 self.counters["lldp-breaker"] += 1
-        return Judgement(None if broken else faults, self._report(now, states))
+        return Judgement(None if broken else faults, records + self._report_unexpected(now))
 
-    def _report(self, now: float, states: dict) -> list[dict]:
-        """A link going missing or miswired, or heard again, is a decision; so is an adjacency the
-        description does not have (reported once; never used)."""
+    def _report_links(self, states: dict) -> list[dict]:
+        """A link going missing or miswired, or heard again, is a decision."""
         out = []
-        self._judged_at = now
         for (a, b), state in states.items():
             before = self._states.get((a, b), WAITING)
             self._states[(a, b)] = state
@@ -393,6 +420,11 @@ class LinkWatch:
                 continue
             (LOG.info if state == VERIFIED else LOG.warning)("link %s-%s: LLDP: %s", a, b, state)
             out.append({"type": "liveness", "event": f"lldp-{state}", "link": f"{a}-{b}"})
+        return out
+
+    def _report_unexpected(self, now: float) -> list[dict]:
+        """An adjacency the description does not have is reported once (never used)."""
+        out = []
         self._unexpected = self.check.unexpected(now)
         for u in self._unexpected:
             key = (u["switch"], u["port"], u["heard"])

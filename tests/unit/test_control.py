@@ -97,6 +97,35 @@ def test_a_silent_link_is_judged_missing_and_reported_once():
     assert w.counters["lldp-heard"] > 0 and w.counters["lldp-sent"] == 0
 
 
+def test_a_judgement_taken_a_few_links_a_call_finds_what_one_taken_at_once_finds(monkeypatch):
+    """At k=48 judging 55,296 links held the event loop for tens of milliseconds every quarter round:
+    a judgement now takes ``JUDGE_CHUNK`` links a call (the controller calls every tick). Taken five links
+    a call it says nothing until its last call, then the same faults and the same records (a silent link,
+    a miswired port, an adjacency the description lacks) as one taken at once."""
+    from ryu_apps.control import linkwatch
+
+    def judged(chunk):
+        monkeypatch.setattr(linkwatch, "JUDGE_CHUNK", chunk)
+        w = _watch()
+        for t in range(12):
+            w.round_due(float(t))
+            _hear(w, float(t), skip={("c1", "a0_0")})
+        port = F.port_to("a1_0", "c1")
+        w.heard(11.0, "a1_0", port, probe(SECRET, F.switches["c3"].dpid, F.port_to("c3", "a1_1")))
+        out, t = [], 11.5
+        while (j := w.judge(t)) is None:
+            out.append(t)
+            t += 0.1
+        return j, len(out), w
+
+    whole, none_before, _ = judged(10_000)
+    parts, calls_before, w = judged(5)
+    assert none_before == 0 and calls_before == -(-len(F.links) // 5) - 1
+    assert parts.faults == whole.faults and {("a0_0", "c1"), ("a1_0", "c1")} <= {tuple(sorted(f)) for f in parts.faults}
+    assert parts.records == whole.records and any(r["event"] == "lldp-unexpected" for r in parts.records)
+    assert w.doc(20.0, True)["judged_s_ago"] > 0 and len(w.doc(20.0, True)["links"]) == len(F.links)
+
+
 def test_every_link_silent_at_once_trips_the_breaker_and_nothing_is_applied():
     w = _watch()
     _hear(w, 0.5)

@@ -134,6 +134,9 @@ def test_a_port_that_hears_another_peer_is_miswired_and_reported_as_unexpected()
                                       "heard": f"c3:{f.port_to('c3', 'a0_1')}"}]
     check.heard(2.0, "e0_0", 40, (0xABC, 9))  # a port the description does not know, a switch it does not know
     assert {"switch": "e0_0", "port": 40, "described": None, "heard": "0000000000000abc:9"} in check.unexpected(2.5)
+    check.heard(2.6, "a0_0", port, (f.switches["c1"].dpid, f.port_to("c1", "a0_0")))  # the cable put right
+    check.watch(2.6, "e0_0", 40)  # the unknown port came up again: nothing heard there since
+    assert check.unexpected(2.7) == [] and check.links(2.7)[("a0_0", "c1")] == lldp.VERIFIED
 
 
 def test_a_switch_that_goes_away_is_not_judged_and_a_port_back_up_gets_its_grace():

@@ -327,13 +327,15 @@ class _GeneratorStalls:
     LATE_S = 0.02
 
     def __init__(self, loop):
-        self.loop, self.late, self.pauses, self._gc_at, self._stop = loop, [], [], 0.0, False
+        self.loop, self.late, self.pauses, self._gc_at, self._stop = loop, [], [], None, False
 
     def _gc(self, phase: str, info: dict) -> None:
         if phase == "start":
             self._gc_at = time.monotonic()
-        elif time.monotonic() - self._gc_at >= self.LATE_S:
-            self.pauses.append((self._gc_at, time.monotonic() - self._gc_at, info["generation"]))
+        elif self._gc_at is not None:  # (a stop whose start came before this was registered: not timed)
+            if time.monotonic() - self._gc_at >= self.LATE_S:
+                self.pauses.append((self._gc_at, time.monotonic() - self._gc_at, info["generation"]))
+            self._gc_at = None
 
     async def _probe(self) -> None:
         while not self._stop:
@@ -350,7 +352,11 @@ class _GeneratorStalls:
     def __exit__(self, *exc) -> None:
         self._stop = True
         gc.callbacks.remove(self._gc)
-        self._task.result(5)
+        try:
+            self._task.result(5)
+        except Exception:  # (the probe's own end must not hide what the measurement raised)
+            if exc[0] is None:
+                raise
 
     def report(self, start: float) -> dict:
         return {"loop_late": [{"at_s": round(t - start, 3), "ms": round(1000 * d, 1)} for t, d in self.late],

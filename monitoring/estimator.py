@@ -40,7 +40,9 @@ sFlow-RT already computed) and ``now``; returns events. No sockets, no clock.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from monitoring.events import ElephantEnd, ElephantStart, LinkLoad, PortState
 from monitoring.sflow import CounterSample, FiveTuple, FlowSample
@@ -547,29 +549,30 @@ class Estimator:
         return make_view(now, {}, flows, mice, sampled, self.counter_interval_s, self.columns)
 
     # ----- the links' readings as dictionaries (what a snapshot or a test reads) ----------------------------
+    # (each read builds a read-only copy of every measured link's: not for a loop, and not to write to)
     @property
-    def readings(self) -> dict[tuple[str, str], LinkReading]:
-        return dict(Readings(self.columns).items())
+    def readings(self) -> Mapping[tuple[str, str], LinkReading]:
+        return MappingProxyType(dict(Readings(self.columns).items()))
 
     @property
-    def link_util(self) -> dict[tuple[str, str], float]:
+    def link_util(self) -> Mapping[tuple[str, str], float]:
         """Directed link -> smoothed occupancy (0..1+), of the links measured."""
-        return self.columns.field_map("util").copy()
+        return MappingProxyType(self.columns.field_map("util").copy())
 
     @property
-    def link_bps(self) -> dict[tuple[str, str], float]:
+    def link_bps(self) -> Mapping[tuple[str, str], float]:
         """Directed link -> its latest raw measurement, bits/s."""
-        return self.columns.field_map("bps").copy()
+        return MappingProxyType(self.columns.field_map("bps").copy())
 
     @property
-    def link_time(self) -> dict[tuple[str, str], float]:
+    def link_time(self) -> Mapping[tuple[str, str], float]:
         """Directed link -> when its latest measurement was taken."""
-        return self.columns.field_map("time").copy()
+        return MappingProxyType(self.columns.field_map("time").copy())
 
     @property
-    def fresh_time(self) -> dict[tuple[str, str], float]:
+    def fresh_time(self) -> Mapping[tuple[str, str], float]:
         """Directed link -> when the traffic of its latest measurement began."""
-        return self.columns.field_map("fresh").copy()
+        return MappingProxyType(self.columns.field_map("fresh").copy())
 
     @property
     def util_array(self) -> LinkArray:

@@ -35,9 +35,6 @@ class LinkArray:
         self.pos = pos if pos is not None else {ln: i for i, ln in enumerate(links)}
         self.values = values if values is not None else np.zeros(len(links) + 1)
 
-    def copy(self) -> LinkArray:
-        return LinkArray(self.links, self.pos, self.values.copy())
-
     def above(self, x: float) -> list[Link]:
         """The links whose value is over ``x``, in the array's order."""
         import numpy as np
@@ -84,8 +81,6 @@ class Utils(Mapping):
         """The links over ``x`` (in the array's order, or the dictionary's)."""
         if isinstance(self._m, ColumnMap):
             return self._m.above(x)
-        if self.array is not None:
-            return self.array.above(x)
         return [ln for ln, u in self._m.items() if u > x]
 
 
@@ -158,12 +153,13 @@ class LinkColumns:
         return LinkColumns(self.links, self.pos, tuple(a.copy() for a in (self.util, self.bps, self.time, self.fresh,
                                                                           self.since)), dict(self.extra))
 
-    def measured(self) -> list[int]:
-        """The positions of the links measured, in the array's order (worked out once per copy)."""
+    def measured(self):
+        """The positions of the links measured, in the array's order (an array, worked out once per copy:
+        not a list the collector would walk)."""
         if self._measured is None:
             import numpy as np
 
-            self._measured = np.flatnonzero(~np.isnan(self.time[:-1])).tolist()
+            self._measured = np.flatnonzero(~np.isnan(self.time[:-1]))
         return self._measured
 
     def array(self, field: str) -> LinkArray:
@@ -215,7 +211,7 @@ class ColumnMap(Mapping):
 
     def __iter__(self):
         links = self._c.links
-        yield from (links[i] for i in self._c.measured())
+        yield from (links[i] for i in self._c.measured().tolist())
         yield from self._c.extra
 
     def __len__(self) -> int:
@@ -224,7 +220,7 @@ class ColumnMap(Mapping):
     def items(self):
         c, idx = self._c, self._c.measured()
         links = c.links
-        out = list(zip([links[i] for i in idx], self._v[idx].tolist(), strict=True))
+        out = list(zip([links[i] for i in idx.tolist()], self._v[idx].tolist(), strict=True))
         out += [(ln, self._extra(r)) for ln, r in c.extra.items()]
         return out
 
@@ -266,7 +262,7 @@ class Readings(Mapping):
 
     def __iter__(self):
         links = self._c.links
-        yield from (links[i] for i in self._c.measured())
+        yield from (links[i] for i in self._c.measured().tolist())
         yield from self._c.extra
 
     def __len__(self) -> int:
@@ -330,8 +326,9 @@ class View:
 
     def fresh_bps_time(self) -> tuple[Mapping[Link, float], Mapping[Link, float]]:
         """``fresh_readings`` as two read-only maps, link -> bits/s and link -> time: with the view's
-        columns, mappings over copies of two of its arrays with the flow samples' readings written in
-        (``ColumnMap``: ``above(x)`` finds the links over a rate in one array operation)."""
+        columns, mappings over two of its arrays (copies of them with the flow samples' readings written
+        in, when there are any; ``ColumnMap``: ``above(x)`` finds the links over a rate in one array
+        operation)."""
         if self.columns is None:
             fresh = self.fresh_readings()
             return {ln: r[0] for ln, r in fresh.items()}, {ln: r[1] for ln, r in fresh.items()}
@@ -392,7 +389,7 @@ class View:
 def make(now: float, links: Mapping, flows: dict, mice_seen: dict, sampled: dict | None = None,
          counter_interval_s: float | None = None, columns: LinkColumns | None = None) -> View:
     """A view of copies of these (``columns``: every link's readings as arrays, copied; ``links`` is then
-    read from them and not copied)."""
+    read from them, and the ``links`` given is ignored)."""
     if columns is not None:
         columns = columns.copy()
         links = Readings(columns)

@@ -310,6 +310,7 @@ class LinkWatch:
         self.round_s = max(interval_s, probes / budget_pps) if interval_s else 0.0
         self.wait_s = timeout_s * self.round_s / interval_s if interval_s else timeout_s
         self.judge_s = max(JUDGE_S, self.round_s / 4)
+        self._pass = None  # a judgement under way was taken with the settings before: it is dropped
 
     def reset(self) -> None:
         """Judge links afresh (a member that starts or stops leading): nothing seen before counts."""
@@ -320,7 +321,7 @@ class LinkWatch:
         self._states: dict = {}  # each described link's last reported state
         self._unexpected: list[dict] = []  # and the adjacencies heard that the description lacks
         self._judged_at: float | None = None
-        self._pass: tuple | None = None  # a judgement under way: (next link, states so far, records so far)
+        self._pass: tuple | None = None  # a judgement under way: (when it began, next link, states, records)
         self.breaker = False  # too many links at once: not applied
         self._reported: set = set()  # unexpected adjacencies already logged
 
@@ -382,23 +383,31 @@ class LinkWatch:
         (and come back, after the hold-down, once heard). More than half the links at once (and more
         than 4) is taken for a fault on this side (a stalled controller, a switch eating LLDP): logged,
         and not applied. None between judgements. A judgement takes ``JUDGE_CHUNK`` links per call (one
-        call at k=16, 14 at k=48, each a few milliseconds of the loop): None until its last."""
+        call at k=16, 27 at k=48, each a few milliseconds of the loop), None until its last: with the
+        controller's tick (0.1 s) a k=48 judgement spans 2.7 s, so judgements come no more often than
+        that whatever ``judge_s``. What it found is applied, and shown (``doc``, ``unverified``), only
+        once it has judged every link; a judgement older than the timeout (its calls stopped coming, the
+        check was turned off meanwhile) is dropped and begun again."""
         if not self.interval_s:
+            self._pass = None
             return None
+        if self._pass is not None and now - self._pass[0] > self.wait_s:
+            self._pass = None
         if self._pass is None:
             if now < self._judge:
                 return None
             self._judge = now + self.judge_s
-            self._pass = (0, {}, [])
-        start, states, records = self._pass
+            self._pass = (now, 0, {}, [])
+        began, start, states, records = self._pass
         stop = min(start + JUDGE_CHUNK, len(self.check._links))
         part = self.check.links(now, start, stop)
         states.update(part)
         records += self._report_links(part)
         if stop < len(self.check._links):
-            self._pass = (stop, states, records)
+            self._pass = (began, stop, states, records)
             return None
         self._pass = None
+        self._states.update(states)
         self._judged_at = now
         faults = faults_of(states)
         broken = implausible(states)
@@ -411,11 +420,11 @@ class LinkWatch:
         return Judgement(None if broken else faults, records + self._report_unexpected(now))
 
     def _report_links(self, states: dict) -> list[dict]:
-        """A link going missing or miswired, or heard again, is a decision."""
+        """A link going missing or miswired, or heard again, is a decision (against the last judgement's
+        states: the judgement under way's are kept apart until it ends)."""
         out = []
         for (a, b), state in states.items():
             before = self._states.get((a, b), WAITING)
-            self._states[(a, b)] = state
             if state == before or (state == WAITING) or (state == VERIFIED and before == WAITING):
                 continue
             (LOG.info if state == VERIFIED else LOG.warning)("link %s-%s: LLDP: %s", a, b, state)

@@ -126,6 +126,39 @@ def test_a_judgement_taken_a_few_links_a_call_finds_what_one_taken_at_once_finds
     assert w.doc(20.0, True)["judged_s_ago"] > 0 and len(w.doc(20.0, True)["links"]) == len(F.links)
 
 
+def test_a_judgement_under_way_shows_nothing_before_its_end_and_is_dropped_when_the_check_is_turned_off(monkeypatch):
+    """Between its calls a judgement shows nothing of what it found (the operator sees the last whole
+    judgement, as the liveness model has it); turned off and on meanwhile (a reload), what it had found is
+    dropped: a link heard since is not taken down by it."""
+    from ryu_apps.control import linkwatch
+
+    monkeypatch.setattr(linkwatch, "JUDGE_CHUNK", 5)
+    w = _watch()
+    for t in range(12):
+        w.round_due(float(t))
+        _hear(w, float(t))
+    t = 11.5
+    while w.judge(t) is None:  # a first whole judgement: every link verified
+        t += 0.1
+    assert w.unverified(True) == 0
+    for t2 in range(12, 30):
+        w.round_due(float(t2))
+        _hear(w, float(t2), skip={("c1", "a0_0"), ("a0_0", "c1")})
+    assert w.judge(29.6) is None  # a second begins: the first links (a0_0-c1 among them) judged missing
+    assert w._pass[2][("a0_0", "c1")] == "missing"
+    assert w.doc(29.7, True)["links"]["a0_0-c1"] == "verified" and w.unverified(True) == 0
+    w.configure(0, 3.0)
+    assert w.judge(29.8) is None
+    w.configure(1.0, 3.0)
+    for t2 in range(30, 40):
+        w.round_due(float(t2))
+        _hear(w, float(t2))
+    t = 39.5
+    while (j := w.judge(t)) is None:
+        t += 0.1
+    assert j.faults == set() and j.records == []
+
+
 def test_every_link_silent_at_once_trips_the_breaker_and_nothing_is_applied():
     w = _watch()
     _hear(w, 0.5)

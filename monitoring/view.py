@@ -170,12 +170,27 @@ class LinkColumns:
         return ColumnMap(self, field)
 
 
-class ColumnMap(Mapping):
+class _Measured(Mapping):
+    """A read-only mapping over a ``LinkColumns``' measured links (in the array's order, then those kept
+    aside): what ``ColumnMap`` and ``Readings`` share."""
+
+    __slots__ = ("_c",)
+
+    def __iter__(self):
+        links = self._c.links
+        yield from (links[i] for i in self._c.measured().tolist())
+        yield from self._c.extra
+
+    def __len__(self) -> int:
+        return len(self._c.measured()) + len(self._c.extra)
+
+
+class ColumnMap(_Measured):
     """One field of a ``LinkColumns`` (util, bps, time, fresh) as a read-only mapping of the links measured:
     what a dictionary of them answered, read from the arrays. ``copy()`` gives a plain dictionary;
     ``above(x)`` the links over ``x`` in one array operation."""
 
-    __slots__ = ("_c", "_v", "_field")
+    __slots__ = ("_v", "_field")
 
     def __init__(self, cols: LinkColumns, field: str):
         self._c, self._v, self._field = cols, getattr(cols, field), field
@@ -209,14 +224,6 @@ class ColumnMap(Mapping):
         i = c.pos.get(link)
         return link in c.extra if i is None else c.time[i] == c.time[i]
 
-    def __iter__(self):
-        links = self._c.links
-        yield from (links[i] for i in self._c.measured().tolist())
-        yield from self._c.extra
-
-    def __len__(self) -> int:
-        return len(self._c.measured()) + len(self._c.extra)
-
     def items(self):
         c, idx = self._c, self._c.measured()
         links = c.links
@@ -238,11 +245,11 @@ class ColumnMap(Mapping):
         return [links[i] for i in hit] + [ln for ln, r in c.extra.items() if self._extra(r) > x]
 
 
-class Readings(Mapping):
+class Readings(_Measured):
     """A ``LinkColumns`` as a read-only mapping link -> ``LinkReading`` of the links measured (a reading is
     built when asked for: what the operator's documents read, link by link)."""
 
-    __slots__ = ("_c",)
+    __slots__ = ()
 
     def __init__(self, cols: LinkColumns):
         self._c = cols
@@ -259,14 +266,6 @@ class Readings(Mapping):
 
     def __contains__(self, link) -> bool:
         return self._c.get(link) is not None
-
-    def __iter__(self):
-        links = self._c.links
-        yield from (links[i] for i in self._c.measured().tolist())
-        yield from self._c.extra
-
-    def __len__(self) -> int:
-        return len(self._c.measured()) + len(self._c.extra)
 
 
 @dataclass(frozen=True)

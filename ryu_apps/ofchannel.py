@@ -38,6 +38,7 @@ ADMIT_S = 15.0  # a connection not admitted (HELLO, FEATURES_REPLY, the guard) b
 # sender goes on); past either bound the switch is taken for stuck and closed (it reconnects and is read back)
 BACKLOG_MAX_BYTES = 64 << 20
 BACKLOG_STALL_S = 120.0
+CLOSE_GRACE_S = 5.0  # a closed connection's peer has this long to hang up before its reading side is shut
 GUARD = ChannelGuard()
 STATS: Counter = Counter()  # what the channels saw that is no refusal (``echo-late``), with the controller's counters
 TLS: dict = {}  # key, cert, ca when OpenFlow runs over TLS
@@ -105,6 +106,14 @@ def _gated_class():
             self._backlog: deque = deque()  # (bytes, close) that found the send queue full, in order
             self._backlog_bytes, self._backlog_moved = 0, 0.0
             super().__init__(sock, address)
+            # os-ken reads with the socket's timeout (5 s), only to look at its state again when nothing
+            # came. Each read then leaves a timer in the hub's heap for the timeout's length, even when its
+            # bytes came first: with its closure and its exception, some 170,000 objects at k=48 (two reads
+            # a message), walked by every collection (the handshakes' slowest answers). Reads here wait
+            # without one: a closed connection's reader is woken by ``close`` (its reading side shut after
+            # a grace), a switch gone silent by the echo watch, and one that stopped reading by the backlog.
+            self.socket.settimeout(None)
+            self._shut_later = None
             self.fw_tls, self.fw_cert = tls, cert
             self._deadline = hub.spawn_after(ADMIT_S, self._not_admitted)
 
@@ -169,9 +178,13 @@ def _gated_class():
             self._backlog.append((buf, close_socket))
             self._backlog_bytes += len(buf)
             STATS["send-backlogged"] += 1
-            if self._backlog_bytes > BACKLOG_MAX_BYTES or time.monotonic() - self._backlog_moved > BACKLOG_STALL_S:
+            if self._backlog_stuck():
                 self._stuck()
             return True
+
+        def _backlog_stuck(self) -> bool:
+            return bool(self._backlog) and (self._backlog_bytes > BACKLOG_MAX_BYTES
+                                            or time.monotonic() - self._backlog_moved > BACKLOG_STALL_S)
 
         def _drain(self) -> None:
             """The backlog, in order, through os-ken's (waiting) send."""
@@ -202,9 +215,20 @@ def _gated_class():
             super().set_state(state)
 
         def close(self):
+            """os-ken's close shuts the sending side and waits for the switch to hang up. Its reader
+            waits without a timeout here, so a peer that never hangs up has its reading side shut after
+            ``CLOSE_GRACE_S``: the read ends and the connection goes."""
             self._deadline.cancel()
             GUARD.gone(self, self.fw_dpid)
             super().close()
+            if self._shut_later is None:
+                self._shut_later = hub.spawn_after(CLOSE_GRACE_S, self._shut_reading)
+
+        def _shut_reading(self) -> None:
+            import socket
+
+            with contextlib.suppress(OSError, AttributeError):
+                self.socket.shutdown(socket.SHUT_RD)
 
         def _echo_request_loop(self):
             """os-ken's echo watch, failing open as the LLDP check does: a switch that left
@@ -215,10 +239,17 @@ def _gated_class():
             of the fabric during start-up)."""
             if not self.max_unreplied_echo_requests:
                 return
-            hub.sleep(echo_phase(self.echo_request_interval))  # (spread: switches that connected together)
-            while self.send_q:
+            interval = self.echo_request_interval
+            due = time.monotonic() + echo_phase(interval)  # (spread: switches that connected together)
+            while True:
+                hub.sleep(max(0.0, due - time.monotonic()))
+                due = next_due(due, interval, time.monotonic())
+                if not self.send_q:
+                    break
                 if self._backlog:  # our own bytes wait to go: an echo would only queue behind them (and
-                    hub.sleep(self.echo_request_interval)  # go unanswered); the backlog's own bounds judge
+                    if self._backlog_stuck():  # go unanswered); the backlog's own bounds judge
+                        self._stuck()
+                        break
                     continue
                 if len(self.unreplied_echo_requests) > self.max_unreplied_echo_requests:
                     if not unread(self.socket):
@@ -228,7 +259,6 @@ def _gated_class():
                 req = self.ofproto_parser.OFPEchoRequest(self)
                 self.unreplied_echo_requests.append(self.set_xid(req))
                 self.send_msg(req)
-                hub.sleep(self.echo_request_interval)
             if self.send_q and self.state != DEAD_DISPATCHER:
                 LOG.warning("switch %s (%s) closed: %d echo requests unanswered", _addr(self.address),
                             "unknown" if self.id is None else f"{self.id:016x}", len(self.unreplied_echo_requests))
@@ -244,6 +274,18 @@ def echo_phase(interval: float, rng: random.Random = random.Random()) -> float:
     a burst that held the event loop 50-90 ms, the tail of the handshakes' answers). Each keeps its
     phase, so they stay spread."""
     return rng.uniform(0.0, interval)
+
+
+def next_due(due: float, interval: float, now: float) -> float:
+    """When a connection's next echo request is due: its schedule's next slot after ``now``. A loop that
+    slept ``interval`` after each request lost its phase whenever the event loop was held: every loop due
+    during the hold woke at its end together and stayed in step from then on. Over a start-up's holds the
+    2,880 loops of k=48 gathered into bursts of hundreds of requests within 10 ms every interval, whose
+    replies held the loop in turn (the handshakes' slowest answers came with them). A slot missed is
+    skipped, not made up."""
+    if now < due:
+        return due + interval
+    return due + interval * (1 + int((now - due) // interval))
 
 
 def unread(sock) -> int:

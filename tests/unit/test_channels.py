@@ -206,3 +206,105 @@ def test_switches_that_connect_together_send_their_echo_requests_spread_over_the
     tenths = {int(p / 0.2) for p in phases}
     assert tenths >= set(range(10)), sorted(tenths)
     assert max(sum(1 for p in phases if int(p / 0.2) == i) for i in range(10)) < 150  # (about 100 each)
+
+
+def _green_pair():
+    from eventlet.green import socket as gsocket
+
+    listener = gsocket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    theirs = gsocket.socket()
+    theirs.connect(listener.getsockname())
+    ours, _ = listener.accept()
+    listener.close()
+    return ours, theirs
+
+
+def test_a_connections_reads_leave_no_timer_behind():
+    """os-ken read with the socket's 5 s timeout: every read left a timer (its closure, its exception) in
+    the hub's heap for 5 s even when its bytes came first; at k=48 some 170,000 objects every collection
+    walked. 300 reads that each waited for their bytes leave no timer behind."""
+    from eventlet.hubs import get_hub
+
+    from ryu_apps import ofchannel
+    from ryu_apps.openflow.framework import hub
+
+    ours, theirs = _green_pair()
+    dp = ofchannel._gated_class()(ours, ("127.0.0.1", 1), False, None)
+    dp._deadline.cancel()
+    reader = hub.spawn(dp._recv_loop)
+    hub.sleep(0.05)
+    timers = lambda: len(get_hub().timers) + len(get_hub().next_timers)  # noqa: E731
+    before = timers()
+    echo = bytes([4, 2, 0, 8, 0, 0, 0, 1])  # ECHO_REQUEST: the reader waits for each, then parses it
+    for _ in range(300):
+        theirs.sendall(echo)
+        hub.sleep(0.001)
+    assert not reader.dead
+    assert timers() - before < 30, f"{timers() - before} timers left by 300 reads"
+    hub.kill(reader)
+    ours.close()
+    theirs.close()
+
+
+def test_a_closed_connection_whose_switch_never_hangs_up_is_gone_after_the_grace(monkeypatch):
+    """The reader waits without a timeout, so a switch that is closed but never hangs up (a peer that
+    stopped, a half-open TCP connection) would hold its reader forever: its reading side is shut after
+    ``CLOSE_GRACE_S`` and the reader ends."""
+    from ryu_apps import ofchannel
+    from ryu_apps.openflow.framework import hub
+
+    monkeypatch.setattr(ofchannel, "CLOSE_GRACE_S", 0.2)
+    ours, theirs = _green_pair()
+    dp = ofchannel._gated_class()(ours, ("127.0.0.1", 1), False, None)
+    reader = hub.spawn(dp._recv_loop)
+    hub.sleep(0.3)
+    assert not reader.dead  # nothing came, no timeout: still waiting
+    dp.close()
+    hub.sleep(0.1)
+    assert not reader.dead  # the grace: the switch may still hang up itself
+    hub.sleep(0.4)
+    assert reader.dead
+    assert theirs.recv(10) == b""  # the switch sees the controller's side closed
+    theirs.close()
+
+
+def test_an_echo_schedule_keeps_its_phase_and_skips_what_it_missed():
+    from ryu_apps.ofchannel import next_due
+
+    assert next_due(10.0, 2.0, 9.0) == 12.0  # on time
+    assert next_due(10.0, 2.0, 10.3) == 12.0  # woken late (the loop was held): the next slot of its own phase
+    assert next_due(10.0, 2.0, 12.5) == 14.0  # a slot missed: skipped, not made up
+    assert next_due(10.0, 2.0, 14.0) == 16.0
+
+
+def test_an_echo_loop_held_late_keeps_its_phase(monkeypatch):
+    """Each connection's echo loop slept the interval after each request: a loop woken late by a hold of
+    the event loop stayed late, and the loops due during a hold left it in step (at k=48, bursts of
+    hundreds of requests within 10 ms). Held 0.3 s past its slot, the loop's next request is still on its
+    own schedule (0.9 s), not an interval after the late one (1.15 s)."""
+    import time as pytime
+
+    from ryu_apps import ofchannel
+    from ryu_apps.openflow.framework import hub
+
+    monkeypatch.setattr(ofchannel, "echo_phase", lambda interval: 0.1)
+    ours, theirs = _green_pair()
+    dp = ofchannel._gated_class()(ours, ("127.0.0.1", 1), False, None)
+    dp._deadline.cancel()
+    dp.echo_request_interval, dp.max_unreplied_echo_requests = 0.4, 100
+    sent = []
+    dp.send_msg = lambda msg, close_socket=False: sent.append(pytime.monotonic()) or True
+    t0 = pytime.monotonic()
+    loop = hub.spawn(dp._echo_request_loop)
+    hub.sleep(0.45)  # requests at 0.1 (and due at 0.5)
+    pytime.sleep(0.3)  # the event loop held until 0.75: the 0.5 request goes late
+    hub.sleep(0.35)
+    hub.kill(loop)
+    at = [round(t - t0, 2) for t in sent]
+    assert len(at) == 3, at
+    assert 0.7 <= at[1] <= 0.85, at  # the late one, as soon as the hold ended
+    assert 0.85 <= at[2] <= 1.0, at  # back on its schedule (0.9), not 0.4 s after the late one
+    ours.close()
+    theirs.close()

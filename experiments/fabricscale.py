@@ -23,6 +23,7 @@ what the controller sustains, and hosts announce elephants at 100 a second meanw
 from __future__ import annotations
 
 import asyncio
+import bisect
 import gc
 import json
 import random
@@ -87,7 +88,7 @@ class Emulator:
         self.to_hosts = 0  # packet-outs that left by a host port
         self.loop = asyncio.new_event_loop()
         self.running = True
-        self.work: deque = deque()  # (switch, its connection's writer, messages) in arrival order
+        self.work: deque = deque()  # (switch, its connection's writer, messages, when read) in arrival order
         self.ready = asyncio.Event()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.faults: Counter = Counter()  # messages the simulated switches failed on (a bug of theirs), by error
@@ -95,6 +96,9 @@ class Emulator:
         self.ovsdb = None  # the switches' OVSDB (fabricload.EmulatedOVSDB), when sFlow is emulated
         self.asked: dict[int, float] = {}  # handshake nonce -> when its announce reached the ToR
         self.answers: dict[int, tuple[str, float]] = {}  # nonce -> ("ack" or "nack", when the host got the answer)
+        # while a measurement runs: (when, how long) messages read from the controller waited in ``work`` for the
+        # simulated switches (one core's, in turn) before they were applied; None otherwise
+        self.waits: list | None = None
 
     def start(self) -> Emulator:
         self.thread.start()
@@ -166,7 +170,7 @@ class Emulator:
                         c.messages += len(echoes)
                     rest = [m for m in msgs if m[1] != ofp.OFPT_ECHO_REQUEST]
                     if rest:
-                        self.work.append((sw, writer, rest))
+                        self.work.append((sw, writer, rest, time.monotonic()))
                         self.ready.set()
             except Exception as e:  # (any: a reader that died silently left its connection open and unread)
                 c.drops[f"{type(e).__name__}: {e}"[:120]] += self.running
@@ -186,12 +190,14 @@ class Emulator:
                 continue
             t = time.monotonic()
             while self.work and time.monotonic() - t < budget:
-                sw, writer, msgs = self.work.popleft()
+                sw, writer, msgs, came = self.work.popleft()
                 c, me = self.conns[sw], self.sim.switches[sw]
                 out = []
                 if len(msgs) > 64:  # a megabyte read at once is thousands of messages: the rest waits its
-                    self.work.appendleft((sw, writer, msgs[64:]))  # turn, so that the readers keep reading
+                    self.work.appendleft((sw, writer, msgs[64:], came))  # turn, so that the readers keep reading
                     msgs = msgs[:64]
+                if self.waits is not None:
+                    self.waits.append((came, time.monotonic() - came))
                 for m in msgs:
                     mtype = m[1]
                     c.messages += 1
@@ -298,9 +304,11 @@ class Emulator:
                 src, dst = pairs[(first + i) % len(pairs)]
                 self._announce(src, dst, nonce, 20000 + (first + i) % 40000, rate_kbps)
 
+        self.waits = []
         with _GeneratorStalls(self.loop) as stalls:
             asyncio.run_coroutine_threadsafe(send(), self.loop).result(seconds + 60)
             time.sleep(wait_s)
+        waits, self.waits = self.waits, None
         lat = sorted((self.answers[x][1] - self.asked[x]) * 1000 for x in nonces if x in self.answers)
         kinds = [self.answers[x][0] for x in nonces if x in self.answers]
 
@@ -308,14 +316,28 @@ class Emulator:
             return round(lat[min(len(lat) - 1, int(q * len(lat)))], 2) if lat else None
 
         start = min((self.asked[x] for x in nonces if x in self.asked), default=0.0)
-        slowest = sorted(((self.answers[x][1] - self.asked[x]) * 1000, self.asked[x] - start) for x in nonces
+        slowest = sorted(((self.answers[x][1] - self.asked[x]) * 1000, self.asked[x] - start, x) for x in nonces
                          if x in self.answers)[-10:]
+        waits.sort()
+        came = [w[0] for w in waits]  # for each answer, the longest wait of what was read while it was under way
+
+        def waited(x) -> float:
+            lo, hi = bisect.bisect_left(came, self.asked[x]), bisect.bisect_right(came, self.answers[x][1])
+            return round(1000 * max((w[1] for w in waits[lo:hi]), default=0.0), 1)
+
+        queue = sorted(w[1] for w in waits)
         return {"rate_per_s": rate, "sent": n, "acks": kinds.count("ack"), "nacks": kinds.count("nack"),
                 "unanswered": n - len(lat), "p50_ms": pct(0.5), "p99_ms": pct(0.99),
                 "max_ms": round(lat[-1], 2) if lat else None,
                 # when the slowest ten reached their ToR (s into the window) and how long they took: a tail that
                 # comes at once is one stall of the controller's loop or the generator's, one spread out is load
-                "slowest": [{"at_s": round(at, 3), "ms": round(ms, 2)} for ms, at in reversed(slowest)],
+                "slowest": [{"at_s": round(at, 3), "ms": round(ms, 2), "generator_queue_ms": waited(x)}
+                            for ms, at, x in reversed(slowest)],
+                # how long what the controller sent waited for the emulated switches, which apply it in turn on
+                # one core (a real fabric's switches each have their own): the generator's part of an answer
+                "generator_queue_ms": {"p50": round(1000 * queue[len(queue) // 2], 1) if queue else None,
+                                       "p99": round(1000 * queue[int(0.99 * len(queue))], 1) if queue else None,
+                                       "max": round(1000 * queue[-1], 1) if queue else None},
                 # the generator's own: its loop woken late, its collector's pauses (s into the window, ms)
                 "generator_stalls": stalls.report(start)}
 

@@ -25,7 +25,9 @@ class Collector:
         self.stats = {"datagrams": 0, "decode_errors": 0, "flow_samples": 0, "counter_samples": 0, "unknown_agent": 0}
         self.last_error = ""
 
-    def handle(self, now: float, data: bytes) -> list[LinkLoad]:
+    def handle(self, now: float, data: bytes, loads: bool = True) -> list[LinkLoad]:
+        """A datagram's samples into the estimator; what they changed as events (link loads only if
+        ``loads``: one per counter sample, 138,240 a second at k=48, made for nobody when no app listens)."""
         try:
             dg = decode_datagram(data)
         except SFlowDecodeError as e:
@@ -43,7 +45,7 @@ class Collector:
         events: list[LinkLoad] = []
         for cs in dg.counter_samples:
             self.stats["counter_samples"] += 1
-            events += self.estimator.on_counters(now, cs, dg.agent)
+            events += self.estimator.on_counters(now, cs, dg.agent, loads)
         for fs in dg.flow_samples:
             self.stats["flow_samples"] += 1
             self.estimator.on_flow_sample(now, fs, dg.agent)

@@ -153,6 +153,8 @@ class Estimator:
         self.flow_readings: dict[FiveTuple, FlowReading] = {}
         self._pair_of: dict[FiveTuple, tuple[str, str] | None] = {}
         self._due: deque = deque()  # (when evaluated, flow), oldest first: flows no sample came for wait their turn
+        # (agent, ifIndex) -> what its counter samples measure (``_route``), resolved once per port map
+        self._routes: dict[tuple[str | None, int], tuple] = {}
 
     # ----- mapping -----------------------------------------------------
     def set_ifmap(self, ifmap: dict) -> None:
@@ -160,6 +162,7 @@ class Estimator:
         self.ifmap = {(k if isinstance(k, tuple) else (None, k)): v for k, v in ifmap.items()}
         self._own = {agent for agent, _ in self.ifmap if agent is not None}  # agents with a map of their own
         self._any = any(agent is None for agent, _ in self.ifmap)  # some entries hold for any agent
+        self._routes.clear()
 
     def knows_agent(self, agent: str | None) -> bool:
         """Is ``agent`` one of the fabric's? Known only when every map entry names its agent (each switch
@@ -182,33 +185,59 @@ class Estimator:
         return self.fabric.host_rate_bps(flow.src)
 
     # ----- counters -> link occupancy ------------------------------------
-    def on_counters(self, now: float, sample: CounterSample, agent: str | None = None) -> list[LinkLoad | PortState]:
-        """Link loads from the octet counters; a fabric port's operational status when it changes (the
-        first report only when it is down: a port starts out as up)."""
+    def on_counters(self, now: float, sample: CounterSample, agent: str | None = None,
+                    loads: bool = True) -> list[LinkLoad | PortState]:
+        """Link loads from the octet counters (``loads``: as events; else only kept); a fabric port's
+        operational status when it changes (the first report only when it is down: a port starts out
+        as up)."""
         events: list = []
+        routes = self._routes
         for ifc in sample.interfaces:
-            where = self.locate(agent, ifc.if_index)
-            if where is None:
-                self.stats["unmapped_ifindex"] += 1
-                continue
+            r = routes.get((agent, ifc.if_index))
+            if r is None:
+                r = self._route(agent, ifc.if_index)
+                if r is None:
+                    self.stats["unmapped_ifindex"] += 1
+                    continue
+            elif agent is not None:
+                self.agents.add(agent)
             self.stats["counter_samples"] += 1
-            sw, port = where
-            peer = self.fabric.peer(sw, port)
-            if peer is None:
-                continue
-            other = peer[0]
-            if other in self.fabric.switches:
+            sw, port, fabric_port, measures = r
+            if fabric_port:
                 ev = self._port_status(now, sw, port, bool(ifc.if_status & IF_OPER_UP))
                 if ev is not None:
                     events.append(ev)
-            measures = [((sw, other), "out", ifc.out_octets)]
-            if other not in self.fabric.switches:  # host link: the host has no agent, use our rx side
-                measures.append(((other, sw), "in", ifc.in_octets))
-            for link, side, octets in measures:
-                ev = self._counter_delta(now, link, side, octets)
+            for link, key, cap, out in measures:
+                ev = self._delta(now, link, key, ifc.out_octets if out else ifc.in_octets, cap, loads)
                 if ev is not None:
                     events.append(ev)
         return events
+
+    def _route(self, agent: str | None, if_index: int) -> tuple | None:
+        """What a counter sample of ``agent``'s ``if_index`` measures: (switch, port, whether the port faces
+        a switch, ((link, baseline key, capacity, its out side?), ...)): the link out of the port, and for a
+        host's port the host's link in too (the host has no agent: the switch's rx side); None when the port
+        map does not know the port. Resolved once per port map, not for each of 138,240 ports' samples (the
+        map lookups, the peer, the capacity three times were a third of a sample's cost at k=48). Unknown
+        ports are not kept (any ifIndex can come in a datagram), and the whole is dropped if it ever holds
+        more than the map could explain."""
+        where = self.locate(agent, if_index)
+        if where is None:
+            return None
+        sw, port = where
+        peer = self.fabric.peer(sw, port)
+        if peer is None:
+            r: tuple = (sw, port, False, ())
+        else:
+            other = peer[0]
+            fabric_port = other in self.fabric.switches
+            ends = [((sw, other), "out", True)] + ([] if fabric_port else [((other, sw), "in", False)])
+            r = (sw, port, fabric_port,
+                 tuple((link, (link, side), self.fabric.capacity_bps(link), out) for link, side, out in ends))
+        if len(self._routes) > 2 * len(self.ifmap) + 1024:
+            self._routes.clear()
+        self._routes[(agent, if_index)] = r
+        return r
 
     def _port_status(self, now: float, sw: str, port: int, up: bool) -> PortState | None:
         """A fabric port's status as the liveness model should hear it. Down is believed only when two
@@ -231,10 +260,16 @@ class Estimator:
         return PortState(now, sw, port, False)
 
     def _counter_delta(self, now: float, link: tuple[str, str], side: str, octets: int) -> LinkLoad | None:
+        return self._delta(now, link, (link, side), octets, self.fabric.capacity_bps(link), True)
+
+    def _delta(self, now: float, link: tuple[str, str], key: tuple, octets: int, cap: float,
+               loads: bool) -> LinkLoad | None:
+        """A port's octets read at ``now`` against its last reading: the link's rate folded into its
+        occupancy (a LinkLoad if ``loads``), or nothing for a first reading, a clock step, a counter reset,
+        sFlow's unknown value, or a rate faster than the link."""
         if octets >= UNKNOWN_COUNTER:
             self.stats["unknown_counter"] += 1
             return None  # sFlow's "unknown" (all ones): neither a measurement nor a new baseline
-        key = (link, side)
         t0, octets0 = self._counter_at.get(key), self._counter_octets.get(key)
         self._counter_at[key], self._counter_octets[key] = now, octets
         if t0 is None or now <= t0 or octets < octets0:
@@ -242,12 +277,13 @@ class Estimator:
         dt = now - t0
         self.counter_interval_s += INTERVAL_ALPHA * (dt - self.counter_interval_s)
         bps = (octets - octets0) * 8 / dt
-        if bps > IMPLAUSIBLE_RATE * self.fabric.capacity_bps(link):  # faster than the link: not a measurement
+        if bps > IMPLAUSIBLE_RATE * cap:  # faster than the link: not a measurement
             self.stats["implausible_rate"] += 1
             return None
         if self.hot_threshold is not None:
-            self._note_over(link, "counters", bps > self.hot_threshold * self.fabric.capacity_bps(link))
-        return self.observe_link(now, link, bps, since=t0)
+            self._note_over(link, "counters", bps > self.hot_threshold * cap)
+        util = self._fold(now, link, bps / cap, bps, t0)
+        return LinkLoad(now, link, bps, util) if loads else None
 
     def _note_over(self, link: tuple[str, str], by: str, over: bool) -> None:
         """A link going over the hot threshold by one kind of reading (under it before, by that kind) is
@@ -262,14 +298,16 @@ class Estimator:
     def observe_link(self, now: float, link: tuple[str, str], bps: float, since: float | None = None) -> LinkLoad:
         """Fold a measured rate into the link's smoothed occupancy; ``since``: when the traffic it measured
         began (a counter delta's start), ``now`` if not known."""
-        util = bps / self.fabric.capacity_bps(link)
+        return LinkLoad(now, link, bps, self._fold(now, link, bps / self.fabric.capacity_bps(link), bps, since))
+
+    def _fold(self, now: float, link: tuple[str, str], util: float, bps: float, since: float | None) -> float:
         a = self.cfg.ewma_alpha
         cols = self.columns
         old = cols.util_of(link)
         if old is not None:
             util = a * util + (1 - a) * old
         cols.set(link, util, bps, now, since)
-        return LinkLoad(now, link, bps, util)
+        return util
 
     # ----- flow samples -> flow rates -------------------------------------
     def on_flow_sample(self, now: float, sample: FlowSample, agent: str | None = None) -> None:

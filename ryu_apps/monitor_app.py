@@ -110,7 +110,7 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                 hub.sleep(1)
                 continue
             try:
-                for ev in self.collector.handle(time.monotonic(), data):
+                for ev in self.collector.handle(time.monotonic(), data, bool(self.observers.get(EventLinkLoad))):
                     self.publish(ev)
             except Exception:  # whatever one datagram did, the next ones are still read
                 LOG.exception("sFlow datagram handling failed")

@@ -596,3 +596,41 @@ def test_counter_samples_leave_nothing_young_per_port_for_the_collector_to_walk(
             e.on_counters(t, s)
     assert len(gc.get_objects(generation=0)) - young < len(ifmap) / 10, (len(ifmap), young)
     assert e.link_bps[next(iter(ifmap.values()))[0], fab.peer(*next(iter(ifmap.values())))[0]] > 0
+
+
+def test_counter_samples_without_load_events_keep_the_same_readings_and_still_report_ports():
+    """No app listens for link loads in the product, so the collector asks for none (one a counter sample:
+    138,240 a second at k=48): the readings kept are the same, a port's status change still comes."""
+    rng = random.Random(3)
+    with_events, without = _est(ewma_alpha=0.5), _est(ewma_alpha=0.5)
+    octets = {i: [0, 0] for i in IFMAP}
+    for t in range(6):
+        for i in IFMAP:
+            octets[i][0] += rng.randrange(0, 600_000)
+            octets[i][1] += rng.randrange(0, 600_000)
+            status = 1 if (i == 201 and t >= 3) else 3  # a0_0's port 3 goes down (confirmed at its second reading)
+            a = with_events.on_counters(float(t), _ifc(i, *octets[i], status=status))
+            b = without.on_counters(float(t), _ifc(i, *octets[i], status=status), loads=False)
+            assert [ev for ev in a if type(ev).__name__ == "PortState"] == b
+            assert t == 0 or i == 201 or any(type(ev).__name__ == "LinkLoad" for ev in a)
+    assert dict(with_events.link_util) == dict(without.link_util) and len(without.link_util) == 6
+    assert dict(with_events.link_bps) == dict(without.link_bps)
+    assert without.port_up[("a0_0", 3)] is False
+
+
+def test_a_new_port_map_moves_an_ifindex_at_once_and_unknown_ifindexes_are_not_kept():
+    """What an ifIndex measures is resolved once per port map: a new map (an OVS restart renumbers) takes
+    effect from the next sample, and ifIndexes no map knows (anyone can send them) leave nothing behind."""
+    e = _est(ewma_alpha=1.0)
+    e.on_counters(0.0, _ifc(102, 0, 0))
+    e.on_counters(1.0, _ifc(102, 0, 125_000))
+    assert e.link_util[("e0_0", "a0_0")] == pytest.approx(0.1)
+    e.set_ifmap({**IFMAP, 102: ("e0_0", 4)})  # ifIndex 102 is now the other uplink
+    e.on_counters(2.0, _ifc(102, 0, 250_000))  # a first reading of that port: its baseline
+    e.on_counters(3.0, _ifc(102, 0, 625_000))
+    assert e.link_util[("e0_0", "a0_1")] == pytest.approx(0.3)
+    assert e.link_util[("e0_0", "a0_0")] == pytest.approx(0.1)  # the old link no longer moves
+    before = e.stats["unmapped_ifindex"]
+    for i in range(5000, 15000):
+        e.on_counters(4.0, _ifc(i, 0, 0))
+    assert e.stats["unmapped_ifindex"] == before + 10000 and len(e._routes) <= len(IFMAP)

@@ -196,8 +196,9 @@ class Emulator:
                 if len(msgs) > 64:  # a megabyte read at once is thousands of messages: the rest waits its
                     self.work.appendleft((sw, writer, msgs[64:], came))  # turn, so that the readers keep reading
                     msgs = msgs[:64]
-                if self.waits is not None:
-                    self.waits.append((came, time.monotonic() - came))
+                w = self.waits  # (once: the measuring thread may end it meanwhile)
+                if w is not None:
+                    w.append((came, time.monotonic() - came))
                 for m in msgs:
                     mtype = m[1]
                     c.messages += 1
@@ -308,7 +309,8 @@ class Emulator:
         with _GeneratorStalls(self.loop) as stalls:
             asyncio.run_coroutine_threadsafe(send(), self.loop).result(seconds + 60)
             time.sleep(wait_s)
-        waits, self.waits = self.waits, None
+        w, self.waits = self.waits, None
+        waits = sorted(list(w))  # (a copy: the loop's thread may still append one it was applying)
         lat = sorted((self.answers[x][1] - self.asked[x]) * 1000 for x in nonces if x in self.answers)
         kinds = [self.answers[x][0] for x in nonces if x in self.answers]
 
@@ -318,7 +320,6 @@ class Emulator:
         start = min((self.asked[x] for x in nonces if x in self.asked), default=0.0)
         slowest = sorted(((self.answers[x][1] - self.asked[x]) * 1000, self.asked[x] - start, x) for x in nonces
                          if x in self.answers)[-10:]
-        waits.sort()
         came = [w[0] for w in waits]  # for each answer, the longest wait of what was read while it was under way
 
         def waited(x) -> float:
@@ -585,21 +586,26 @@ def steady_state(em: Emulator, ctl, api: str, d: Path, pairs: int, seed: int, se
 def settle(api: str, timeout: float = SETTLE_S) -> dict:
     """Wait until the levels before have stopped changing the controller: its count of elephants the same
     three times a second apart (the backlog of datagrams the flow-sampled levels left is read, and what they
-    adopted that is no longer sampled has ended after the estimator's ``idle_s``), or ``timeout``. The
-    handshakes at k=32 began on that aftermath once (2,514 elephants, 7.8% of datagrams lost in their own
-    window, p99 6.2 s): a measurement of the levels before, not of the handshakes."""
+    adopted that is no longer sampled has ended after the estimator's ``idle_s``), or ``timeout``
+    (``settled`` false; a count the API did not give is None). The handshakes at k=32 began on that
+    aftermath once (2,514 elephants, 7.8% of datagrams lost in their own window, p99 6.2 s): a measurement
+    of the levels before, not of the handshakes."""
+    import http.client
+
     t = time.monotonic()
-    seen: list[int] = []
-    while time.monotonic() - t < timeout:
+    seen: list[int | None] = []
+    settled = False
+    while not settled and time.monotonic() - t < timeout:
         try:
-            seen.append(int(json.loads(_get(f"http://{api}/api/v1/status", timeout=10)[0])["elephants"]))
-        except (OSError, ValueError, KeyError):
-            seen.append(-1)
-        if len(seen) >= 3 and seen[-1] >= 0 and seen[-1] == seen[-2] == seen[-3]:
-            break
-        time.sleep(1.0)
-    return {"waited_s": round(time.monotonic() - t, 1), "elephants_at_start": seen[0] if seen else None,
-            "elephants_left": seen[-1] if seen else None}
+            left = max(1.0, min(10.0, timeout - (time.monotonic() - t)))
+            seen.append(int(json.loads(_get(f"http://{api}/api/v1/status", timeout=left)[0])["elephants"]))
+        except (OSError, ValueError, KeyError, http.client.HTTPException):
+            seen.append(None)
+        settled = len(seen) >= 3 and seen[-1] is not None and seen[-1] == seen[-2] == seen[-3]
+        if not settled:
+            time.sleep(1.0)
+    return {"settled": settled, "waited_s": round(time.monotonic() - t, 1),
+            "elephants_at_start": seen[0] if seen else None, "elephants_left": seen[-1] if seen else None}
 
 
 def view(api: str, grouped: bool | None = None, timeout: float = 180.0, watch_s: float = 5.0) -> dict:

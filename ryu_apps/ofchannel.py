@@ -114,6 +114,7 @@ def _gated_class():
             # a grace), a switch gone silent by the echo watch, and one that stopped reading by the backlog.
             self.socket.settimeout(None)
             self._shut_later = None
+            self.fw_closed = False  # closed by the controller (or the guard), not by the switch
             self.fw_tls, self.fw_cert = tls, cert
             self._deadline = hub.spawn_after(ADMIT_S, self._not_admitted)
 
@@ -220,6 +221,7 @@ def _gated_class():
             ``CLOSE_GRACE_S``: the read ends and the connection goes."""
             self._deadline.cancel()
             GUARD.gone(self, self.fw_dpid)
+            self.fw_closed = True
             super().close()
             if self._shut_later is None:
                 self._shut_later = hub.spawn_after(CLOSE_GRACE_S, self._shut_reading)
@@ -239,7 +241,7 @@ def _gated_class():
             of the fabric during start-up)."""
             if not self.max_unreplied_echo_requests:
                 return
-            interval = self.echo_request_interval
+            interval = max(self.echo_request_interval, 0.01)
             due = time.monotonic() + echo_phase(interval)  # (spread: switches that connected together)
             while True:
                 hub.sleep(max(0.0, due - time.monotonic()))
@@ -282,7 +284,8 @@ def next_due(due: float, interval: float, now: float) -> float:
     during the hold woke at its end together and stayed in step from then on. Over a start-up's holds the
     2,880 loops of k=48 gathered into bursts of hundreds of requests within 10 ms every interval, whose
     replies held the loop in turn (the handshakes' slowest answers came with them). A slot missed is
-    skipped, not made up."""
+    skipped, not made up (a request sent late may then leave less than an interval before the next: the
+    watch's allowance of unanswered requests covers it)."""
     if now < due:
         return due + interval
     return due + interval * (1 + int((now - due) // interval))
@@ -329,6 +332,8 @@ def _handle(sock, address) -> None:
         try:
             dp.serve()
         except Exception as e:  # a peer whose bytes are not OpenFlow: os-ken's parser raised
+            if dp.fw_closed:  # closed here: the reader's last read failed on it (over TLS, os-ken's close
+                return  # ends the session, and the read after it raises ValueError), not the peer's bytes
             GUARD.count("openflow", "malformed")
             LOG.warning("connection from %s (datapath %s) closed: its bytes are not OpenFlow (%s)", _addr(address),
                         "unknown" if dp.id is None else f"{dp.id:016x}", type(e).__name__)

@@ -47,5 +47,5 @@ def test_a_k8_fabric_emulated_at_the_socket_is_programmed_walked_and_read_back_u
     hs = st["handshake"]  # 100 announces a second for 2 s, while the sustained sFlow load goes on
     assert hs["sent"] == 200 and hs["unanswered"] == 0 and hs["acks"] > 0, hs
     # they began once the levels before had stopped changing the controller, on a load already steady
-    assert hs["settled"]["waited_s"] < fabricscale.SETTLE_S and hs["settled"]["elephants_left"] >= 0, hs["settled"]
+    assert hs["settled"]["settled"] and hs["settled"]["elephants_left"] >= 0, hs["settled"]
     assert hs["warm_up_s"] >= hs["under"]["counter_interval_s"], hs

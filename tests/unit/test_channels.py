@@ -308,3 +308,31 @@ def test_an_echo_loop_held_late_keeps_its_phase(monkeypatch):
     assert 0.85 <= at[2] <= 1.0, at  # back on its schedule (0.9), not 0.4 s after the late one
     ours.close()
     theirs.close()
+
+
+def test_a_connection_closed_here_is_not_counted_malformed_when_its_last_read_fails(monkeypatch):
+    """Over TLS os-ken's close ends the session, and the reader's next read raises ValueError ("Read on
+    closed or unwrapped SSL socket"): that is the controller's own close, not bytes that are not OpenFlow.
+    A connection that raises while still open is counted."""
+    from ryu_apps import ofchannel
+
+    base = ofchannel._gated_class()
+
+    class ClosedThenRead(base):
+        def serve(self):
+            self.close()
+            raise ValueError("Read on closed or unwrapped SSL socket")
+
+    class Garbage(base):
+        def serve(self):
+            raise ValueError("not OpenFlow")
+
+    counted = lambda: ofchannel.GUARD.refused[("openflow", "malformed")]  # noqa: E731
+    before = counted()
+    for cls, more in ((ClosedThenRead, 0), (Garbage, 1)):
+        monkeypatch.setattr(ofchannel, "_gated_class", lambda cls=cls: cls)
+        ours, theirs = _green_pair()
+        ofchannel._handle(ours, ("127.0.0.1", 1))
+        theirs.close()
+        assert counted() == before + more, cls.__name__
+        before = counted()

@@ -259,9 +259,6 @@ class Estimator:
         self.port_up[key] = False
         return PortState(now, sw, port, False)
 
-    def _counter_delta(self, now: float, link: tuple[str, str], side: str, octets: int) -> LinkLoad | None:
-        return self._delta(now, link, (link, side), octets, self.fabric.capacity_bps(link), True)
-
     def _delta(self, now: float, link: tuple[str, str], key: tuple, octets: int, cap: float,
                loads: bool) -> LinkLoad | None:
         """A port's octets read at ``now`` against its last reading: the link's rate folded into its

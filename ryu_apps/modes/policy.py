@@ -29,7 +29,7 @@ from ryu_apps.programs import arp, forwarding, pins
 from ryu_apps.programs.isolation import mark_detected, tor_program
 from ryu_apps.programs.pins import flow_match, tuple_of
 from topology.fabric import Fabric
-from topology.paths import Reachability, path_links, tor_paths
+from topology.paths import Reachability, path_links, tor_paths, tors_below
 from topology.queues import IsolationConfig
 
 LOG = logging.getLogger("freeway")
@@ -101,6 +101,7 @@ class Policy:
         self.stale: frozenset = frozenset()  # links whose measurement is older than STALE_S
         self.view = View(0.0)  # the latest monitoring view
         self._reach: Reachability | None = None
+        self._below = tors_below(fabric)  # fixed by the description: each liveness model's Reachability shares it
         self._prefixes = forwarding.tor_prefixes(fabric)
         self.punt = (forwarding.PUNT_PPS, forwarding.PUNT_BURST)  # each host port's punt meter
         self._recovered_with_dead = False  # placements read back while links were dead: check them
@@ -176,7 +177,7 @@ class Policy:
 
     def reach(self) -> Reachability:
         if self._reach is None:
-            self._reach = Reachability(self.fabric, lambda ln: ln not in self.dead)
+            self._reach = Reachability(self.fabric, lambda ln: ln not in self.dead, self._below)
         return self._reach
 
     def unusable(self) -> frozenset:
@@ -217,7 +218,7 @@ class Policy:
         dead = frozenset(dead)
         if dead == self.dead:
             return NOTHING()
-        reach = Reachability(self.fabric, lambda ln: ln not in dead)
+        reach = Reachability(self.fabric, lambda ln: ln not in dead, self._below)
         moved = [sw for sw in self.fabric.switches if forwarding.dead_key(self.fabric, sw, self.dead, self.reach())
                  != forwarding.dead_key(self.fabric, sw, dead, reach)]
         before = {sw: self.static_program(sw) for sw in moved}

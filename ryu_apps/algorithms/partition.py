@@ -456,7 +456,7 @@ class Partition:
                 ga = up_after.get(s, none) | down_after.get(d, none)
                 if gb == ga:
                     continue
-                key = (gb, ga, min(self.n.get((s, d), self.n_min), n_tops))
+                key = (gb, ga, min(self.n_lol((s, d)), n_tops))
                 by_src[(s, key)] += 1
                 by_dst[(d, key)] += 1
             moves: dict[tuple, tuple[set[str], set[str]]] = {}  # answer -> (the tops that left, those that joined)

@@ -346,11 +346,16 @@ class Emulator:
 class _GeneratorStalls:
     """While a measurement runs, the generator's own holds: its asyncio loop woken more than ``LATE_S`` late
     (a probe every 10 ms) and its cyclic collector's pauses over ``LATE_S``; each with when it began. An
-    answer timed by the generator is late by as much as either, whatever the controller did."""
+    answer timed by the generator is late by as much as either, whatever the controller did. Its cyclic
+    collector is off meanwhile (what the window left is collected after it): with the heap frozen once the
+    fabric was programmed (27. in docs/benchmarks.md), a generation-1 collection of what the handshakes and
+    the emulated switches' new entries built still held the generator 96-237 ms once in a 10 s window, and
+    every answer under way waited as long (k=48, 2026-11-27)."""
     LATE_S = 0.02
 
     def __init__(self, loop):
         self.loop, self.late, self.pauses, self._gc_at, self._stop = loop, [], [], None, False
+        self._collecting = True
 
     def _gc(self, phase: str, info: dict) -> None:
         if phase == "start":
@@ -369,11 +374,15 @@ class _GeneratorStalls:
 
     def __enter__(self):
         gc.callbacks.append(self._gc)
+        self._collecting = gc.isenabled()
+        gc.disable()
         self._task = asyncio.run_coroutine_threadsafe(self._probe(), self.loop)
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop = True
+        if self._collecting:
+            gc.enable()
         gc.callbacks.remove(self._gc)
         try:
             self._task.result(5)

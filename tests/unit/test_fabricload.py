@@ -73,3 +73,30 @@ def test_the_links_fabric_scale_cuts_are_distinct_uplinks_of_the_middle_tier_eve
     assert len(got) == len(set(got)) == 8
     assert all(b in f.up_neighbors(a) and f.down_neighbors(a) for a, b in got)
     assert _cut_links(f, 3) == [("a0_0", "c1"), ("a1_0", "c2"), ("a2_0", "c1")]
+
+
+def test_the_generator_collects_no_cycles_while_a_measurement_runs_and_again_after_it():
+    import asyncio
+    import gc
+
+    from experiments.fabricscale import _GeneratorStalls
+
+    loop = asyncio.new_event_loop()
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+    try:
+        assert gc.isenabled()
+        with _GeneratorStalls(loop) as stalls:
+            assert not gc.isenabled()  # a collection here would hold every answer under way
+            junk = [[] for _ in range(100_000)]  # (enough allocations for several collections, were it on)
+        del junk
+        assert gc.isenabled()
+        assert stalls.report(time.monotonic())["gc_pauses"] == []
+        gc.disable()  # one who had it off keeps it off
+        with _GeneratorStalls(loop):
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(5)

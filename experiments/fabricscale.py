@@ -381,9 +381,9 @@ class _GeneratorStalls:
 
     def __exit__(self, *exc) -> None:
         self._stop = True
+        gc.callbacks.remove(self._gc)  # (first: the collection put off until now is not the window's)
         if self._collecting:
             gc.enable()
-        gc.callbacks.remove(self._gc)
         try:
             self._task.result(5)
         except Exception:  # (the probe's own end must not hide what the measurement raised)

@@ -67,6 +67,7 @@ FLAGS = {"fabric": "--fabric", "listen": "--listen", "mode": "--mode", "monitor"
          "api": "--api", "api_token_file": "--api-token-file", "log_format": "--log-format",
          "cluster": "--cluster", "cluster_name": "--cluster-name", "cluster_ttl_s": "--cluster-ttl", "node_id": "--node-id",
          "lldp_interval_s": "--lldp-interval", "lldp_timeout_s": "--lldp-timeout", "lldp_budget_pps": "--lldp-budget",
+         "echo_budget_pps": "--echo-budget",
          "ctl_privkey": "--ctl-privkey", "ctl_cert": "--ctl-cert", "ca_certs": "--ca-certs",
          "switch_identity": "--switch-identity", "api_read_token_file": "--api-read-token-file",
          "api_open_reads": "--api-open-reads", "api_cert": "--api-cert", "api_key": "--api-key",

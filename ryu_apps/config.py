@@ -91,6 +91,10 @@ class Config:
                                      "in lldp_interval_s is probed in longer rounds, spread over the round, and "
                                      "lldp_timeout_s grows in proportion (k=32: 32,768 ports, a round every "
                                      "33 s)", "probes/s", positive=True)
+    echo_budget_pps: float = setting(500.0, "OpenFlow echo requests per second at most: every switch is asked every "
+                                     "2 s, or less often when the fabric has more switches than that in 2 s (k=48: "
+                                     "2,880 switches, every 5.8 s); a switch that leaves 3 unanswered, and sent "
+                                     "nothing meanwhile, is disconnected", "requests/s", positive=True)
     api: str = setting("", "serve the operator API, /metrics and the fabric view on this HOST:PORT ('' = off)")
     metrics_link_series: int = setting(2000, "per-link series on /metrics at most (a k=48 fat-tree has 110,592 "
                                        "directed switch links): every down link, then the busiest; all of them "

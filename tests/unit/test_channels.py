@@ -336,3 +336,18 @@ def test_a_connection_closed_here_is_not_counted_malformed_when_its_last_read_fa
         theirs.close()
         assert counted() == before + more, cls.__name__
         before = counted()
+
+
+def test_each_switch_is_asked_for_an_echo_every_2_s_unless_the_fabric_is_larger_than_the_echo_budget():
+    from ryu_apps.config import Config, ConfigError
+    from ryu_apps.launcher import ECHO_INTERVAL_S, echo_interval
+
+    assert ECHO_INTERVAL_S == 2.0
+    assert echo_interval(20, 500.0) == 2.0  # k=4
+    assert echo_interval(1000, 500.0) == 2.0  # exactly the budget in 2 s
+    assert echo_interval(1280, 500.0) == pytest.approx(2.56)  # k=32
+    assert echo_interval(2880, 500.0) == pytest.approx(5.76)  # k=48: 500 requests a second, not 1,440
+    assert 2880 / echo_interval(2880, 100.0) == pytest.approx(100.0)
+    assert Config.from_mapping({"fabric": "f.json"}).echo_budget_pps == 500.0
+    with pytest.raises(ConfigError, match="echo_budget_pps"):
+        Config.from_mapping({"fabric": "f.json", "echo_budget_pps": 0})

@@ -21,6 +21,7 @@ from monitoring.view import View
 from ryu_apps import config, modes, ofchannel
 from ryu_apps.control import linkwatch, queue_keeper
 from ryu_apps.control.liveness import Liveness
+from ryu_apps.launcher import CollectorPace
 from ryu_apps.monitor_app import EventElephantEnd, EventElephantStart, EventPortState
 from ryu_apps.openflow import ofmsg, reconcile
 from ryu_apps.openflow.framework import (
@@ -86,6 +87,7 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         self.surface = Surface(self)
         self.metrics = Metrics(self.surface)
         self._gc_observer = self.metrics.gc_callback()
+        self.collector = CollectorPace()  # the young generations collected every tick, not left to pile up
         self.started = time.time()
         self.config_loaded = self.started
         self.restart_needed: list = []  # settings changed in the file that a reload could not apply
@@ -309,6 +311,7 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         t = time.monotonic()
         gc.collect()
         gc.freeze()
+        self.collector.frozen()
         self.counters["heap-frozen"] += 1
         LOG.info("no read-back pending: the heap frozen (%d objects) in %.2f s", gc.get_freeze_count(),
                  time.monotonic() - t)
@@ -530,6 +533,7 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
                 now = time.monotonic()
                 lag = now - asleep - TICK_S
                 self.loop_lag(lag)
+                self.collector.tick(now)
                 self.linkwatch.loop_held(now, lag)  # late probes are not silence: LLDP judges nothing for a while
                 if config.take_reload_request():
                     self.reload()

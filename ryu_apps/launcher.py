@@ -123,6 +123,61 @@ def echo_interval(switches: int, budget_pps: float) -> float:
 
 
 GC_THRESHOLDS = (50_000, 20, 100)  # the cyclic collector's generations, after start-up (Python's: 700, 10, 10)
+GC_YOUNG_S = 0.1  # the youngest generation is collected at least this often (``CollectorPace``)
+
+
+class CollectorPace:
+    """The cyclic collector on a clock as well as on allocations: the youngest generation every
+    ``young_s`` (the controller's tick), the middle one every ``threshold1`` of those (2 s), the oldest
+    (what ``gc.freeze`` left out) once ``threshold2`` middle ones have passed and it has grown by a
+    quarter since its last collection (Python's own rule for it, on its size). The counts are Python's
+    (``gc.get_count()``), so an automatic collection in between counts too.
+
+    Python starts a collection when allocations less deallocations pass ``threshold0``. A controller
+    in its steady state mostly replaces what it holds (an LLDP record, a wait of each connection's
+    send loop, a message), so that count stays low while the objects allocated since the last pass
+    pile up: at k=48 a pass found 166,348 of them and held the event loop 107 ms in the handshakes'
+    window (2026-11-27, docs/benchmarks.md item 38). Collected every tenth of a second they are a
+    tenth of a second's worth. Pure but for the callables: ``due`` says which generation."""
+
+    def __init__(self, young_s: float = GC_YOUNG_S, thresholds: tuple[int, int, int] = GC_THRESHOLDS,
+                 collect=gc.collect, counts=gc.get_count, enabled=gc.isenabled,
+                 old_size=lambda: len(gc.get_objects(generation=2))):
+        self.young_s, self.thresholds = young_s, thresholds
+        self._collect, self._counts, self._enabled, self._old_size = collect, counts, enabled, old_size
+        self._next = float("-inf")
+        self.old_after = 0  # the oldest generation's size after its last collection (a freeze empties it)
+        self._old_skip = 0  # middle collections counted when its growth was last found too small
+        self.passes = [0, 0, 0]
+
+    def due(self, now: float, counts: tuple[int, int, int], old_size=None) -> int | None:
+        """The generation to collect at ``now`` (None: not yet), given ``gc.get_count()``; ``old_size()``
+        is asked only when the oldest is a candidate."""
+        if now < self._next:
+            return None
+        self._next = now + self.young_s
+        _, middle, old = counts
+        if old >= self.thresholds[2] + self._old_skip:
+            if old_size is None or old_size() > self.old_after * 1.25:
+                return 2
+            self._old_skip = old  # (not grown enough: asked again after another threshold2 middle ones)
+        return 1 if middle >= self.thresholds[1] else 0
+
+    def tick(self, now: float) -> int | None:
+        """Collect what is due (nothing while the collector is off: a caller's ``gc.disable`` holds)."""
+        if not self._enabled():
+            return None
+        g = self.due(now, self._counts(), self._old_size)
+        if g is not None:
+            self._collect(g)
+            self.passes[g] += 1
+            if g == 2:
+                self.old_after, self._old_skip = self._old_size(), 0
+        return g
+
+    def frozen(self) -> None:
+        """The heap was frozen (``gc.freeze``): the oldest generation is empty again."""
+        self.old_after, self._old_skip = 0, 0
 
 
 def dump_greenthreads() -> int:

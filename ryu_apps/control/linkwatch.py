@@ -107,10 +107,13 @@ VERIFIED, WAITING, MISSING, MISWIRED = "verified", "waiting", "missing", "miswir
 _RANK = {MISWIRED: 0, MISSING: 1, WAITING: 2, VERIFIED: 3}  # a link is as bad as its worse direction
 
 
-@dataclass(frozen=True)
-class Heard:
-    peer: tuple[int, int]  # (datapath id, port) the probe left by
-    at: float
+def _pack(dpid: int, port: int) -> int:
+    """A probe's origin (datapath id, port) as one number: what the check keeps of each probe heard."""
+    return dpid << 32 | port
+
+
+def _unpack(peer: int) -> tuple[int, int]:
+    return peer >> 32, peer & 0xFFFFFFFF
 
 
 class LinkCheck:
@@ -144,12 +147,16 @@ class LinkCheck:
         # each link's ends and key, and each described port's (datapath id, port) as a probe from it names
         # it: judging 55,296 links at k=48 (every quarter round, the loop held meanwhile) compares these
         self._links = [((ln.a, ln.a_port), (ln.b, ln.b_port), tuple(sorted((ln.a, ln.b)))) for ln in fabric.links]
-        self._raw = {p: (fabric.switches[p[0]].dpid, p[1]) for p in self.expect}
+        self._raw = {p: _pack(fabric.switches[p[0]].dpid, p[1]) for p in self.expect}
         self._expected_raw = {p: self._raw[q] for p, q in self.expect.items()}  # what a port should hear
         # ports whose latest probe heard is not from the described peer (or that the description lacks), kept
         # as probes come, so that listing them does not go through every port heard (110,592 at k=48)
         self._odd: set[PortRef] = set()
-        self.heard_at: dict[PortRef, Heard] = {}
+        # the latest probe heard at each port: where it left from (``_pack``) and when. Numbers in two maps, not
+        # an object per probe: at k=48 a thousand probes a second replaced records that lived a round (110 s),
+        # each one more object for the cyclic collector to walk until then (docs/benchmarks.md, item 38)
+        self.heard_peer: dict[PortRef, int] = {}
+        self.heard_time: dict[PortRef, float] = {}
         self.since: dict[PortRef, float] = {}
         self._extra: dict[str, set[PortRef]] = {}  # ports the description does not have, seen per switch
         self.quiet_until = float("-inf")  # nothing is judged missing before this (``held``)
@@ -161,7 +168,8 @@ class LinkCheck:
             self.delivering.pop(switch, None)
         for p in ports:
             self.since[p] = now
-            self.heard_at.pop(p, None)
+            self.heard_peer.pop(p, None)
+            self.heard_time.pop(p, None)
             self._odd.discard(p)
             if p not in self.expect:
                 self._extra.setdefault(switch, set()).add(p)
@@ -170,7 +178,8 @@ class LinkCheck:
         """A switch went away: nothing is judged about its links until it connects again."""
         for p in [*self.ports_of.get(switch, []), *self._extra.pop(switch, ())]:
             self.since.pop(p, None)
-            self.heard_at.pop(p, None)
+            self.heard_peer.pop(p, None)
+            self.heard_time.pop(p, None)
             self._odd.discard(p)
         self.delivering.pop(switch, None)
 
@@ -193,29 +202,32 @@ class LinkCheck:
         return now < self.quiet_until
 
     def heard(self, now: float, switch: str, port: int, peer: tuple[int, int]) -> None:
-        h = self.heard_at[(switch, port)] = Heard(tuple(peer), now)
-        if self._expected_raw.get((switch, port)) == h.peer:
-            self._odd.discard((switch, port))
+        p = (switch, port)
+        raw = self.heard_peer[p] = _pack(*peer)
+        self.heard_time[p] = now
+        if self._expected_raw.get(p) == raw:
+            self._odd.discard(p)
         else:
-            self._odd.add((switch, port))
-        if (switch, port) not in self.expect:
-            self._extra.setdefault(switch, set()).add((switch, port))
+            self._odd.add(p)
+        if p not in self.expect:
+            self._extra.setdefault(switch, set()).add(p)
         self.delivering.setdefault(switch, now)
 
-    def _name(self, peer: tuple[int, int]) -> PortRef | None:
-        sw = self.fabric.switch_by_dpid(peer[0])
-        return (sw.name, peer[1]) if sw is not None else None
+    def _name(self, peer: int) -> PortRef | None:
+        dpid, port = _unpack(peer)
+        sw = self.fabric.switch_by_dpid(dpid)
+        return (sw.name, port) if sw is not None else None
 
     def _direction(self, now: float, src: PortRef, dst: PortRef) -> str:
         """What the probes arriving at ``dst`` say of the direction src -> dst."""
-        h = self.heard_at.get(dst)
-        if h is not None and now - h.at <= self.timeout_s:
-            raw = self._raw.get(src)
-            same = h.peer == raw if raw is not None else self._name(h.peer) == src
+        at = self.heard_time.get(dst)
+        if at is not None and now - at <= self.timeout_s:
+            raw, peer = self._raw.get(src), self.heard_peer[dst]
+            same = peer == raw if raw is not None else self._name(peer) == src
             return VERIFIED if same else MISWIRED
         if dst not in self.since or src not in self.since or dst[0] not in self.delivering:
             return WAITING  # an end not connected (the liveness model knows), or no probe punted there yet
-        start = max(self.since[dst], self.since[src], self.delivering[dst[0]], h.at if h is not None else 0.0)
+        start = max(self.since[dst], self.since[src], self.delivering[dst[0]], at if at is not None else 0.0)
         unheard = sum(1 for r in self.rounds if start < r <= now - self.SETTLE_S)
         missing = now - start > self.timeout_s and unheard >= self.MISSES and not self.paused(now)
         return MISSING if missing else WAITING
@@ -238,15 +250,15 @@ class LinkCheck:
         not know, a host's port, or a different peer. Reported, never used."""
         out = []
         for sw, port in sorted(self._odd):  # (the ports whose latest probe is not the described peer's)
-            h = self.heard_at[(sw, port)]
-            if now - h.at > self.timeout_s:
+            if now - self.heard_time[(sw, port)] > self.timeout_s:
                 continue
-            peer = self._name(h.peer)
+            raw = self.heard_peer[(sw, port)]
+            peer = self._name(raw)
             if self.expect.get((sw, port)) == peer and peer is not None:
                 continue
             out.append({"switch": sw, "port": port, "described": _ref(self.expect.get((sw, port))
                                                                      or self.fabric.peer(sw, port)),
-                        "heard": _ref(peer) if peer else f"{h.peer[0]:016x}:{h.peer[1]}"})
+                        "heard": _ref(peer) if peer else "%016x:%d" % _unpack(raw)})
         return out
 
 

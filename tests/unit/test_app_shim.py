@@ -163,3 +163,56 @@ def test_tune_gc_freezes_what_start_up_built_and_raises_the_young_threshold():
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_collector_pace_says_which_generation_is_due():
+    """The youngest every tick, the middle one once its count reaches threshold1, the oldest once
+    threshold2 middle ones have passed and only if it grew by a quarter since its last collection."""
+    from ryu_apps.launcher import CollectorPace
+
+    p = CollectorPace(young_s=1.0, thresholds=(50_000, 20, 100))
+    assert p.due(0.0, (0, 0, 0)) == 0
+    assert p.due(0.5, (0, 1, 0)) is None  # not a tick later yet
+    assert p.due(1.0, (10, 19, 0)) == 0
+    assert p.due(2.0, (10, 20, 0)) == 1
+    p.old_after = 1000
+    assert p.due(3.0, (0, 5, 100), old_size=lambda: 1300) == 2  # grew by 30%
+    assert p.due(4.0, (0, 5, 100), old_size=lambda: 1200) == 0  # by 20%: not yet...
+    asked = []
+    assert p.due(5.0, (0, 20, 150), old_size=lambda: asked.append(1) or 5000) == 1  # ... nor asked again soon
+    assert asked == []
+    assert p.due(6.0, (0, 0, 200), old_size=lambda: 5000) == 2  # another threshold2 later
+
+
+def test_collector_pace_keeps_the_young_generation_small_when_the_count_does_not():
+    """A process that replaces what it holds (an old object freed for each new one) never reaches
+    Python's allocation threshold, so its young objects pile up until something else starts a pass;
+    ticked, the pace collects them every tick. A caller's ``gc.disable`` is left alone."""
+    import gc
+
+    from ryu_apps.launcher import CollectorPace
+
+    before = gc.get_threshold()
+    held = {i: [i] for i in range(20_000)}  # long-lived records...
+    gc.collect()
+    gc.freeze()
+    try:
+        gc.set_threshold(50_000, 20, 100)
+        for i in range(20_000):
+            held[i] = [i]  # ... each replaced by a new one: the count stays near 0
+        young = len(gc.get_objects(generation=0))
+        assert young >= 20_000 and gc.get_count()[0] < 1000  # piled up without a pass
+        pace = CollectorPace(young_s=0.1)
+        assert pace.tick(0.0) == 0 and pace.passes == [1, 0, 0]
+        assert len(gc.get_objects(generation=0)) < 1000
+        for i in range(20_000):
+            held[i] = [i]
+        assert pace.tick(0.1) == 0 and len(gc.get_objects(generation=0)) < 1000
+        gc.disable()
+        try:
+            assert pace.tick(0.2) is None and pace.passes == [2, 0, 0]
+        finally:
+            gc.enable()
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)

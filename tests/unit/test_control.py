@@ -175,7 +175,7 @@ def test_garbage_and_forged_lldp_is_counted_and_never_a_link():
     w.heard(1.0, "e0_0", 3, b"\x01\x80\xc2\x00\x00\x0e" + b"\x00" * 60)
     w.heard(1.0, "e0_0", 3, probe(b"x" * 16, F.switches["a0_0"].dpid, 1))  # another controller's secret
     assert sum(n for k, n in w.counters.items() if k != "lldp-heard") == 2 and not w.counters["lldp-heard"]
-    assert w.check.heard_at == {}
+    assert w.check.heard_peer == {} and w.check.heard_time == {}
 
 
 def test_without_an_interval_nothing_is_probed_or_judged():

@@ -138,6 +138,8 @@ def socket_timeout(echo_s: float) -> float:
 
 GC_THRESHOLDS = (50_000, 20, 100)  # the cyclic collector's generations, after start-up (Python's: 700, 10, 10)
 GC_YOUNG_S = 0.1  # the youngest generation is collected at least this often (``CollectorPace``)
+GC_MIDDLE_EVERY = 5  # the middle generation every this many collections of the youngest (0.5 s)
+GC_OLD_EVERY = 100  # the oldest considered after this many of the middle one (Python's threshold2)
 
 
 class CollectorPace:
@@ -154,10 +156,12 @@ class CollectorPace:
     window (2026-11-27, docs/benchmarks.md item 38). Collected every tenth of a second they are a
     tenth of a second's worth. Pure but for the callables: ``due`` says which generation."""
 
-    def __init__(self, young_s: float = GC_YOUNG_S, thresholds: tuple[int, int, int] = GC_THRESHOLDS,
+    def __init__(self, young_s: float | None = None, middle_every: int | None = None, old_every: int | None = None,
                  collect=gc.collect, counts=gc.get_count, enabled=gc.isenabled,
                  old_size=lambda: len(gc.get_objects(generation=2))):
-        self.young_s, self.thresholds = young_s, thresholds
+        self.young_s = GC_YOUNG_S if young_s is None else young_s
+        self.thresholds = (0, GC_MIDDLE_EVERY if middle_every is None else middle_every,
+                           GC_OLD_EVERY if old_every is None else old_every)
         self._collect, self._counts, self._enabled, self._old_size = collect, counts, enabled, old_size
         self._next = float("-inf")
         self.old_after = 0  # the oldest generation's size after its last collection (a freeze empties it)

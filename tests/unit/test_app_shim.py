@@ -170,7 +170,7 @@ def test_collector_pace_says_which_generation_is_due():
     threshold2 middle ones have passed and only if it grew by a quarter since its last collection."""
     from ryu_apps.launcher import CollectorPace
 
-    p = CollectorPace(young_s=1.0, thresholds=(50_000, 20, 100))
+    p = CollectorPace(young_s=1.0, middle_every=20, old_every=100)
     assert p.due(0.0, (0, 0, 0)) == 0
     assert p.due(0.5, (0, 1, 0)) is None  # not a tick later yet
     assert p.due(1.0, (10, 19, 0)) == 0

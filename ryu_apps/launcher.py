@@ -99,7 +99,6 @@ def start_osken(host: str, port: int, apps: list[str], log_format: str = "text",
     osken_cfg.CONF(args=["--ofp-listen-host", host, "--ofp-tcp-listen-port", str(port)], project="os_ken")
     osken_cfg.CONF.set_override("echo_request_interval", echo_interval_s or ECHO_INTERVAL_S)
     osken_cfg.CONF.set_override("maximum_unreplied_echo_requests", ECHO_UNANSWERED)
-    osken_cfg.CONF.set_override("socket_timeout", socket_timeout(echo_interval_s or ECHO_INTERVAL_S))
     logfmt.setup(log_format, verbose)
     from ryu_apps import ofchannel
     from ryu_apps.control.channels import ChannelGuard
@@ -121,19 +120,6 @@ def echo_interval(switches: int, budget_pps: float) -> float:
     wait; at k=48, 2,880 switches every 2 s were 1,440 of each a second. A switch gone silent is found
     after about ``ECHO_UNANSWERED`` + 1 intervals (a closed connection at once)."""
     return max(ECHO_INTERVAL_S, switches / budget_pps)
-
-
-SOCKET_TIMEOUT_S = 5.0  # os-ken's own: how long a connection's read or write waits before it gives up
-
-
-def socket_timeout(echo_s: float) -> float:
-    """How long a switch connection's socket waits: os-ken's 5 s, or two echo intervals where echo
-    requests are rarer than that, so that a switch that answers them never leaves its connection idle
-    that long. os-ken's read loop only tries again when a read times out, but each timeout raises an
-    exception that leaves some 25 objects of cyclic garbage (its traceback and frames) for the cyclic
-    collector: at k=48, echo requests every 5.76 s, that was each of 2,880 connections once an
-    interval (docs/benchmarks.md item 38). A write still fails after it, and closes the connection."""
-    return max(SOCKET_TIMEOUT_S, 2 * echo_s)
 
 
 GC_THRESHOLDS = (50_000, 20, 100)  # the cyclic collector's generations, after start-up (Python's: 700, 10, 10)
@@ -327,6 +313,6 @@ def run(cfg: config.Config, listen: str = "127.0.0.1:6653", verbose: bool = Fals
     mgr, services = start_osken(host, port, APPS, cfg.log_format, verbose, guard,
                                 (cfg.ctl_privkey, cfg.ctl_cert, cfg.ca_certs), echo_s)
     tune_gc()
-    logging.getLogger("freeway").info("listening for switches on %s:%d (an echo request to each every %.1f s, "
-                                      "a socket timeout of %.1f s)", host, port, echo_s, socket_timeout(echo_s))
+    logging.getLogger("freeway").info("listening for switches on %s:%d (an echo request to each every %.1f s)",
+                                      host, port, echo_s)
     return serve(mgr, services)

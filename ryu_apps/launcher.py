@@ -130,17 +130,21 @@ GC_OLD_EVERY = 100  # the oldest considered after this many of the middle one (P
 
 class CollectorPace:
     """The cyclic collector on a clock as well as on allocations: the youngest generation every
-    ``young_s`` (the controller's tick), the middle one every ``threshold1`` of those (2 s), the oldest
-    (what ``gc.freeze`` left out) once ``threshold2`` middle ones have passed and it has grown by a
-    quarter since its last collection (Python's own rule for it, on its size). The counts are Python's
-    (``gc.get_count()``), so an automatic collection in between counts too.
+    ``young_s`` (the controller's tick), the middle one every ``middle_every`` of those (0.5 s), the
+    oldest (what ``gc.freeze`` left out) once ``old_every`` middle ones have passed and it has grown by
+    a quarter since its last collection (Python's own rule for it, on its size). The counts are
+    Python's (``gc.get_count()``), so an automatic collection in between counts too; Python's own
+    thresholds (``GC_THRESHOLDS``) still start one when a burst allocates more between two ticks.
 
     Python starts a collection when allocations less deallocations pass ``threshold0``. A controller
     in its steady state mostly replaces what it holds (an LLDP record, a wait of each connection's
     send loop, a message), so that count stays low while the objects allocated since the last pass
     pile up: at k=48 a pass found 166,348 of them and held the event loop 107 ms in the handshakes'
     window (2026-11-27, docs/benchmarks.md item 38). Collected every tenth of a second they are a
-    tenth of a second's worth. Pure but for the callables: ``due`` says which generation."""
+    tenth of a second's worth, and the middle generation every half second half a second's: no pass
+    over 50 ms in the k=48 windows since, for about three times the collector's time (objects living
+    a tenth of a second to a second are walked now, where they used to die unwalked). Pure but for the
+    callables: ``due`` says which generation."""
 
     def __init__(self, young_s: float | None = None, middle_every: int | None = None, old_every: int | None = None,
                  collect=gc.collect, counts=gc.get_count, enabled=gc.isenabled,

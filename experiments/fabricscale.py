@@ -573,7 +573,7 @@ def steady_state(em: Emulator, ctl, api: str, d: Path, pairs: int, seed: int, se
     interval, sampling = out["shortest_counter_interval_s"], out["densest_sampling"]
     if handshake_rate > 0:
         hs_pairs = [(a, b) for a, b in load.hosts]
-        quiet = settle(api)
+        quiet = settle(api, backlog=lambda: len(em.work))
         warm = (interval or 1.0) + 1.0
 
         def during() -> dict:
@@ -592,17 +592,21 @@ def steady_state(em: Emulator, ctl, api: str, d: Path, pairs: int, seed: int, se
     return out
 
 
-def settle(api: str, timeout: float = SETTLE_S) -> dict:
+def settle(api: str, timeout: float = SETTLE_S, backlog=None) -> dict:
     """Wait until the levels before have stopped changing the controller: its count of elephants the same
     three times a second apart (the backlog of datagrams the flow-sampled levels left is read, and what they
-    adopted that is no longer sampled has ended after the estimator's ``idle_s``), or ``timeout``
-    (``settled`` false; a count the API did not give is None). The handshakes at k=32 began on that
-    aftermath once (2,514 elephants, 7.8% of datagrams lost in their own window, p99 6.2 s): a measurement
-    of the levels before, not of the handshakes."""
+    adopted that is no longer sampled has ended after the estimator's ``idle_s``), and, with ``backlog``
+    (what the emulated switches have still to apply), nothing left to apply at each of those reads; or
+    ``timeout`` (``settled`` false; a count the API did not give is None). The handshakes at k=32 began on
+    that aftermath once (2,514 elephants, 7.8% of datagrams lost in their own window, p99 6.2 s), and once
+    while the generator, one core for 1,280 switches, still applied the group mods of the partition's
+    changes after the level before (its queue 6.7 s at the window's start, p99 3.7 s, 2026-11-27 23:39): a
+    measurement of the levels before, or of the generator, not of the handshakes."""
     import http.client
 
     t = time.monotonic()
     seen: list[int | None] = []
+    queued: list[int] = []
     settled = False
     while not settled and time.monotonic() - t < timeout:
         try:
@@ -610,11 +614,14 @@ def settle(api: str, timeout: float = SETTLE_S) -> dict:
             seen.append(int(json.loads(_get(f"http://{api}/api/v1/status", timeout=left)[0])["elephants"]))
         except (OSError, ValueError, KeyError, http.client.HTTPException):
             seen.append(None)
-        settled = len(seen) >= 3 and seen[-1] is not None and seen[-1] == seen[-2] == seen[-3]
+        queued.append(backlog() if backlog is not None else 0)
+        settled = (len(seen) >= 3 and seen[-1] is not None and seen[-1] == seen[-2] == seen[-3]
+                   and not any(queued[-3:]))
         if not settled:
             time.sleep(1.0)
     return {"settled": settled, "waited_s": round(time.monotonic() - t, 1),
-            "elephants_at_start": seen[0] if seen else None, "elephants_left": seen[-1] if seen else None}
+            "elephants_at_start": seen[0] if seen else None, "elephants_left": seen[-1] if seen else None,
+            "generator_backlog_at_start": queued[0] if queued else None}
 
 
 def view(api: str, grouped: bool | None = None, timeout: float = 180.0, watch_s: float = 5.0) -> dict:

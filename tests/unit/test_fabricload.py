@@ -100,3 +100,35 @@ def test_the_generator_collects_no_cycles_while_a_measurement_runs_and_again_aft
         gc.enable()
         loop.call_soon_threadsafe(loop.stop)
         t.join(5)
+
+
+def test_the_handshakes_wait_until_the_emulated_switches_have_applied_what_the_levels_before_left():
+    """``settle``: the controller's elephants the same three reads running, and nothing left for the
+    generator's switches to apply at any of them (its queue at k=32 once held 6.7 s of group mods when
+    the handshakes began)."""
+    import http.server
+    import json
+
+    from experiments.fabricscale import settle
+
+    class Status(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({"elephants": 7}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Status)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        api = "127.0.0.1:%d" % server.server_address[1]
+        left = iter([40, 12, 0, 0, 0])
+        r = settle(api, timeout=20, backlog=lambda: next(left))
+        assert r["settled"] and r["generator_backlog_at_start"] == 40 and r["waited_s"] >= 4.0  # not after 3 reads
+        assert not settle(api, timeout=2.5, backlog=lambda: 1)["settled"]  # never drained: not settled
+    finally:
+        server.shutdown()

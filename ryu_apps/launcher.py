@@ -125,6 +125,7 @@ def echo_interval(switches: int, budget_pps: float) -> float:
 GC_THRESHOLDS = (50_000, 20, 100)  # the cyclic collector's generations, after start-up (Python's: 700, 10, 10)
 GC_YOUNG_S = 0.1  # the youngest generation is collected at least this often (``CollectorPace``)
 GC_MIDDLE_EVERY = 5  # the middle generation every this many collections of the youngest (0.5 s)
+GC_OLDEST_PACED = 1 << 30  # threshold2 where the pace collects the oldest: Python never starts that pass
 GC_OLD_EVERY = 1200  # the oldest considered after this many of the middle one (10 min; a pass at k=48: 0.26 s)
 
 
@@ -225,16 +226,20 @@ def _waits_on(frame) -> str:
     return ""
 
 
-def tune_gc() -> None:
+def tune_gc(paced: bool = False) -> None:
     """After start-up: what start-up built (the fabric model, the partition: at k=48 some 1.5 million
     objects) lives as long as the process, so the cyclic collector stops walking it (``gc.freeze``), and
     the youngest generation is collected every 50,000 allocations instead of 700. A busy period at k=48
     allocates some 100,000 short-lived objects (its messages, freed by reference counting); with Python's
     defaults the collector walked the whole heap every few periods, a pause of about a second
-    (``freeway bench scale``)."""
+    (``freeway bench scale``). With ``paced`` (the controller, whose
+    tick runs ``CollectorPace``), the oldest generation is left to the pace alone: its middle passes
+    every 0.5 s promote what is alive then, and Python's own rule (more than ``threshold2`` middle
+    passes and a quarter of the oldest promoted since) started a full pass of 205-262 ms in the k=48
+    handshakes' window (2026-11-27 23:35 and 23:52)."""
     gc.collect()
     gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
+    gc.set_threshold(*GC_THRESHOLDS[:2], GC_OLDEST_PACED if paced else GC_THRESHOLDS[2])
 
 
 def serve(mgr, services) -> int:
@@ -317,7 +322,7 @@ def run(cfg: config.Config, listen: str = "127.0.0.1:6653", verbose: bool = Fals
     echo_s = echo_interval(len(fabric.switches), cfg.echo_budget_pps)
     mgr, services = start_osken(host, port, APPS, cfg.log_format, verbose, guard,
                                 (cfg.ctl_privkey, cfg.ctl_cert, cfg.ca_certs), echo_s)
-    tune_gc()
+    tune_gc(paced=True)  # (the controller's tick collects by ``CollectorPace``)
     logging.getLogger("freeway").info("listening for switches on %s:%d (an echo request to each every %.1f s)",
                                       host, port, echo_s)
     return serve(mgr, services)

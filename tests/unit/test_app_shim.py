@@ -151,13 +151,15 @@ def test_tune_gc_freezes_what_start_up_built_and_raises_the_young_threshold():
     generations, and the youngest is collected every 50,000 allocations."""
     import gc
 
-    from ryu_apps.launcher import GC_THRESHOLDS, tune_gc
+    from ryu_apps.launcher import GC_OLDEST_PACED, GC_THRESHOLDS, tune_gc
 
     before = gc.get_threshold()
     kept = [[i] for i in range(1000)]  # some long-lived containers
     try:
         tune_gc()
         assert gc.get_threshold() == GC_THRESHOLDS == (50_000, 20, 100)
+        tune_gc(paced=True)  # the controller: the oldest generation is its pace's alone
+        assert gc.get_threshold() == (50_000, 20, GC_OLDEST_PACED) and GC_OLDEST_PACED >= 1 << 30
         assert gc.get_freeze_count() >= len(kept)
         assert gc.get_count()[0] < 100  # the generations were emptied into the permanent one
     finally:

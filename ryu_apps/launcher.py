@@ -134,9 +134,10 @@ class CollectorPace:
     ``young_s`` (the controller's tick), the middle one every ``middle_every`` of those (0.5 s), the
     oldest (what ``gc.freeze`` left out) once ``old_every`` middle ones have passed (10 min) and it has
     grown by a quarter since its last collection (Python's own rule for it, on its size). That pass
-    walks all that is not frozen (261.5 ms at k=48, 87.6 ms at k=16 when it was asked for every 50 s). The counts are
-    Python's (``gc.get_count()``), so an automatic collection in between counts too; Python's own
-    thresholds (``GC_THRESHOLDS``) still start one when a burst allocates more between two ticks.
+    walks all that is not frozen (261.5 ms at k=48, 87.6 ms at k=16 when it was asked for every 50 s).
+    The counts are Python's (``gc.get_count()``), so an automatic collection in between counts too;
+    Python's own thresholds (``GC_THRESHOLDS``) still start a young or middle pass when a burst
+    allocates more between two ticks.
 
     Python starts a collection when allocations less deallocations pass ``threshold0``. A controller
     in its steady state mostly replaces what it holds (an LLDP record, a wait of each connection's
@@ -152,8 +153,8 @@ class CollectorPace:
                  collect=gc.collect, counts=gc.get_count, enabled=gc.isenabled,
                  old_size=lambda: len(gc.get_objects(generation=2))):
         self.young_s = GC_YOUNG_S if young_s is None else young_s
-        self.thresholds = (0, GC_MIDDLE_EVERY if middle_every is None else middle_every,
-                           GC_OLD_EVERY if old_every is None else old_every)
+        self.middle_every = GC_MIDDLE_EVERY if middle_every is None else middle_every
+        self.old_every = GC_OLD_EVERY if old_every is None else old_every
         self._collect, self._counts, self._enabled, self._old_size = collect, counts, enabled, old_size
         self._next = float("-inf")
         self.old_after = 0  # the oldest generation's size after its last collection (a freeze empties it)
@@ -167,11 +168,11 @@ class CollectorPace:
             return None
         self._next = now + self.young_s
         _, middle, old = counts
-        if old >= self.thresholds[2] + self._old_skip:
+        if old >= self.old_every + self._old_skip:
             if old_size is None or old_size() > self.old_after * 1.25:
                 return 2
-            self._old_skip = old  # (not grown enough: asked again after another threshold2 middle ones)
-        return 1 if middle >= self.thresholds[1] else 0
+            self._old_skip = old  # (not grown enough: asked again after another ``old_every`` middle ones)
+        return 1 if middle >= self.middle_every else 0
 
     def tick(self, now: float) -> int | None:
         """Collect what is due (nothing while the collector is off: a caller's ``gc.disable`` holds)."""

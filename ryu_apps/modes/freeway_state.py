@@ -13,11 +13,11 @@ from collections import Counter
 from dataclasses import dataclass, field, fields
 from itertools import repeat
 
-from monitoring.sflow import FiveTuple
 from ryu_apps.algorithms.binpack import Allocations, NoRoom, Placement, bin_pack, links, split
 from ryu_apps.algorithms.maxmin import max_min
 from ryu_apps.algorithms.partition import Partition, PartitionConfig, SparseLoads, StepResult
 from ryu_apps.host import handshake as hs
+from ryu_apps.modes.placed import PlacedRates
 from ryu_apps.openflow import pipeline
 from ryu_apps.openflow.intents import (
     Bucket,
@@ -263,6 +263,8 @@ class FreewayState:
         self.link_util: dict[Link, float] = {}
         self.flows = {}  # the period's flow readings (five-tuple -> rate, links, elephant?, last seen): ``measure``
         self._mice_of: tuple | None = None  # (link_util, flows) the mice loads were computed from, and they
+        self._placed = PlacedRates()  # the placed elephants' allocated rates per link, kept up to date
+        self._elephant_extra: tuple[dict, dict] = ({}, {})  # what the latest ``_mice_loads`` found beyond them
         self.reclaimed: dict[Link, float] = {}  # LOL links taken back from elephants (or turned LOL), and when
         self.now = 0.0
         self.stale: frozenset[Link] = frozenset()  # links whose measurement is too old to place on
@@ -320,58 +322,66 @@ class FreewayState:
         """Per link, the mice load the partition steps on: with lending, ``mice_seen`` (a lent link's
         elephant is not mice asking for more paths); lending off, the measured load itself, as the paper
         has it (low-latency links carry no elephant)."""
-        return self.link_util if self.cfg.lend == "off" else self._mice_loads()[1]
+        return self.link_util if self.cfg.lend == "off" else self._mice_loads()
 
     @property
     def mice_seen(self) -> dict[Link, float]:
         """Per link, the mice load lending (and, when lending, the partition) decides on: the lower of
         the measured load less the elephants' and the rates of the flows sampled on it that are not
         elephants (``_mice_loads``)."""
-        return self._mice_loads()[1]
+        return self._mice_loads()
 
-    def _mice_loads(self) -> tuple[dict, dict]:
-        """Two estimates of each link's mice load. (1) The measured load less the elephants': an
-        elephant Freeway placed counts on its placement's links at its measured rate (its allocation
-        when not sampled lately), another flow flagged an elephant on the links it was sampled on. After
-        an elephant moves, the smoothed load of the link it left still holds it for a few periods. (2)
-        The rates of the flows not flagged elephants, summed over the links they were sampled on: only
-        what mice send, but an elephant's first fraction of a second (before it is flagged) too. Lending
-        takes the lower of the two: a link is lent only when both say its mice are idle, and taken back
-        only when both say they came back. (1) holds only the links an elephant is on (another's is its
-        measured load)."""
+    def _mice_loads(self) -> SparseLoads:
+        """Each link's mice load, the lower of two estimates. (1) The measured load less the elephants'
+        (``less_elephants``). (2) The rates of the flows not flagged elephants, summed over the links they
+        were sampled on: only what mice send, but an elephant's first fraction of a second (before it is
+        flagged) too. Lending takes the lower of the two: a link is lent only when both say its mice are
+        idle, and taken back only when both say they came back. Only the links a mouse was sampled on are
+        worked out (another has none seen), and the placed elephants' sums are kept from period to period
+        (``PlacedRates``): the period's cost follows the flows sampled, not the elephants placed."""
         key = (self.link_util, self.flows)
         if self._mice_of is not None and self._mice_of[0][0] is key[0] and self._mice_of[0][1] is key[1]:
             return self._mice_of[1]
-        now, el_bps, mice_bps, placed = self.now, Counter(), Counter(), set()
-        for el in self.elephants.values():
-            for sub, pl in zip(el.subflows, el.placements, strict=True):
-                ft = FiveTuple(sub.src, sub.dst, sub.proto, sub.sport, sub.dport)
-                placed.add(ft)
-                r = self.flows.get(ft)
-                rate = r.rate_bps if r is not None and now - r.last_seen < FRESH_S else pl.rate_bps
-                for ln in links(pl.path):
-                    el_bps[ln] += rate
+        placed = self._placed
+        placed.sync(self.elephants)
+        now, by_flow = self.now, placed.by_flow
+        moved: dict[Link, float] = {}  # per link: what the placed subflows sampled lately send beyond their allocation
+        other: dict[Link, float] = {}  # ... what flows flagged elephants that Freeway did not place send
+        mice_bps: dict[Link, float] = {}
         for ft, r in self.flows.items():
-            if now - r.last_seen >= FRESH_S or ft in placed:
+            if now - r.last_seen >= FRESH_S:
                 continue
+            on = by_flow.get(ft)
+            if on is not None:
+                for lns, rate in on:
+                    d = r.rate_bps - rate
+                    for ln in lns:
+                        moved[ln] = moved.get(ln, 0.0) + d
+                continue
+            into = other if r.elephant else mice_bps
             for ln in r.links:
-                (el_bps if r.elephant else mice_bps)[ln] += r.rate_bps
-        cap, util = self.capacity_bps, self.link_util
-        # (only the links an elephant is on are in ``less``: another keeps its measured load; a link no mouse
-        # was sampled on has none seen: only the links flows were sampled on are worked out, not every link
-        # of the fabric, and no copy of every link's load is made)
-        less = {}
-        for ln, bps in el_bps.items():
-            u = util.get(ln)
-            if u is not None:
-                less[ln] = max(0.0, u - bps / cap(ln))
-        seen = SparseLoads()  # (0 where no mouse was sampled)
+                into[ln] = into.get(ln, 0.0) + r.rate_bps
+        self._elephant_extra = (moved, other)
+        cap, util, seen = self.capacity_bps, self.link_util, SparseLoads()  # (0 where no mouse was sampled)
         for ln, bps in mice_bps.items():
-            u = less.get(ln, util.get(ln))
+            u = self.less_elephants(ln) if ln in placed.bps or ln in other else util.get(ln)
             if u is not None:
                 seen[ln] = max(0.0, min(u, bps / cap(ln)))
-        self._mice_of = (key, (less, seen))
-        return less, seen
+        self._mice_of = (key, seen)
+        return seen
+
+    def less_elephants(self, link: Link) -> float | None:
+        """Estimate (1) of a link's mice load, as of the latest ``_mice_loads``: its measured load less the
+        elephants' (None when it has no measurement). An elephant Freeway placed counts on its placement's
+        links at its measured rate (its allocation when not sampled lately), another flow flagged an
+        elephant on the links it was sampled on. After an elephant moves, the smoothed load of the link it
+        left still holds it for a few periods."""
+        u = self.link_util.get(link)
+        if u is None:
+            return None
+        moved, other = self._elephant_extra
+        bps = self._placed.bps.get(link, 0.0) + moved.get(link, 0.0) + other.get(link, 0.0)
+        return max(0.0, u - bps / self.capacity_bps(link))
 
     def lending(self) -> bool:
         return self.cfg.lend != "off"
@@ -1364,8 +1374,8 @@ class FreewayState:
         if not self.lending():
             return
         mice, part = self.mice_seen, self.partition
-        back = sorted(ln for ln in self.alloc.link if ln not in part.dead and part.is_lol(ln)
-                      and mice.get(ln, 0.0) > self.cfg.reclaim_above)
+        back = sorted(ln for ln, m in mice.items() if m > self.cfg.reclaim_above and ln in self.alloc.link
+                      and ln not in part.dead and part.is_lol(ln))  # (reclaim_above > 0: only links mice were seen on)
         for ln in back:
             self.reclaimed[ln] = now
         for ln in back:

@@ -30,7 +30,11 @@ PORTMAP_REFRESH_S = 10.0
 # the map is read again at most as often as keeps its reading under this share of the time (at k=48 one
 # reading of 138,240 interfaces takes seconds, most of them in the controller's process)
 PORTMAP_SHARE = 0.01
-YIELD_EVERY = 32  # sFlow datagrams handled before the receive loop lets the others run
+# The sFlow reader's turn: it lets the others run once its datagrams have held the loop this long. At k=48
+# (11 counter samples a datagram, 6,300 datagrams a second, half of the controller's core) a turn of 32
+# datagrams (2-3 ms) was waited behind at every step of a handshake (its packet-in, each switch's barrier
+# reply): p50 23-31 ms, p99 57-85 ms; yielding after each datagram, 3.8 / 32 ms (docs/benchmarks.md, item 39).
+YIELD_AFTER_S = 0.0003
 
 
 class EventLinkLoad(base_event.EventBase):
@@ -101,7 +105,7 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
 
     # ----- green threads (thin: all logic is in monitoring/) ---------------
     def _receive(self):
-        n = 0
+        held = 0.0  # how long the datagrams handled since the reader last let the others run took
         while self.is_active:
             try:
                 data, _ = self.sock.recvfrom(65535)
@@ -109,14 +113,16 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                 LOG.error("sFlow socket: %s", e)
                 hub.sleep(1)
                 continue
+            t = time.monotonic()
             try:
-                for ev in self.collector.handle(time.monotonic(), data, bool(self.observers.get(EventLinkLoad))):
+                for ev in self.collector.handle(t, data, bool(self.observers.get(EventLinkLoad))):
                     self.publish(ev)
             except Exception:  # whatever one datagram did, the next ones are still read
                 LOG.exception("sFlow datagram handling failed")
-            n += 1
-            if n % YIELD_EVERY == 0:  # a green socket that always has data never yields by itself: a burst
-                hub.sleep(0)  # of datagrams would hold the whole controller (echo replies, barriers, probes)
+            held += time.monotonic() - t
+            if held >= YIELD_AFTER_S:  # a green socket that always has data never yields by itself: a burst of
+                held = 0.0  # datagrams would hold the whole controller (packet-ins, barrier replies, echoes, probes)
+                hub.sleep(0)
 
     def _periodic(self):
         while self.is_active:

@@ -42,3 +42,36 @@ def test_link_loads_reach_an_app_that_observes_them_and_cost_nothing_when_none_d
     mon.register_observer(EventLinkLoad, "some_app")
     mon.publish(load)
     assert len(sent) == 1 and isinstance(sent[0], EventLinkLoad) and sent[0].load == load
+
+
+def test_the_sflow_reader_lets_the_others_run_once_its_datagrams_held_the_loop_for_its_turn(tmp_path, monkeypatch):
+    """At k=48 a datagram carries 11 counter samples: a turn of 32 datagrams held every step of a handshake
+    2-3 ms. The reader yields once what it handled took ``YIELD_AFTER_S``, however many datagrams that is."""
+    from ryu_apps import monitor_app
+
+    fattree(4, 10).save(tmp_path / "f.json")
+    monkeypatch.setattr(config, "_active", config.Config(fabric=str(tmp_path / "f.json"), monitor="none"))
+    mon = MonitorApp()
+    clock, log, costs = [0.0], [], [0.0001] * 9 + [0.002, 0.002] + [0.0001] * 3
+
+    class Sock:
+        def recvfrom(self, n):
+            if not costs:
+                mon.is_active = False
+                raise OSError("closed")
+            log.append("datagram")
+            return b"x", None
+
+    def handle(now, data, loads):
+        clock[0] += costs.pop(0)
+        return []
+
+    mon.sock, mon.is_active = Sock(), True
+    mon.collector.handle = handle
+    monkeypatch.setattr(monitor_app.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(monitor_app.hub, "sleep", lambda s: log.append(f"yield {s}"))
+    mon._receive()
+    turns = " ".join(log).split(" yield 0")
+    assert monitor_app.YIELD_AFTER_S == 0.0003
+    assert [t.split().count("datagram") for t in turns[:5]] == [3, 3, 3, 1, 1]  # 0.11 ms each; then 2 ms each
+    assert log[-1] == "yield 1"  # (the closed socket: logged, waited on)

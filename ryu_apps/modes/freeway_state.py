@@ -364,18 +364,22 @@ class FreewayState:
         self._elephant_extra = (moved, other)
         cap, util, seen = self.capacity_bps, self.link_util, SparseLoads()  # (0 where no mouse was sampled)
         for ln, bps in mice_bps.items():
-            u = self.less_elephants(ln) if ln in placed.bps or ln in other else util.get(ln)
+            u = self._less(ln) if ln in placed.bps or ln in other else util.get(ln)
             if u is not None:
                 seen[ln] = max(0.0, min(u, bps / cap(ln)))
         self._mice_of = (key, seen)
         return seen
 
     def less_elephants(self, link: Link) -> float | None:
-        """Estimate (1) of a link's mice load, as of the latest ``_mice_loads``: its measured load less the
+        """Estimate (1) of a link's mice load, of the latest measurement: its measured load less the
         elephants' (None when it has no measurement). An elephant Freeway placed counts on its placement's
         links at its measured rate (its allocation when not sampled lately), another flow flagged an
         elephant on the links it was sampled on. After an elephant moves, the smoothed load of the link it
         left still holds it for a few periods."""
+        self._mice_loads()  # (the sums of the latest measurement: worked out once per measurement)
+        return self._less(link)
+
+    def _less(self, link: Link) -> float | None:
         u = self.link_util.get(link)
         if u is None:
             return None

@@ -35,15 +35,14 @@ class PlacedRates:
             self._add(eid, el)
 
     def _add(self, eid: int, el) -> None:
-        bps, n, entries = self.bps, self._n, []
-        for sub, pl in zip(el.subflows, el.placements, strict=True):
-            ft = FiveTuple(sub.src, sub.dst, sub.proto, sub.sport, sub.dport)
-            e = (tuple(links(pl.path)), pl.rate_bps)
+        entries = [(FiveTuple(sub.src, sub.dst, sub.proto, sub.sport, sub.dport), (tuple(links(pl.path)), pl.rate_bps))
+                   for sub, pl in zip(el.subflows, el.placements, strict=True)]  # (all, before any sum is touched)
+        bps, n = self.bps, self._n
+        for ft, e in entries:
             self.by_flow.setdefault(ft, []).append(e)
             for ln in e[0]:
                 bps[ln] = bps.get(ln, 0.0) + e[1]
                 n[ln] = n.get(ln, 0) + 1
-            entries.append((ft, e))
         self._of[eid] = (el.placements, el.subflows, entries)
 
     def _drop(self, eid: int) -> None:

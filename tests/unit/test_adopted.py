@@ -144,6 +144,10 @@ def test_a_lent_link_is_taken_back_only_when_mice_are_sampled_on_it():
     assert core.mice_seen[lent] == core.mice_util[lent] == seen[lent]  # what lending and the partition use
     core.period(11.0, [])
     assert core.take_moves() == [] and core.lendable(lent)
+    sub = el.subflows[0]  # the elephant sampled at 5 Mbit/s, read before any period worked the mice loads out
+    own = FiveTuple(sub.src, sub.dst, sub.proto, sub.sport, sub.dport)
+    core.measure(11.5, {lent: 0.6}, {own: FlowReading(5e6, frozenset({lent}), True, 11.5)})
+    assert core.less_elephants(lent) == pytest.approx(0.1)  # of this measurement: 6 Mbit/s less its 5, not its 3
     core.measure(12.0, {lent: 0.9}, {young: FlowReading(2.5e6, frozenset({lent}), False, 12.0)})
     core.period(12.0, [])
     (back, _i, _a), = core.take_moves()  # now both say mice are there (0.25 > reclaim_above)

@@ -85,3 +85,15 @@ def test_an_unchanged_elephant_is_not_worked_out_again():
     assert all(placed._of[eid][2] is kept[eid] for eid in elephants if eid != 7)
     assert placed._of[7][2] is not kept[7]
     _same(placed, elephants)
+
+
+def test_an_elephant_whose_subflows_and_placements_disagree_is_refused_whole():
+    rng, placed = random.Random(5), PlacedRates()
+    good = {1: _elephant(rng, 1, 2)}
+    placed.sync(good)
+    before = (dict(placed.bps), {ft: list(on) for ft, on in placed.by_flow.items()})
+    bad = _elephant(rng, 2, 3)
+    bad.placements = bad.placements[:2]
+    with pytest.raises(ValueError):
+        placed.sync({**good, 2: bad})
+    assert (placed.bps, placed.by_flow) == before and 2 not in placed._of

@@ -33,7 +33,8 @@ PORTMAP_SHARE = 0.01
 # The sFlow reader's turn: it lets the others run once its datagrams have held the loop this long. At k=48
 # (11 counter samples a datagram, 6,300 datagrams a second, half of the controller's core) a turn of 32
 # datagrams (2-3 ms) was waited behind at every step of a handshake (its packet-in, each switch's barrier
-# reply): p50 23-31 ms, p99 57-85 ms; yielding after each datagram, 3.8 / 32 ms (docs/benchmarks.md, item 39).
+# reply): p50 23-31 ms, p99 57-85 ms; with this turn 5.8 / 43.4 ms, and 6.5 / 50.9 ms in the bench, while the
+# datagrams lost in that window rose to 14-19% (docs/benchmarks.md, item 39).
 YIELD_AFTER_S = 0.0003
 
 

@@ -131,11 +131,14 @@ class Estimator:
         # view copies the arrays (see ``LinkColumns``); ``link_util`` and the rest read them as dictionaries
         self.columns = LinkColumns(sorted({ln for a, b in ends for ln in ((a, b), (b, a))}))
         self.counter_interval_s = 1.0  # how far apart a port's counter samples come (a running mean)
-        # (link, side) -> when its octets were last read, and how many: two maps of numbers, not one of
-        # (when, octets) pairs (a new pair for each of 138,240 ports' samples at k=48 was a young object the
-        # cyclic collector had to walk; numbers are not tracked)
-        self._counter_at: dict[tuple[tuple[str, str], str], float] = {}
-        self._counter_octets: dict[tuple[tuple[str, str], str], int] = {}
+        # when each (link, side)'s octets were last read, and how many: two lists of numbers at the side's slot
+        # (``_slot``), resolved once per port map with the rest of a port's route. Not maps keyed by (link,
+        # side): a nested tuple's hash is worked out afresh at each lookup, four a sample; and not one list of
+        # (when, octets) pairs: a new pair for each of 138,240 ports' samples at k=48 was a young object the
+        # cyclic collector had to walk (numbers are not tracked)
+        self._slot_of: dict[tuple[tuple[str, str], str], int] = {}
+        self._counter_at: list[float | None] = []
+        self._counter_octets: list[int] = []
         self._link_samples: dict[tuple[str, str], deque] = {}  # link -> [bucket start, bytes, samples, Σ bytes²]
         self._checked_at: dict[tuple[str, str], float] = {}  # when a link's samples were last held to the threshold
         self._over: dict[str, set[tuple[str, str]]] = {"counters": set(), "samples": set()}  # over it by each
@@ -143,10 +146,12 @@ class Estimator:
         self.hot_threshold: float | None = None  # set by a policy that wants to hear of links over it at once
         self.hot: set[tuple[str, str]] = set()  # links newly over hot_threshold since the last take_hot()
         self.port_up: dict[tuple[str, int], bool] = {}  # fabric port -> operational status as sFlow reports it
+        # (a port never reported is up: only those reported down, and up again since, are in it)
         self.stats = {"flow_samples": 0, "counter_samples": 0, "unmapped_ifindex": 0, "packets_without_ip": 0,
                       "unknown_counter": 0, "discarded_samples": 0, "samples_not_from_a_port": 0,
                       "implausible_tcp_span": 0, "implausible_rate": 0, "port_down_unconfirmed": 0}
         self._down_since: dict[tuple[str, int], float] = {}  # fabric port -> first reading of "down" unconfirmed
+        self._watched: set[tuple[str, int]] = set()  # fabric ports down, or said to be: an "up" reading is news
         self._sampled: set[FiveTuple] = set()  # flows sampled since the last tick
         # each flow's reading as of its last evaluation (``tick``), and its ToR pair: a period's view copies
         # them rather than building 10,000 readings at once (the event loop is held meanwhile)
@@ -191,7 +196,7 @@ class Estimator:
         operational status when it changes (the first report only when it is down: a port starts out
         as up)."""
         events: list = []
-        routes = self._routes
+        routes, watched = self._routes, self._watched
         for ifc in sample.interfaces:
             r = routes.get((agent, ifc.if_index))
             if r is None:
@@ -202,54 +207,70 @@ class Estimator:
             elif agent is not None:
                 self.agents.add(agent)
             self.stats["counter_samples"] += 1
-            sw, port, fabric_port, measures = r
-            if fabric_port:
-                ev = self._port_status(now, sw, port, bool(ifc.if_status & IF_OPER_UP))
-                if ev is not None:
-                    events.append(ev)
-            for link, key, cap, out in measures:
-                ev = self._delta(now, link, key, ifc.out_octets if out else ifc.in_octets, cap, loads)
+            port, measures = r
+            if port is not None:  # a fabric port: its status is news if it is down, or was
+                up = ifc.if_status & IF_OPER_UP
+                if not up or port in watched:
+                    ev = self._port_status(now, port, bool(up))
+                    if ev is not None:
+                        events.append(ev)
+            for slot, link, i, cap, out in measures:
+                ev = self._delta(now, slot, link, i, ifc.out_octets if out else ifc.in_octets, cap, loads)
                 if ev is not None:
                     events.append(ev)
         return events
 
     def _route(self, agent: str | None, if_index: int) -> tuple | None:
-        """What a counter sample of ``agent``'s ``if_index`` measures: (switch, port, whether the port faces
-        a switch, ((link, baseline key, capacity, its out side?), ...)): the link out of the port, and for a
-        host's port the host's link in too (the host has no agent: the switch's rx side); None when the port
-        map does not know the port. Resolved once per port map, not for each of 138,240 ports' samples (the
-        map lookups, the peer, the capacity three times were a third of a sample's cost at k=48). Unknown
-        ports are not kept (any ifIndex can come in a datagram), and the whole is dropped if it ever holds
-        more than the map could explain."""
+        """What a counter sample of ``agent``'s ``if_index`` measures: (the (switch, port) if the port faces
+        a switch, else None; ((side's slot, link, its position in the columns, capacity, its out side?),
+        ...)): the link out of the port, and for a host's port the host's link in too (the host has no
+        agent: the switch's rx side); None when the port map does not know the port. Resolved once per port
+        map, not for each of 138,240 ports' samples (the map lookups, the peer, the capacity three times were
+        a third of a sample's cost at k=48). Unknown ports are not kept (any ifIndex can come in a datagram),
+        and the whole is dropped if it ever holds more than the map could explain."""
         where = self.locate(agent, if_index)
         if where is None:
             return None
         sw, port = where
         peer = self.fabric.peer(sw, port)
         if peer is None:
-            r: tuple = (sw, port, False, ())
+            r: tuple = (None, ())
         else:
             other = peer[0]
             fabric_port = other in self.fabric.switches
             ends = [((sw, other), "out", True)] + ([] if fabric_port else [((other, sw), "in", False)])
-            r = (sw, port, fabric_port,
-                 tuple((link, (link, side), self.fabric.capacity_bps(link), out) for link, side, out in ends))
+            pos = self.columns.pos
+            r = ((sw, port) if fabric_port else None,
+                 tuple((self._slot((link, side)), link, pos.get(link), self.fabric.capacity_bps(link), out)
+                       for link, side, out in ends))
         if len(self._routes) > 2 * len(self.ifmap) + 1024:
             self._routes.clear()
         self._routes[(agent, if_index)] = r
         return r
 
-    def _port_status(self, now: float, sw: str, port: int, up: bool) -> PortState | None:
+    def _slot(self, key: tuple[tuple[str, str], str]) -> int:
+        """A (link, side)'s slot in the counters' last readings (a new one, never read, the first time)."""
+        slot = self._slot_of.get(key)
+        if slot is None:
+            slot = self._slot_of[key] = len(self._counter_at)
+            self._counter_at.append(None)
+            self._counter_octets.append(0)
+        return slot
+
+    def _port_status(self, now: float, key: tuple[str, int], up: bool) -> PortState | None:
         """A fabric port's status as the liveness model should hear it. Down is believed only when two
         readings at least ``DOWN_CONFIRM_S`` apart both say so with no "up" between (a switch's agent polls
         every second, so a real fault is confirmed at its second reading): one datagram, which anyone who can
         reach the collector can forge with a switch's address, never takes a link down (issue 40)."""
-        key = (sw, port)
         was = self.port_up.get(key, True)
         if up:
             self._down_since.pop(key, None)
+            self._watched.discard(key)
+            if was:
+                return None
             self.port_up[key] = True
-            return None if was else PortState(now, sw, port, True)
+            return PortState(now, key[0], key[1], True)
+        self._watched.add(key)
         if not was:
             return None
         first = self._down_since.setdefault(key, now)
@@ -257,18 +278,19 @@ class Estimator:
             self.stats["port_down_unconfirmed"] += 1
             return None
         self.port_up[key] = False
-        return PortState(now, sw, port, False)
+        return PortState(now, key[0], key[1], False)
 
-    def _delta(self, now: float, link: tuple[str, str], key: tuple, octets: int, cap: float,
+    def _delta(self, now: float, slot: int, link: tuple[str, str], i: int | None, octets: int, cap: float,
                loads: bool) -> LinkLoad | None:
-        """A port's octets read at ``now`` against its last reading: the link's rate folded into its
-        occupancy (a LinkLoad if ``loads``), or nothing for a first reading, a clock step, a counter reset,
-        sFlow's unknown value, or a rate faster than the link."""
+        """A port's octets read at ``now`` against its last reading (at ``slot``): the link's rate folded into
+        its occupancy (at position ``i`` of the columns; a LinkLoad if ``loads``), or nothing for a first
+        reading, a clock step, a counter reset, sFlow's unknown value, or a rate faster than the link."""
         if octets >= UNKNOWN_COUNTER:
             self.stats["unknown_counter"] += 1
             return None  # sFlow's "unknown" (all ones): neither a measurement nor a new baseline
-        t0, octets0 = self._counter_at.get(key), self._counter_octets.get(key)
-        self._counter_at[key], self._counter_octets[key] = now, octets
+        at, seen = self._counter_at, self._counter_octets
+        t0, octets0 = at[slot], seen[slot]
+        at[slot], seen[slot] = now, octets
         if t0 is None or now <= t0 or octets < octets0:
             return None  # first sample, clock step, or counter reset: rebaseline
         dt = now - t0
@@ -279,7 +301,7 @@ class Estimator:
             return None
         if self.hot_threshold is not None:
             self._note_over(link, "counters", bps > self.hot_threshold * cap)
-        util = self._fold(now, link, bps / cap, bps, t0)
+        util = self.columns.fold(i, link, self.cfg.ewma_alpha, bps / cap, bps, now, t0)
         return LinkLoad(now, link, bps, util) if loads else None
 
     def _note_over(self, link: tuple[str, str], by: str, over: bool) -> None:
@@ -295,16 +317,10 @@ class Estimator:
     def observe_link(self, now: float, link: tuple[str, str], bps: float, since: float | None = None) -> LinkLoad:
         """Fold a measured rate into the link's smoothed occupancy; ``since``: when the traffic it measured
         began (a counter delta's start), ``now`` if not known."""
-        return LinkLoad(now, link, bps, self._fold(now, link, bps / self.fabric.capacity_bps(link), bps, since))
-
-    def _fold(self, now: float, link: tuple[str, str], util: float, bps: float, since: float | None) -> float:
-        a = self.cfg.ewma_alpha
+        cap = self.fabric.capacity_bps(link)
         cols = self.columns
-        old = cols.util_of(link)
-        if old is not None:
-            util = a * util + (1 - a) * old
-        cols.set(link, util, bps, now, since)
-        return util
+        return LinkLoad(now, link, bps, cols.fold(cols.pos.get(link), link, self.cfg.ewma_alpha, bps / cap, bps,
+                                                  now, since))
 
     # ----- flow samples -> flow rates -------------------------------------
     def on_flow_sample(self, now: float, sample: FlowSample, agent: str | None = None) -> None:

@@ -12,6 +12,7 @@ nothing else.
 from __future__ import annotations
 
 import ipaddress
+import socket
 import struct
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -119,7 +120,7 @@ class _Reader:
 
     def take(self, n: int) -> bytes:
         if n < 0 or self.pos + n > self.end:
-            raise SFlowDecodeError(f"truncated: need {n} bytes at offset {self.pos}, have {self.end - self.pos}")
+            raise _truncated(n, self.pos, self.end)
         b = self.buf[self.pos:self.pos + n]
         self.pos += n
         return b
@@ -140,6 +141,7 @@ class _Reader:
 
 _U32X2 = struct.Struct("!II")
 _U32X3 = struct.Struct("!III")
+_U32X4 = struct.Struct("!IIII")
 
 
 def decode_datagram(data: bytes) -> Datagram:
@@ -152,7 +154,7 @@ def decode_datagram(data: bytes) -> Datagram:
         raise SFlowDecodeError(f"unsupported sFlow version {version}")
     addr_type = r.u32()
     if addr_type == 1:
-        agent = str(ipaddress.IPv4Address(r.take(4)))
+        agent = socket.inet_ntoa(r.take(4))  # (the dotted quad ``ipaddress`` writes, at a tenth of its cost)
     elif addr_type == 2:
         agent = str(ipaddress.IPv6Address(r.take(16)))
     else:
@@ -161,25 +163,29 @@ def decode_datagram(data: bytes) -> Datagram:
     if nsamples > MAX_SAMPLES:
         raise SFlowDecodeError(f"implausible sample count {nsamples}")
     flows, counters, skipped = [], [], 0
-    buf = r.buf
-    for _ in range(nsamples):
-        if r.end - r.pos < 8:
-            r.take(8)  # (raises: truncated)
-        fmt, length = _U32X2.unpack_from(buf, r.pos)
-        r.pos += 8
-        start = r.pos
-        r.take((length + 3) & ~3)  # (bounds checked, as ``opaque``)
-        sub = _Reader(buf, start, start + length)
+    buf, pos, end = r.buf, r.pos, r.end
+    for _ in range(nsamples):  # (offsets, not a reader per sample: a k=48 fabric sends 138,240 a second)
+        if end - pos < 8:
+            raise _truncated(8, pos, end)
+        fmt, length = _U32X2.unpack_from(buf, pos)
+        start = pos + 8
+        pos = start + ((length + 3) & ~3)  # (4-byte padded, as ``opaque``)
+        if pos > end:
+            raise _truncated((length + 3) & ~3, start, end)
         enterprise, kind = fmt >> 12, fmt & 0xFFF
-        if enterprise == 0 and kind in (1, 3):
-            flows.append(_flow_sample(sub, expanded=kind == 3))
-        elif enterprise == 0 and kind in (2, 4):
-            counters.append(_counter_sample(sub, expanded=kind == 4))
+        if enterprise == 0 and kind in (2, 4):
+            counters.append(_counter_sample(buf, start, start + length, expanded=kind == 4))
+        elif enterprise == 0 and kind in (1, 3):
+            flows.append(_flow_sample(_Reader(buf, start, start + length), expanded=kind == 3))
         else:
             skipped += 1
-    if r.pos != r.end:
-        raise SFlowDecodeError(f"{r.end - r.pos} trailing bytes after {nsamples} samples")
+    if pos != end:
+        raise SFlowDecodeError(f"{end - pos} trailing bytes after {nsamples} samples")
     return Datagram(agent, sub_agent, seq, uptime, tuple(flows), tuple(counters), skipped)
+
+
+def _truncated(need: int, pos: int, end: int) -> SFlowDecodeError:
+    return SFlowDecodeError(f"truncated: need {need} bytes at offset {pos}, have {end - pos}")
 
 
 def _source(r: _Reader, expanded: bool) -> tuple[int, int]:
@@ -216,28 +222,31 @@ def _flow_sample(r: _Reader, expanded: bool) -> FlowSample:
     return FlowSample(seq, st, si, rate, pool, drops, inp, out, tuple(packets), expanded)
 
 
-def _counter_sample(r: _Reader, expanded: bool) -> CounterSample:
+def _counter_sample(buf: bytes, pos: int, end: int, expanded: bool) -> CounterSample:
+    """A counter sample read from ``buf[pos:end]`` by offsets (the common case of the fabric's 138,240 a
+    second at k=48: no reader object, one unpack for its header and one for each record)."""
     if expanded:
-        seq = r.u32()
-        st, si = _source(r, expanded)
-        n = r.u32()
-    else:  # (the common case, read in one go: a k=48 fabric sends 138,240 counter samples a second)
-        if r.end - r.pos < 12:
-            r.take(12)  # (raises: truncated)
-        seq, src, n = _U32X3.unpack_from(r.buf, r.pos)
-        r.pos += 12
+        if end - pos < 16:
+            raise _truncated(16, pos, end)
+        seq, st, si, n = _U32X4.unpack_from(buf, pos)
+        pos += 16
+    else:
+        if end - pos < 12:
+            raise _truncated(12, pos, end)
+        seq, src, n = _U32X3.unpack_from(buf, pos)
+        pos += 12
         st, si = src >> 24, src & 0xFFFFFF
     if n > MAX_RECORDS:
         raise SFlowDecodeError(f"implausible record count {n}")
     ifs = []
-    buf = r.buf
     for _ in range(n):
-        if r.end - r.pos < 8:
-            r.take(8)  # (raises: truncated)
-        fmt, length = _U32X2.unpack_from(buf, r.pos)
-        start = r.pos + 8
-        r.pos = start
-        r.take((length + 3) & ~3)  # (bounds checked)
+        if end - pos < 8:
+            raise _truncated(8, pos, end)
+        fmt, length = _U32X2.unpack_from(buf, pos)
+        start = pos + 8
+        pos = start + ((length + 3) & ~3)
+        if pos > end:
+            raise _truncated((length + 3) & ~3, start, end)
         if fmt == 1:  # generic interface counters
             if length < _IFC.size:
                 raise SFlowDecodeError(f"generic interface counters record of {length} bytes (need {_IFC.size})")

@@ -131,6 +131,29 @@ class LinkColumns:
             self.fresh[i] = self.since[i] = since
         self._measured = None
 
+    def fold(self, i: int | None, link: Link, alpha: float, util: float, bps: float, time: float,
+             since: float | None) -> float:
+        """A link's new measurement folded into its smoothed occupancy (``alpha``: the new one's weight;
+        the measurement as it is if the link was never measured); the occupancy kept. ``i``: the link's
+        position (``pos``), None for a link kept aside. One call for the estimator's 165,888 counter deltas
+        a second at k=48, with the position worked out once per port (not ``util_of`` then ``set``)."""
+        if i is None:
+            old = self.util_of(link)
+            if old is not None:
+                util = alpha * util + (1 - alpha) * old
+            self.set(link, util, bps, time, since)
+            return util
+        t = self.time
+        if t[i] == t[i]:  # (NaN: never measured)
+            util = alpha * util + (1 - alpha) * float(self.util[i])
+        self.util[i], self.bps[i], t[i] = util, bps, time
+        if since is None:
+            self.fresh[i], self.since[i] = time, NAN
+        else:
+            self.fresh[i] = self.since[i] = since
+        self._measured = None
+        return util
+
     def util_of(self, link: Link) -> float | None:
         """A link's smoothed occupancy, None if never measured."""
         i = self.pos.get(link)

@@ -141,8 +141,9 @@ def test_a_live_reload_of_efms_threshold_rearms_the_early_rounds_at_the_new_one(
     assert app.policy.hot_threshold() == 0.5 and app.monitor.estimator.hot_threshold == 0.5
     link = ("e0_0", "a0_0")
     cap = est.fabric.capacity_bps(link)
-    assert est._delta(0.0, link, (link, "out"), 0, cap, True) is None
-    est._delta(1.0, link, (link, "out"), 6_000_000 // 8, cap, True)  # 60% of 10 Mbit/s: over 50%, not 70%
+    slot, i = est._slot((link, "out")), est.columns.pos[link]
+    assert est._delta(0.0, slot, link, i, 0, cap, True) is None
+    est._delta(1.0, slot, link, i, 6_000_000 // 8, cap, True)  # 60% of 10 Mbit/s: over 50%, not 70%
     assert est.take_hot() == {link}
 
 

@@ -218,6 +218,15 @@ def test_a_fabric_port_going_down_or_up_in_sflow_is_reported_once_per_change():
     assert states(e.on_counters(4.5, _ifc(101, 0, 0, status=0))) == []  # a host port is not a fabric link
     assert states(e.on_counters(5.0, _ifc(201, 0, 0, status=1))) == []
     assert states(e.on_counters(6.0, _ifc(201, 0, 0, status=1))) == [PortState(6.0, "a0_0", 3, False)]
+    # a port up again, then down again: each change once more (an "up" is looked at only for ports down or
+    # said to be, not for each of the fabric's ports each second)
+    assert states(e.on_counters(7.0, _ifc(102, 0, 0, status=1))) == []
+    assert states(e.on_counters(7.1, _ifc(102, 0, 0, status=3))) == []  # not confirmed, and up: no change
+    assert states(e.on_counters(8.0, _ifc(102, 0, 0, status=1))) == []  # the first down reading again
+    assert states(e.on_counters(9.0, _ifc(102, 0, 0, status=1))) == [PortState(9.0, "e0_0", 3, False)]
+    assert states(e.on_counters(10.0, _ifc(102, 0, 0, status=3))) == [PortState(10.0, "e0_0", 3, True)]
+    assert states(e.on_counters(11.0, _ifc(102, 0, 0, status=3))) == []
+    assert states(e.on_counters(12.0, _ifc(201, 0, 0, status=3))) == [PortState(12.0, "a0_0", 3, True)]
 
 
 def test_one_forged_datagram_takes_no_link_down_and_marks_none_congested_past_one_reading():
@@ -634,3 +643,5 @@ def test_a_new_port_map_moves_an_ifindex_at_once_and_unknown_ifindexes_are_not_k
     for i in range(5000, 15000):
         e.on_counters(4.0, _ifc(i, 0, 0))
     assert e.stats["unmapped_ifindex"] == before + 10000 and len(e._routes) <= len(IFMAP)
+    # one counter slot per (link, side) a port was read for (two uplinks: their out sides), kept across maps
+    assert len(e._counter_at) == len(e._counter_octets) == 2

@@ -120,6 +120,23 @@ def test_malformed_raise_the_decode_error(data, needle):
         decode_datagram(data)
 
 
+def test_every_prefix_of_a_datagram_is_refused_never_decoded_short():
+    """Samples and their records are read by offsets within the datagram (no reader object per sample):
+    cut anywhere, compact or expanded, counter or flow sample, the datagram is refused as truncated or
+    with trailing bytes, never decoded with a sample or an interface less."""
+    data = enc.datagram([
+        enc.counter_sample([enc.if_counters(5, 10, 20), enc.opaque(7, b"\1" * 12), enc.if_counters(6, 1, 2)]),
+        enc.counter_sample([enc.if_counters(8, 30, 40)], expanded=True, source=(0, 8)),
+        enc.flow_sample([enc.raw_header_record(enc.eth_ipv4_tcp())], expanded=True, inp=9, out=10),
+    ])
+    whole = decode_datagram(data)
+    assert [len(c.interfaces) for c in whole.counter_samples] == [2, 1] and len(whole.flow_samples) == 1
+    header = 28  # version, address type, IPv4 address, sub-agent, sequence, uptime, sample count
+    for cut in range(header, len(data)):
+        with pytest.raises(SFlowDecodeError, match="truncated|trailing"):
+            decode_datagram(data[:cut])
+
+
 REAL = [_fixture(n) for n in ("flow0.bin", "flow1.bin", "flow2.bin", "counters0.bin", "counters1.bin")]
 
 

@@ -55,6 +55,7 @@ UNKNOWN_IF = 0x3FFFFFFF
 IF_OPER_UP = 2  # ifStatus: bit 0 admin up, bit 1 operationally up (RFC 2233 ifOperStatus)
 UNKNOWN_COUNTER = 2**64 - 1
 DOWN_CONFIRM_S = 0.5  # sFlow says a port is down: believed at a second reading at least this much later
+AGENTS_SLACK = 64  # agent addresses kept as seen: at most one per switch and this many more
 INTERVAL_ALPHA = 0.01  # the running mean of the counters' interval: each delta's weight
 EVALUATE_S = 1.0  # a flow no sample came for is worked out again after this long (``Estimator.tick``)
 IMPLAUSIBLE_RATE = 1.5  # a counter delta faster than this many times the link's rate is no measurement  # sFlow v5: a counter the agent cannot read is sent as all ones
@@ -180,11 +181,13 @@ class Estimator:
         """The (switch, port) an agent's ifIndex stands for: from that agent's own map if it has one
         (and nowhere else), else from the map that holds for any agent (one host, unique ifIndexes);
         None if neither knows it."""
-        if agent is not None:
-            self.agents.add(agent)
-            if agent in self._own:  # its own map is the whole truth about its ifIndexes
-                return self.ifmap.get((agent, if_index))
-        return self.ifmap.get((None, if_index))
+        if agent is not None and agent in self._own:  # its own map is the whole truth about its ifIndexes
+            where = self.ifmap.get((agent, if_index))
+        else:
+            where = self.ifmap.get((None, if_index))
+        if where is not None and agent is not None and len(self.agents) < len(self.fabric.switches) + AGENTS_SLACK:
+            self.agents.add(agent)  # (bounded: with a map for any agent, any source address gets this far)
+        return where
 
     def access_rate_bps(self, flow: FiveTuple) -> float:
         return self.fabric.host_rate_bps(flow.src)
@@ -204,8 +207,6 @@ class Estimator:
                 if r is None:
                     self.stats["unmapped_ifindex"] += 1
                     continue
-            elif agent is not None:
-                self.agents.add(agent)
             self.stats["counter_samples"] += 1
             port, measures = r
             if port is not None:  # a fabric port: its status is news if it is down, or was

@@ -106,3 +106,23 @@ def test_a_decoder_bug_drops_the_datagram_and_counts_it_and_the_next_is_read(mon
     assert col.stats["decode_errors"] == 1 and "ValueError" in col.last_error
     col.handle(0.1, good)
     assert col.stats["datagrams"] == 1 and col.stats["counter_samples"] == 1
+
+
+def test_spoofed_agent_addresses_under_a_map_for_any_agent_are_not_kept_without_bound():
+    """With one host's map (it holds for any agent) every source address passes the agent check; the
+    addresses kept as seen are those whose ifIndex the map knows, and at most one per switch and
+    AGENTS_SLACK more, whatever is sent."""
+    from monitoring.estimator import AGENTS_SLACK
+
+    est = Estimator(F, MonitorConfig(ewma_alpha=1.0))
+    est.set_ifmap({7: ("e0_0", F.port_to("e0_0", "a0_0"))})
+    col = Collector(est)
+    col.handle(0.0, enc.datagram([enc.counter_sample([enc.if_counters(7, out_octets=0)])], agent="192.0.2.1"))
+    for i in range(3000):  # an unknown ifIndex: no address kept
+        col.handle(0.5, enc.datagram([enc.counter_sample([enc.if_counters(9, out_octets=0)])],
+                                     agent=f"198.51.{i // 256}.{i % 256}"))
+    assert est.agents == {"192.0.2.1"}
+    for i in range(3000):
+        col.handle(1.0, enc.datagram([enc.counter_sample([enc.if_counters(7, out_octets=0)])],
+                                     agent=f"203.0.{i // 256}.{i % 256}"))
+    assert len(est.agents) == len(F.switches) + AGENTS_SLACK and "192.0.2.1" in est.agents

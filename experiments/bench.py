@@ -81,6 +81,60 @@ def decoder_rate(seconds: float = 2.0) -> dict:
     return out
 
 
+def collector_cost(fabric, rounds: int = 3) -> dict:
+    """The collector's cost per counter sample on ``fabric``: every port's counters once per round, packed
+    into datagrams as ``freeway bench fabric-scale``'s agents pack them (``experiments.sflowload``), through
+    the decoder alone and through the whole collector (decoder and estimator, with EFM's hot threshold
+    set, as the controller runs it); the fastest round of each."""
+    from experiments.sflowload import MAX_DATAGRAM
+    from monitoring.collector import Collector
+    from monitoring.estimator import Estimator
+    from monitoring.sflow import decode_datagram
+    from ryu_apps.simswitch import sflow as enc
+
+    ifmap, ix = {}, 1000
+    for sw in sorted(fabric.switches):
+        ports = [fabric.port_to(sw, n) for n in fabric.neighbors(sw)] + [h.port for h in fabric.hosts if h.switch == sw]
+        for port in sorted(ports):
+            ix += 1
+            ifmap[ix] = (sw, port)
+    est = Estimator(fabric)
+    est.set_ifmap(ifmap)
+    est.hot_threshold = 0.7
+    col = Collector(est)
+
+    def datagrams(t: int) -> list[bytes]:  # every port's counters at second t, rising at a few Mbit/s
+        out, pending, size = [], [], 0
+        for i in ifmap:
+            sample = enc.counter_sample([enc.if_counters(i, t * 125_000 * (1 + i % 7), t * 250_000 * (1 + i % 5),
+                                                         speed_bps=10**10)], seq=t, source=(0, i))
+            if size + len(sample) > MAX_DATAGRAM - 28:
+                out.append(enc.datagram(pending, agent="127.0.0.1", seq=len(out)))
+                pending, size = [], 0
+            pending.append(sample)
+            size += len(sample)
+        return out + [enc.datagram(pending, agent="127.0.0.1", seq=len(out))]
+
+    decode, whole = [], []
+    for t in range(rounds + 1):
+        batch = datagrams(t + 1)
+        t0 = time.perf_counter()
+        for d in batch:
+            decode_datagram(d)
+        t1 = time.perf_counter()
+        for d in batch:
+            col.handle(float(t + 1), d, False)
+        if t > 0:  # (the first round is every port's first reading: its baseline, and its route resolved)
+            decode.append(t1 - t0)
+            whole.append(time.perf_counter() - t1)
+    n = len(ifmap)
+    return {"ports": n, "datagrams_per_round": len(batch), "samples_per_datagram": round(n / len(batch), 2),
+            "decode_us_per_sample": round(min(decode) / n * 1e6, 2),
+            "collector_us_per_sample": round(min(whole) / n * 1e6, 2),
+            "core_share_at_1s": round(min(whole), 3), "links_measured": len(est.columns.measured()),
+            "stats": dict(col.stats)}
+
+
 def detection(trials: int, rate_mbps: float, out: Path, elephant_mbps: float, mice: int, seed: int,
               mice_sizes: tuple[int, int] = (1000, 50_000)) -> dict:
     """Delay from an elephant's first byte to the controller's elephant-start event; mice wrongly flagged
@@ -430,6 +484,10 @@ def scale(k: int, pairs: int, placements: int, seed: int, out: Path, exact_k: in
     small = fattree(exact_k, 10)
     sc = FreewayState(small)
     cap = {(a, b): 10e6 for ln in small.links for a, b in ((ln.a, ln.b), (ln.b, ln.a))}
+    collector = collector_cost(fabric)
+    print(f"[bench scale] the sFlow collector: {collector['collector_us_per_sample']} us a counter sample "
+          f"(decoding {collector['decode_us_per_sample']} us; {collector['samples_per_datagram']} a datagram): "
+          f"every port's counters every second take {collector['core_share_at_1s']:.0%} of a core", flush=True)
     cmp_rows = []
     for trial in range(5):
         flows = []
@@ -471,6 +529,7 @@ def scale(k: int, pairs: int, placements: int, seed: int, out: Path, exact_k: in
                              "quiet_lend_median_ms": round(_percentile(quiet_lend[1:], 50) * 1e3, 2),
                              "quiet_lend": lend_default.lend},
         "mice_groups_one_switch_ms": round(mice_switch_s * 1e3, 2),
+        "collector": collector,
         "binpack_vs_exact": {"k": exact_k, "flows": exact_flows, "trials": cmp_rows,
                              "mean_ratio": round(sum(r["binpack_over_optimum"] for r in cmp_rows) / len(cmp_rows), 4),
                              "by_subflows": {str(n): {

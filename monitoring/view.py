@@ -23,7 +23,7 @@ class LinkArray:
     """One value per directed link of a fabric, in an array: the links in a fixed order, ``pos`` their
     positions, ``values`` one more than them (the last is always 0: where ``positions`` puts a link it
     does not know). What a period asks of every link at once (which are over a threshold, the loads of
-    every up link) is an array operation, not a pass over a dictionary of 276,480 directed links (k=48:
+    every up link) is an array operation, not a pass over a dictionary of 165,888 directed links (k=48:
     tens of milliseconds each)."""
 
     __slots__ = ("links", "pos", "values")
@@ -52,7 +52,7 @@ class LinkArray:
 
 class Utils(Mapping):
     """Links' occupancy (link -> fraction of capacity) as a view holds it, read-only and not copied (a
-    copy of 276,480 directed links is milliseconds each time a period asks), carrying the same readings
+    copy of 165,888 directed links is milliseconds each time a period asks), carrying the same readings
     as a ``LinkArray`` (``array``; None: not kept so). A consumer that reads every link uses the array;
     one that changes them takes ``copy()``, a plain dictionary."""
 
@@ -98,7 +98,7 @@ class LinkColumns:
     """Every directed link's latest reading, one array per field (``LinkArray``'s order and positions):
     the estimator writes a reading into them as it comes, and a period's view holds a copy of the arrays
     (five array copies, a fraction of a millisecond at k=48), not of dictionaries. Five copied dictionaries of
-    276,480 links each were most of a k=48 view's making, and, young and tracked by the cyclic collector,
+    165,888 links each were most of a k=48 view's making, and, young and tracked by the cyclic collector,
     each of its collections walked them: pauses of 30-200 ms of the controller's only event loop while a
     view was alive (``freeway bench fabric-scale``'s handshake tail). Never measured: ``time`` is NaN. A
     link outside the fabric's (none the estimator is built with) is kept aside in ``extra``."""

@@ -84,7 +84,7 @@ def _link_states(fabric: Fabric, policy, view: View, states: dict[str, SwitchSta
                  pause=None):
     """(directed link, port, access, up, class, reading) of every directed link (of those with an end in
     ``only``, a set of switch and host names, if given). ``pause()``, if given, is called every
-    ``PAUSE_EVERY`` links: a k=48 fabric has 276,480 of them, a second of work that a caller in an event
+    ``PAUSE_EVERY`` links: a k=48 fabric has 165,888 of them, a second of work that a caller in an event
     loop must not do in one go (what waits on the loop: handshakes, echo replies, barriers)."""
     for i, (ln, port, access) in enumerate(directed_links(fabric)):
         if pause is not None and i % PAUSE_EVERY == PAUSE_EVERY - 1:

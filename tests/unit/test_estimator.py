@@ -562,7 +562,7 @@ def test_a_view_of_the_links_as_arrays_answers_as_one_of_dictionaries(seed):
 
 def test_a_view_leaves_no_young_container_as_large_as_the_fabric_for_the_collector_to_walk():
     """Python's cyclic collector walks every young container at each collection: a view that copied
-    its links into dictionaries (five of 276,480 entries at k=48) made each collection while it lived
+    its links into dictionaries (five of 165,888 entries at k=48) made each collection while it lived
     walk them, 30-200 ms of the controller's only event loop. A view now copies arrays the collector
     does not walk."""
     import gc

@@ -1044,15 +1044,16 @@ class FreewayState:
         n = len(el.subflows)
         pair = (el.src.switch, el.dst.switch)
         avoid = frozenset(avoid)
-        paths = [p for p in self.elephant_paths(pair) if not set(links(p)) & avoid]
+        open_ = self.open_link if self.lending() else self.partition.is_hol
         live = [p for p in self.partition.live_paths(pair) if not set(links(p)) & avoid] if overbook_lol else []
-        if not paths and not live:
-            return None
+        if not live and next(self._open_paths(pair, open_, avoid), None) is None:  # (the first will do: at
+            return None  # k=48 every path of a pair, 576, checked link by link for each move was half its cost)
         self.alloc.release(el.eid)
         try:
             placements = self.place(pair, el.rate_bps, n, self.load_bps, self.cfg.headroom, avoid)
         except NoRoom:
             self.counters["reroute-overbooked"] += 1
+            paths = self._paths(pair, open_, avoid)
             hol = [p for p in paths if all(self.partition.is_hol(ln) for ln in links(p))]
             placements = split(hol or paths or live, el.rate_bps, n, self.load_bps, self.capacity_bps, float("inf"))
         old_cookie, old_paths = el.cookie, [pl.path for pl in el.placements]
@@ -1182,14 +1183,19 @@ class FreewayState:
 
     def _paths(self, pair, open_, avoid=frozenset()) -> list[Path]:
         """The pair's live paths whose links are all ``open_``, freshly measured and not in ``avoid``."""
+        if open_ is self.partition.is_hol and not self.stale and not avoid:
+            return self.partition.hol_paths(pair)
+        return list(self._open_paths(pair, open_, avoid))
+
+    def _open_paths(self, pair, open_, avoid=frozenset()):
+        """``_paths``' paths one at a time, in order (for a caller that needs only the first)."""
         stale = self.stale
-        if open_ is self.partition.is_hol:
-            paths = self.partition.hol_paths(pair)
-        else:
-            paths = [p for p in self.partition.live_paths(pair) if all(open_(ln) for ln in links(p))]
-        if not stale and not avoid:
-            return paths
-        return [p for p in paths if not any(ln in stale or ln in avoid for ln in links(p))]
+        hol = open_ is self.partition.is_hol
+        for p in self.partition.hol_paths(pair) if hol else self.partition.live_paths(pair):
+            ls = links(p)
+            if (hol or all(open_(ln) for ln in ls)) and not ((stale or avoid)
+                                                             and any(ln in stale or ln in avoid for ln in ls)):
+                yield p
 
     def hol_paths(self, pair) -> list[Path]:
         """The HOL paths open to elephants now: live (the partition) and freshly measured (not stale)."""

@@ -560,3 +560,34 @@ def test_the_period_s_inline_weight_is_the_mice_bucket_weight():
         core._weight_moves()
         got = {ln for ln in core._up_links if core._wref.get(ln, 10) != ref.get(ln, 10)}
         assert got <= want and all(core._wref.get(ln, 10) == core._weight(ln) for ln in want)
+
+
+@pytest.mark.parametrize("lend", ["off", "idle"])
+def test_a_move_with_nowhere_to_go_changes_nothing_and_one_may_overbook_a_low_latency_path(lend):
+    """``reroute_plan`` asks only whether one open path is left (the first found: at k=48 every path of
+    the pair checked link by link was half a move's cost): with none, it answers None and the elephant
+    keeps its placement and allocation; allowed to overbook, it takes a live low-latency path."""
+    from topology.paths import path_links
+
+    core = FreewayState(fattree(6, 10), FreewayConfig(lend=lend))
+    out = core.handshake(1.0, "e0_0", 1, SRC, _ann())
+    el, pair = out.elephant, ("e0_0", "e5_2")
+    placements, alloc = el.placements, dict(core.alloc.link)
+    lol = core.partition.live_paths(pair)[0]  # (a partitioned pair's low-latency paths come first)
+    assert not all(core.partition.is_hol(ln) for ln in path_links(lol))
+    for ln in path_links(lol):  # just taken back from elephants: not lent meanwhile (with lending)
+        core.reclaimed[ln] = core.now
+    assert lol not in core.elephant_paths(pair)
+    # every link of every open path but those the low-latency path takes: no open path is left whole
+    avoid = {ln for p in core.elephant_paths(pair) for ln in path_links(p)} - set(path_links(lol))
+    assert core.reroute_plan(el, avoid) is None
+    assert el.placements is placements and dict(core.alloc.link) == alloc
+    assert core.counters["elephant-rerouted"] == 0
+    install, after = core.reroute_plan(el, avoid, overbook_lol=True)
+    assert [pl.path for pl in el.placements] == [lol] and core.counters["reroute-overbooked"] == 1
+    assert {sw for sw, _ in install} == set(lol) and {sw for sw, _ in after} == set(placements[0].path)
+    # one link of its path to avoid: a move onto another open path
+    moved = el.placements
+    plan = core.reroute_plan(el, {path_links(lol)[1]})
+    assert plan is not None and el.placements is not moved
+    assert path_links(lol)[1] not in set(path_links(el.placements[0].path))

@@ -591,3 +591,25 @@ def test_a_move_with_nowhere_to_go_changes_nothing_and_one_may_overbook_a_low_la
     plan = core.reroute_plan(el, {path_links(lol)[1]})
     assert plan is not None and el.placements is not moved
     assert path_links(lol)[1] not in set(path_links(el.placements[0].path))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_move_overbooked_takes_the_hol_path_bin_pack_takes_over_every_hol_path(seed):
+    """No path has room: the move is overbooked onto the high-throughput path whose busiest link is least
+    busy, as Bin-Pack over every one of them (without headroom) would choose, found without building
+    them all."""
+    import random
+
+    from ryu_apps.algorithms.binpack import bin_pack
+
+    rng = random.Random(seed)
+    core = FreewayState(fattree(6, 10), FreewayConfig(lend="off"))
+    el = core.handshake(1.0, "e0_0", 1, SRC, _ann()).elephant
+    pair = ("e0_0", "e5_2")
+    core.link_util = {(a, b): rng.choice([0.97, 1.0, 1.05, 1.1, 1.2]) for ln in core.fabric.links
+                      for a, b in ((ln.a, ln.b), (ln.b, ln.a))}
+    core.alloc.release(el.eid)
+    want = bin_pack(core.hol_paths(pair), el.rate_bps, core.load_bps, core.capacity_bps, float("inf")).path
+    core.alloc.add(el.eid, el.placements)
+    assert core.reroute_plan(el, set()) is not None and core.counters["reroute-overbooked"] == 1
+    assert [pl.path for pl in el.placements] == [want]

@@ -1044,6 +1044,8 @@ class FreewayState:
         n = len(el.subflows)
         pair = (el.src.switch, el.dst.switch)
         avoid = frozenset(avoid)
+        if self.lending():  # this measurement's mice loads count the elephant where it is now, whichever
+            self._mice_loads()  # path check below asks first (they are worked out once per measurement)
         open_ = self.open_link if self.lending() else self.partition.is_hol
         live = [p for p in self.partition.live_paths(pair) if not set(links(p)) & avoid] if overbook_lol else []
         if not live and next(self._open_paths(pair, open_, avoid), None) is None:  # (the first will do: at
@@ -1186,18 +1188,14 @@ class FreewayState:
 
     def _paths(self, pair, open_, avoid=frozenset()) -> list[Path]:
         """The pair's live paths whose links are all ``open_``, freshly measured and not in ``avoid``."""
-        if open_ is self.partition.is_hol and not self.stale and not avoid:
-            return self.partition.hol_paths(pair)
         return list(self._open_paths(pair, open_, avoid))
 
     def _open_paths(self, pair, open_, avoid=frozenset()):
         """``_paths``' paths one at a time, in order (for a caller that needs only the first)."""
         stale = self.stale
-        hol = open_ is self.partition.is_hol
-        for p in self.partition.hol_paths(pair) if hol else self.partition.live_paths(pair):
+        for p in self.partition.live_paths(pair):
             ls = links(p)
-            if (hol or all(open_(ln) for ln in ls)) and not ((stale or avoid)
-                                                             and any(ln in stale or ln in avoid for ln in ls)):
+            if all(open_(ln) for ln in ls) and not ((stale or avoid) and any(ln in stale or ln in avoid for ln in ls)):
                 yield p
 
     def hol_paths(self, pair) -> list[Path]:

@@ -613,3 +613,26 @@ def test_a_move_overbooked_takes_the_hol_path_bin_pack_takes_over_every_hol_path
     core.alloc.add(el.eid, el.placements)
     assert core.reroute_plan(el, set()) is not None and core.counters["reroute-overbooked"] == 1
     assert [pl.path for pl in el.placements] == [want]
+
+
+def test_a_move_counts_the_elephant_where_it_stood_in_this_measurements_mice_loads():
+    """The mice loads are worked out once per measurement; a move must not be what decides whether they
+    count the elephant on its old links or its new ones (here no path check reads them before the move:
+    the low-latency uplink was just taken back, and the first HOL path has room)."""
+    from monitoring.sflow import FiveTuple
+    from monitoring.view import FlowReading
+    from topology.paths import path_links
+
+    core = FreewayState(fattree(6, 10), FreewayConfig(lend="idle"))
+    el = core.handshake(1.0, "e0_0", 1, SRC, _ann()).elephant  # 3 Mbit/s on 10 Mbit/s links
+    old = path_links(el.placements[0].path)
+    up = old[0]  # its ToR's uplink, which it leaves
+    mouse = FiveTuple("10.0.0.3", DST, 6, 40009, 80)
+    core.measure(2.0, {(a, b): 0.5 for ln in core.fabric.links for a, b in ((ln.a, ln.b), (ln.b, ln.a))},
+                 {mouse: FlowReading(4e6, frozenset([up]), False, 2.0)})
+    core.reclaimed[("e0_0", "a0_0")] = 2.0  # (the LOL uplink: no LOL path is looked at past it)
+    assert core._mice_of is None or core._mice_of[0][0] is not core.link_util  # not worked out yet
+    assert core.reroute_plan(el, {up}) is not None and up not in set(path_links(el.placements[0].path))
+    # the measured 50% less the elephant's 30% where it stood: 20% (not 40%, the mouse's rate, as if
+    # the elephant had never been on it)
+    assert core.mice_seen[up] == pytest.approx(0.2)

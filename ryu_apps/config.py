@@ -273,10 +273,16 @@ def load_file(path: str) -> dict:
         raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not YAML: {e}".replace("\n", " ")) from None
+    return load_mapping(data, path)
+
+
+def load_mapping(data, origin: str = "settings") -> dict:
+    """Sections of settings (a config file's body, or a sweep's ``settings``) as a mapping for
+    ``Config.from_mapping``, every key checked as ``load_file`` checks it."""
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected sections ({', '.join(FILE_SECTIONS)}), got {type(data).__name__}")
+        raise ConfigError(f"{origin}: expected sections ({', '.join(FILE_SECTIONS)}), got {type(data).__name__}")
     values: dict = {}
     for section, body in data.items():
         if section not in FILE_SECTIONS:

@@ -196,6 +196,9 @@ class Fabric:
     def host_by_ip(self, ip: str) -> Host | None:
         return self._by_ip.get(ip)
 
+    def host(self, name: str) -> Host | None:
+        return self._hosts_by_name.get(name)
+
     def hosts_on(self, switch: str) -> list[Host]:
         return list(self._hosts_on.get(switch, []))
 

@@ -42,6 +42,10 @@ class IsolationConfig:
     meter_headroom: float = setting(1.05, "meter each elephant at its allocated rate times this (TCP overhead); "
                                     "rate-less elephants share the room divided by it, so that above their floors "
                                     "the meters on a link add up to its capacity", min=1)
+    meters: str = setting("explicit", "which placed elephants a meter holds to their allocation at their ingress: "
+                          "all, explicit (only those announced with a rate: a rate-less or adopted elephant is TCP "
+                          "in the elephant band, below the mice already, and a meter at its share dropped what "
+                          "the fabric could carry), or off", choices=("all", "explicit", "off"))
     mice_meter_mbps: float = setting(0.0, "optional cap on all mice from one host port (0: off)", "Mbit/s")
     ecn_k_frames: int = setting(20, "disciplines with +ecn: mark CE on a packet entering the elephant band (the "
                                 "only band under fifo) above this many standard frames (DCTCP's K)", "frames",

@@ -887,8 +887,16 @@ class Switch : public Ipv4RoutingProtocol, public PauseSource
             return false;
         }
         Ptr<Packet> p = Create<Packet>(reinterpret_cast<const uint8_t*>(ip.data()), ip.size());
+        if (!m_ucb.IsNull())
+        {
+            // into the port's queue, as a switch queues a packet-out: the device itself holds one
+            // packet, so a busy link refused what went to it directly (a handshake's answer, lost)
+            Ipv4Header h;
+            p->RemoveHeader(h);
+            Send(p, h, port, h.GetDscp());
+            return true;
+        }
         Ptr<NetDevice> dev = m_ipv4->GetNetDevice(it->second);
-        m_txBytes[port] += 0; // counted when transmitted (the device trace)
         return dev->Send(p, dev->GetBroadcast(), 0x0800);
     }
 

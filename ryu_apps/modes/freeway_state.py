@@ -65,10 +65,17 @@ class FreewayConfig(PartitionConfig):
                               "sample", "s", live=True)
     mice_weight_step: int = setting(3, "rewrite a mice group when a bucket's weight (1..10) moved by this much "
                                     "(1: always)", min=1, max=10, live=True)
-    host_elephants: int = setting(8, "announced elephants one host may have placed at once (more: NACK)", min=1, live=True)
+    host_elephants: int = setting(64, "announced elephants one host may have placed at once (more: NACK; a SWIM "
+                                  "shuffle has a server send to up to 16 reducers for each of 4 map tasks)",
+                                  min=1, live=True)
     host_share: float = setting(1.0, "total allocation of one host's announced elephants, as a fraction of its "
                                 "link (more: NACK; a rate-less announce gets at most what is left)", positive=True, live=True)
 
+    when_full: str = setting("overbook", "a rate-less announce that finds no high-throughput path with its floor "
+                             "free, or its host's budget (host_share) spent: overbook (placed all the same on the "
+                             "best high-throughput path, its floor what the budget has left: it shares by TCP in "
+                             "the elephant band) or nack (refused: the host sends it unannounced, with the mice)",
+                             choices=("overbook", "nack"), live=True)
     lend: str = setting("idle", "elephants may use low-latency links that mice leave idle: idle (lend a LOL link "
                         "while its mice load is below lend_below, take it back above reclaim_above) or off (the "
                         "paper: elephants only on high-throughput paths)", choices=LEND_MODES, live=True)
@@ -109,6 +116,7 @@ class Elephant:
     adopted: bool = False  # found by monitoring, never announced: its allocation follows its measured rate
     rateless: bool = False  # announced without a rate: a max-min fair share of what explicit rates leave
     moved_at: float = -1e9  # when it was last moved off a hot link
+    floor_bps: float = -1.0  # a rate-less subflow's floor (-1: 10% of its host's link; less when overbooked)
 
     @property
     def cookie(self) -> int:
@@ -741,7 +749,9 @@ class FreewayState:
     # ----- elephants ------------------------------------------------------------------
     def meter_of(self, el: Elephant):
         """The meter holding an elephant to its allocation at its ingress ToR (None without isolation)."""
-        if self.iso is None or el.src.switch in self.no_meters:
+        if self.iso is None or el.src.switch in self.no_meters or self.iso.meters == "off":
+            return None
+        if self.iso.meters == "explicit" and (el.rateless or el.adopted):
             return None
         from ryu_apps.programs.isolation import elephant_meter
 
@@ -860,7 +870,13 @@ class FreewayState:
                        f"{self.cfg.host_elephants})", "host-cap")
             out.replaced = replaced
             return out
-        if want > budget + 1e-6:
+        overbook = not msg.rate_kbps and self.cfg.when_full == "overbook"
+        floor = -1.0
+        if want > budget + 1e-6 and overbook:  # rate-less: in all the same, its floor what is left
+            floor = max(0.0, budget) / n // 1000 * 1000
+            want = floor * n
+            self.counters["handshake-floor-shrunk"] += 1
+        elif want > budget + 1e-6:
             self.counters["handshake-host-cap"] += 1
             out = nack(f"host cap: {host.ip} has {max(0.0, budget) / 1e6:.2f} Mbit/s left of its "
                        f"{self.cfg.host_share:g} x {access_kbps / 1000:.0f} Mbit/s (host_share), asked "
@@ -880,11 +896,19 @@ class FreewayState:
         try:
             placements = self.place(pair, want, n, load_after, demand_bps=demand)
         except NoRoom as e:
-            out = nack(str(e), "no-room")
-            out.replaced = replaced
-            return out
+            if not overbook:
+                out = nack(str(e), "no-room")
+                out.replaced = replaced
+                return out
+            try:  # the best high-throughput path all the same, as an adopted elephant is placed
+                placements = self.place(pair, want, n, load_after, headroom=float("inf"), demand_bps=demand)
+            except NoRoom as e2:  # no live path at all
+                out = nack(str(e2), "no-room")
+                out.replaced = replaced
+                return out
+            self.counters["handshake-overbooked"] += 1
         el = Elephant(self._next_eid, 0, host, dst, msg.nonce, msg.size, sum(p.rate_bps for p in placements),
-                      msg.subflows, placements, now, rateless=not msg.rate_kbps)
+                      msg.subflows, placements, now, rateless=not msg.rate_kbps, floor_bps=floor)
         self._next_eid += 1
         self.elephants[el.eid] = el
         self.pending.add(el.eid)  # until the switches confirmed (``confirmed``) or it is released
@@ -897,8 +921,9 @@ class FreewayState:
 
     # ----- rate-less elephants: max-min fair shares ----------------------------------------
     def _min_rate(self, el: Elephant) -> float:
-        """A rate-less subflow's floor: the elephant threshold, 10% of its host's link."""
-        return 0.1 * self.capacity_bps((el.src.name, el.src.switch))
+        """A rate-less subflow's floor: the elephant threshold, 10% of its host's link (what its host's budget
+        had left, when that was less: ``when_full``)."""
+        return 0.1 * self.capacity_bps((el.src.name, el.src.switch)) if el.floor_bps < 0 else el.floor_bps
 
     def _rateless_held(self) -> tuple[Counter, Counter]:
         """Per link, what rate-less elephants hold, and what of it is above their floor (an announce may

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from experiments.fct import flow_rows, ideal_fabric
 from experiments.flowlist import Flow
 from monitoring.sflow import FiveTuple
 from topology.fabric import fattree
@@ -65,10 +66,25 @@ def _runs(tmp_path):
                        Settings(tcp="dctcp", queues="fifo+ecn", own_queues=True, **fast)),
         "perpkt": spec_of("perpkt", "perpkt", F, "perpkt", False, [Flow(0.0, "h0_0_0", "h2_1_1", 0, "bulk", False, 3.0)],
                           Settings(**fast), tx_at=[3.0]),
+        # a handshake's answer to a host whose link is busy with another flow's packets
+        "busy-answer": spec_of("busy-answer", "freeway+isolation", F, "freeway", True, _busy_answers(),
+                               Settings(queues="strict", **fast)),
+        # one flow alone, on the fabric and on the ideal switch: its slowdown is its idle FCT's accuracy
+        "idle": spec_of("idle", "ecmp", F, "ecmp", False, [Flow(0.0, "h0_0_0", "h2_1_1", 1_000_000, "bulk")],
+                        Settings(**fast)),
+        "idle-ideal": spec_of("idle-ideal", "ideal", ideal_fabric(F), "ecmp", False,
+                              [Flow(0.0, "h0_0_0", "h2_1_1", 1_000_000, "bulk")], Settings(**fast)),
     }
     with ThreadPoolExecutor(max_workers=3) as pool:
         done = dict(zip(specs, pool.map(lambda s: run_one(tmp_path, s, timeout_s=240), specs.values()), strict=True))
     return specs, done
+
+
+def _busy_answers():
+    """Three flows into h0_0_0 keep its link busy; meanwhile it announces 20 elephants of its own."""
+    others = [h.name for h in F.hosts if not h.name.startswith("h0_0")]
+    return ([Flow(0.0, s, "h0_0_0", 0, "bulk", False, 3.0) for s in ("h1_0_0", "h2_0_0", "h3_0_0")]
+            + [Flow(1.5 + 0.05 * i, "h0_0_0", others[i % len(others)], 0, "bulk", True, 3.0) for i in range(20)])
 
 
 def _pinned(settings):
@@ -134,6 +150,30 @@ def test_an_announced_elephant_is_placed_acked_and_carried_on_its_placement(runs
     assert 0 < placed["latency_s"] < 0.01  # the modelled install and barrier, not a simulation step
     assert tuple(res["paths"]["0"]) == tuple(placed["paths"][0])
     assert el["goodput_mbps"] >= 0.8 * LINK_MBPS
+
+
+def test_a_handshake_answer_reaches_a_host_whose_link_is_busy(runs):
+    """A packet-out (the handshake's answer) goes into the port's queue, as on a switch: handed straight to
+    the device, it was refused whenever the link was sending (the device holds one packet), so a host
+    receiving flows never heard its answers and sent its elephants unannounced after 3 s of retries."""
+    _, done = runs
+    res = done["busy-answer"]
+    announced = [e["announced"] for e in res["elephants"] if e["src"] == "h0_0_0"]
+    assert announced == ["ack"] * 20, announced  # (all 20 unanswered before)
+    assert res["counters"]["injected"] == res["counters"]["packet_outs"] == 20, res["counters"]
+
+
+@pytest.mark.parametrize("label", ["idle", "idle-ideal"])
+def test_a_flow_alone_takes_its_idle_completion_time(runs, label):
+    """The slowdown's denominator (``fct.idle_fct``: handshake, bytes with headers at line rate, the last
+    packet stored and forwarded) is what the engine gives a flow alone: within a few per cent on the
+    fat-tree; the ideal switch (two hops, not six) a little less."""
+    specs, done = runs
+    flows = [Flow(**f) for f in specs[label]["flows"]]
+    (row,) = flow_rows(done[label], F, flows, 1500, 5e-6)
+    assert row["done"] and row["hops"] == 6
+    low = 0.97 if label == "idle" else 0.9
+    assert low <= row["slowdown"] <= 1.05, row
 
 
 @pytest.mark.parametrize("mode", ["ecmp", "freeway"])

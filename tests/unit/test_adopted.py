@@ -11,7 +11,7 @@ from ryu_apps.programs.isolation import IsolationConfig, elephant_meter
 from topology.fabric import fattree
 from topology.paths import path_links
 
-ISO = IsolationConfig()
+ISO = IsolationConfig(meters="all")  # these tests are of the meters that follow an adopted elephant
 F = fattree(4, 10)
 SRC, DST = F.hosts_on("e0_0")[0], F.hosts_on("e3_1")[0]
 FLOW = FiveTuple(SRC.ip, DST.ip, 6, 40001, 5201)

@@ -320,7 +320,7 @@ def _rate_less_announcer(host_share: float, lend: str = "off"):
     paper's behaviour: every high-throughput path from e0_0 crosses its one HOL uplink)."""
     from ryu_apps.programs.isolation import IsolationConfig
 
-    core = FreewayState(fattree(4, 10), FreewayConfig(host_share=host_share, lend=lend), iso=IsolationConfig())
+    core = FreewayState(fattree(4, 10), FreewayConfig(host_share=host_share, lend=lend), iso=IsolationConfig(meters="all"))
     ports = {"10.0.0.2": 1, "10.0.0.3": 2}
 
     def announce(i, ip, rate_kbps=0):
@@ -395,7 +395,7 @@ def test_an_elephant_rate_in_whole_kbit_s_is_read_back_from_its_meter(meter_head
     even took up for odd rates)."""
     from ryu_apps.programs.isolation import IsolationConfig, elephant_meter
 
-    iso = IsolationConfig(meter_headroom=meter_headroom)
+    iso = IsolationConfig(meter_headroom=meter_headroom, meters="all")
     core = FreewayState(fattree(4, 10), iso=iso)
     for kbit in range(1, 20_000, 7):
         assert core._rate_of_meter(elephant_meter(1, kbit * 1000, iso).rate) == kbit * 1000, kbit
@@ -636,3 +636,69 @@ def test_a_move_counts_the_elephant_where_it_stood_in_this_measurements_mice_loa
     # the measured 50% less the elephant's 30% where it stood: 20% (not 40%, the mouse's rate, as if
     # the elephant had never been on it)
     assert core.mice_seen[up] == pytest.approx(0.2)
+
+
+def _announcer(iso=None, **cfg):
+    """A k=4 core (lending off: every high-throughput path from e0_0 crosses its one HOL uplink) and a
+    function announcing elephant ``i`` from a host under e0_0 to 10.3.1.3."""
+    from ryu_apps.programs.isolation import IsolationConfig
+
+    core = FreewayState(fattree(4, 10), FreewayConfig(lend="off", **cfg), iso=iso or IsolationConfig())
+    ports = {"10.0.0.2": 1, "10.0.0.3": 2}
+
+    def announce(i, ip="10.0.0.2", rate_kbps=0):
+        ann = hs.encode(hs.Announce(i, 10_000_000, rate_kbps, (hs.Subflow(ip, "10.3.1.3", 6, 41000 + i, 5201),)))
+        return core.handshake(1.0, "e0_0", ports[ip], ip, ann)
+
+    return core, announce
+
+
+@pytest.mark.parametrize("meters", ["all", "explicit", "off"])
+def test_meters_hold_the_elephants_the_setting_names(meters):
+    """Issue 58: a meter at a rate-less elephant's share dropped what the fabric could carry (53,754 packets
+    a SWIM run); by default only an elephant announced with a rate is metered (it asked for that rate)."""
+    from ryu_apps.openflow.intents import Meter
+    from ryu_apps.programs.isolation import IsolationConfig
+
+    core, announce = _announcer(IsolationConfig(meters=meters))
+
+    def metered(out):
+        return [i for _, ops in out.ops for i in ops if isinstance(i, Meter)]
+
+    rateless, explicit = announce(1), announce(2, "10.0.0.3", rate_kbps=2000)
+    assert rateless.verdict == explicit.verdict == "ack"
+    assert len(metered(rateless)) == (meters == "all")
+    assert len(metered(explicit)) == (meters != "off")
+    assert (core.meter_of(rateless.elephant) is None) == (meters != "all")
+
+
+@pytest.mark.parametrize("when_full", ["overbook", "nack"])
+def test_a_rate_less_announce_past_its_hosts_budget_is_placed_with_what_is_left(when_full):
+    """Issue 58: past its host's budget (``host_share``) a rate-less announce was refused, and the host sent
+    the elephant anyway, with the mice. Overbooked, it is placed with the floor the budget has left (down to
+    nothing) and shares by TCP in the elephant band; an explicit rate past the budget is still refused."""
+    core, announce = _announcer(host_share=0.25, when_full=when_full)  # 2.5 Mbit/s: two floors and a half
+    outs = [announce(i) for i in range(4)]
+    assert [o.verdict for o in outs[:2]] == ["ack", "ack"]
+    if when_full == "nack":
+        assert outs[2].verdict.startswith("nack: host cap") and outs[3].verdict.startswith("nack: host cap")
+        return
+    assert [o.verdict for o in outs] == ["ack"] * 4
+    assert [core._min_rate(o.elephant) for o in outs] == [1e6, 1e6, 0.5e6, 0.0]
+    assert core.counters["handshake-floor-shrunk"] == 2
+    assert announce(9, rate_kbps=100).verdict.startswith("nack: host cap")
+
+
+@pytest.mark.parametrize("when_full", ["overbook", "nack"])
+def test_a_rate_less_announce_with_no_room_left_takes_the_best_high_throughput_path(when_full):
+    """Every high-throughput path full (e0_0's HOL uplink measured at its rate): a rate-less announce
+    goes on the best one all the same (as an adopted elephant does), not to the mice with a NACK."""
+    core, announce = _announcer(when_full=when_full)
+    hol_up = ("e0_0", "a0_1")
+    core.measure(1.0, {hol_up: 1.0})
+    out = announce(1)
+    if when_full == "nack":
+        assert out.verdict.startswith("nack: no high-throughput path"), out.verdict
+        return
+    assert out.verdict == "ack" and core.counters["handshake-overbooked"] == 1
+    assert out.elephant.placements[0].path[:2] == ("e0_0", "a0_1")

@@ -1,0 +1,98 @@
+"""One run of a sweep, as a task on a Dask worker: the point's engine spec, the simulation in a process
+of its own (ns-3 keeps global state; the process dies with the worker), the rows into the store.
+
+The task is what Dask schedules, retries and moves off a dead worker; it keeps no state of its own, so
+running it twice stores the run once (the store's files are renamed into place whole).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from experiments.sweep import runs
+from experiments.sweep.store import Store, config_hash
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class RunError(RuntimeError):
+    pass
+
+
+def plan(point: dict) -> tuple[dict, str]:
+    """The point's engine spec and its hash."""
+    spec = runs.engine_spec(point)
+    return spec, config_hash(spec)
+
+
+def versions() -> dict:
+    """The engine's and the packages' versions, and the project's commit (with ``+dirty`` for local edits)."""
+    from importlib import metadata
+
+    out = {"python": sys.version.split()[0]}
+    for pkg in ("ns3", "os-ken", "numpy", "distributed"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    try:
+        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        out["commit"] = (commit + ("+dirty" if dirty else "")) if commit else None
+    except (OSError, subprocess.SubprocessError):
+        out["commit"] = None
+    return out
+
+
+def _die_with_parent() -> None:
+    """In the engine's process: killed when the worker that started it dies (a SIGKILLed worker must not
+    leave a simulation behind to write into the store)."""
+    import ctypes
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def run_point(point: dict, store_root: str, expect_hash: str | None = None, rerun: bool = False) -> dict:
+    """Run one point unless the store has it; what happened (hash, status, wall seconds)."""
+    store = Store(store_root)
+    spec, h = plan(point)
+    if expect_hash is not None and h != expect_hash:
+        raise RunError(f"this worker builds another configuration for the point (hash {h}, expected "
+                       f"{expect_hash}): its code or data differ from the client's")
+    if store.has(h) and not rerun:
+        return {"hash": h, "status": "stored", "wall_s": 0.0}
+    t0 = time.time()
+    with tempfile.TemporaryDirectory(prefix="freeway-run-") as d:
+        spec_path, out_path = Path(d) / "spec.json", Path(d) / "run.json"
+        spec_path.write_text(json.dumps(spec))
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        proc = subprocess.Popen([sys.executable, "-m", "experiments.ns3.engine", str(spec_path), str(out_path)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                cwd=str(ROOT), preexec_fn=_die_with_parent)
+        tail: list[str] = []
+        for line in proc.stdout:
+            if "runStaticInitializersOnce" not in line:
+                tail = (tail + [line.rstrip()])[-40:]
+        proc.wait()
+        store.write_log(h, "\n".join(tail) + "\n")
+        if proc.returncode != 0 or not out_path.exists():
+            raise RunError(f"{point['mode']} seed {point['seed']}: the engine failed (exit {proc.returncode}): "
+                           + " | ".join(tail[-5:]))
+        result = json.loads(out_path.read_text())
+    tables, summary = runs.analyse(point, spec, result)
+    wall = time.time() - t0
+    row = {**{k: point.get(k) for k in runs.POINT_COLUMNS}, "hash": h, "status": "ok", "wall_s": round(wall, 1),
+           "worker": socket.gethostname(), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+           "versions": json.dumps(versions()), "point": json.dumps(point, sort_keys=True, default=str), **summary}
+    store.write_run(h, tables, row)
+    return {"hash": h, "status": "ok", "wall_s": wall}

@@ -10,10 +10,12 @@ setup(
     install_requires=open("requirements.txt").read().split(),
     extras_require={
         # experiments, benchmarks and their plots; the offline LP optimum; the networkx model
-        "experiments": ["networkx>=3", "scipy>=1.10", "matplotlib>=3.6"],
+        "experiments": ["networkx>=3", "scipy>=1.10", "matplotlib>=3.6",
+                        # sweeps: Dask distributed runs the tasks, results stored as Parquet (pyarrow), read by pandas
+                        "distributed>=2024.1", "pyarrow>=14", "pandas>=2"],
         # the packet-level engine (freeway experiment --engine ns3): ns-3's own wheel, cppyy bindings
         "ns3": ["ns3==3.44.post0"],
-        "test": ["pytest>=7", "hypothesis>=6", "ruff>=0.4", "schemathesis>=4,<5", "selenium>=4.20"],
+        "test": ["pytest>=7", "hypothesis>=6", "ruff>=0.4", "schemathesis>=4,<5", "selenium>=4.20", "duckdb>=1"],
     },
     entry_points={"console_scripts": ["freeway = ryu_apps.cli:main"]},
 )

@@ -163,6 +163,8 @@ def cmd_experiment(args) -> int:
     link_mbps = args.link_mbps if args.link_mbps is not None else (100.0 if args.scenario == "paper" else 10.0)
     duration = args.duration if args.duration is not None else (10.0 if args.scenario == "paper" else 30.0)
     try:
+        if args.scenario == "fct":
+            return _fct(args, modes)
         if args.scenario == "paper":
             from experiments import paper
 
@@ -257,6 +259,54 @@ def cmd_experiment(args) -> int:
     return 0
 
 
+def _fct(args, modes: list[str]) -> int:
+    """``freeway experiment fct``: the standard benchmark as a sweep (modes x workloads x loads x seeds) on a
+    local Dask cluster into a results store, then its report."""
+    from pathlib import Path
+
+    from experiments.sweep.report import report
+    from experiments.sweep.run import sweep
+    from experiments.sweep.spec import Spec, SpecError, check_value
+    from experiments.sweep.store import Store, StoreError
+
+    if args.engine != "ns3":
+        print("freeway experiment: error: fct: the benchmark runs on --engine ns3 (k=8 at 100 Mbit/s is past what "
+              "this machine can emulate faithfully)", file=sys.stderr)
+        return 2
+    try:
+        grid = {"mode": [check_value("mode", m, "mode", "--modes", {}) for m in modes],
+                "workload": [check_value("workload", w, "choice:websearch,datamining", "--workloads", {})
+                             for w in args.workloads.split(",")],
+                "load": [check_value("load", float(x), "fraction", "--loads", {}) for x in args.loads.split(",")],
+                "seed": [int(x) for x in args.seeds.split(",")]}
+    except (SpecError, ValueError) as e:
+        print(f"freeway experiment: error: {e}", file=sys.stderr)
+        return 2
+    fixed = {"k": args.k if args.k is not None else 8, "link_mbps": args.link_mbps or 100.0,
+             "duration": args.duration if args.duration is not None else 2.0, "announce_above": args.announce_above,
+             "local_share": args.local_share, "local_scope": args.local_scope, "max_bytes": args.max_bytes,
+             "tcp": args.tcp, "mtu": args.mtu, "link_delay_us": args.link_delay_us, "topo": args.topo}
+    if args.queues:
+        fixed["queues"] = args.queues
+    spec = Spec("fct", "ns3", grid, fixed)
+    out = Path(args.out)
+    store = Store(args.store or out / "store")
+    try:
+        res = sweep(spec, store, args.scheduler, args.jobs)
+    except StoreError as e:
+        print(f"freeway experiment: error: {e}", file=sys.stderr)
+        return 2
+    if not res.ok:
+        print(f"freeway experiment: {len(res.failed)} runs failed, {len(res.missing)} not stored: run the same "
+              "command again to run only those", file=sys.stderr)
+        return 3
+    rep = report(store, out)
+    print((out / "report.md").read_text())
+    print(f"results in {store.root} (Parquet), report in {out / 'report.md'}, plots: "
+          + ", ".join(str(out / p) for p in rep["plots"]))
+    return 0
+
+
 def add_commands(sub) -> None:
     d = sub.add_parser("demo", help="k=4 fat-tree under the controller: reachability, TCP rate, ECMP spread")
     d.add_argument("--k", type=int, default=4, help="fat-tree arity (4)")
@@ -265,14 +315,27 @@ def add_commands(sub) -> None:
     d.set_defaults(func=cmd_demo)
 
     x = sub.add_parser("experiment", help="run a scenario under several modes; results, CSV and plots")
-    x.add_argument("scenario", choices=["mixed", "permutation", "paper", "efm-collisions", "many-to-one", "cut-in",
-                                        "flow-control", "flows"],
+    x.add_argument("scenario", choices=["mixed", "permutation", "paper", "fct", "efm-collisions", "many-to-one",
+                                        "cut-in", "flow-control", "flows"],
                    help="mixed: elephants and mice on a fat-tree; permutation: every host sends one long flow to a "
                         "host of another pod and receives one; paper: the Freeway paper's comparison (k=8, 320 "
                         "servers, SWIM's Facebook jobs; --engine ns3); efm-collisions: the EFM paper's four tests; "
                         "many-to-one: the isolation paper's incast on a leaf-spine; cut-in: the CQ slides' many-to-one "
                         "under fifo, strict and cq (ns3); flow-control: the isolation paper's Fig. 1 with PFC, ECN "
                         "and isolated queues (ns3); flows: the flows of a CSV (--flows FILE), on either engine")
+    x.add_argument("--workloads", default="websearch,datamining",
+                   help="fct: flow sizes, websearch (DCTCP) and/or datamining (VL2) (both)")
+    x.add_argument("--loads", default="0.5,0.7", help="fct: offered loads, fractions of the access link (0.5,0.7)")
+    x.add_argument("--announce-above", type=float, default=1_000_000, metavar="BYTES",
+                   help="fct: flows of this many bytes or more announce themselves (1000000; 0: none does)")
+    x.add_argument("--local-share", type=float, default=0.0,
+                   help="fct: share of flows kept inside the source's rack or pod (0: destinations uniform)")
+    x.add_argument("--local-scope", choices=["rack", "pod"], default="rack", help="fct: where local flows stay")
+    x.add_argument("--max-bytes", type=float, default=30_000_000, metavar="BYTES",
+                   help="fct: sizes drawn up to this (30000000: web-search's largest; data-mining's reach 973 MB, "
+                        "78 s alone at 100 Mbit/s; 0: the whole distribution)")
+    x.add_argument("--store", metavar="DIR", help="fct: the results store (default: OUT/store)")
+    x.add_argument("--scheduler", metavar="URL", help="fct: a running Dask scheduler (default: a local cluster)")
     x.add_argument("--flows", metavar="FILE", dest="flows_file",
                    help="flows: a CSV of flows (start_s,src,dst,bytes and optionally announced, kind, stop_s, sport, "
                         "dport, rate_mbps; hosts by the description's names: docs/ns3.md)")

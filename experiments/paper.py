@@ -22,11 +22,12 @@ import json
 from pathlib import Path
 
 from experiments import stats
+from experiments.fct import IDEAL, ideal_fabric
 from experiments.flowlist import mix
 from experiments.plots import save
 from topology.fabric import fattree
 
-MODES = ("ecmp", "hedera-1s", "perpkt", "freeway+isolation")
+MODES = ("ideal", "ecmp", "hedera-1s", "perpkt", "freeway+isolation")
 BOUNDARY = 1_000_000  # a mouse: under 1 MB (the mix the reconstruction is matched to)
 # the paper's numbers (Section III.B), as ratios of Freeway's to each scheme's
 PAPER = {
@@ -59,9 +60,11 @@ def run(out: Path, modes: list[str], seeds: list[int], k: int = 8, hosts_per_edg
 
     for m in modes:
         try:
-            _mode_parts(m)
+            if m != IDEAL:
+                _mode_parts(m)
         except ExperimentError as e:
             raise PaperError(str(e)) from None
+    modes = sorted(modes, key=lambda m: m != IDEAL)  # the ideal is the first row
     out.mkdir(parents=True, exist_ok=True)
     fabric = fattree(k, link_mbps, hosts_per_edge)
     base_settings = dict(settings or {})
@@ -79,11 +82,15 @@ def run(out: Path, modes: list[str], seeds: list[int], k: int = 8, hosts_per_edg
         d = Derivation(**{**(derivation or {}), "duration_s": duration, "seed": seed})
         flows = derive(load(), fabric, d)
         mixes[seed] = mix(flows, BOUNDARY)
+        label = f"{mode.replace('+', '_')}-s{seed}"
+        if mode == IDEAL:  # the same flows on one non-blocking switch, every port a plain FIFO
+            st = Settings(**{**base_settings, "seed": seed, "grace_s": grace, "queues": "fifo"})
+            jobs_list.append(spec_of(label, mode, ideal_fabric(fabric), "ecmp", False, flows, st, BOUNDARY))
+            continue
         base, iso = _mode_parts(mode)
         st = Settings(**{**base_settings, "seed": seed, "grace_s": grace,
                          "queues": queues or ("strict" if iso else "fifo"),
                          "controller": _controller_settings(base)})
-        label = f"{mode.replace('+', '_')}-s{seed}"
         jobs_list.append(spec_of(label, mode, fabric, _controller_mode(base), iso, flows, st, BOUNDARY))
 
     runs = run_all(out, jobs_list, jobs, "paper")
@@ -135,6 +142,15 @@ def analyse(runs: list[dict], fabric, modes: list[str], seeds: list[int]) -> dic
                     "wall_per_simulated_s"):
             row[key] = pooled(mode, key)
         table.append(row)
+    ideal = {}
+    if IDEAL in modes:  # every scheme against the ideal: the headline ratio
+        base = {k: pooled(IDEAL, k) for k in ("mice_fct_mean_s", "mice_fct_p99_s", "elephant_bytes", "core_drops",
+                                              "mice_rto")}
+        for mode in modes:
+            if mode != IDEAL:
+                ideal[mode] = {k.replace("_s", "") + "_ratio": (round(pooled(mode, k) / v, 3)
+                                                              if v and pooled(mode, k) is not None else None)
+                               for k, v in base.items()}
     ours = {}
     if fw:
         f = {k: pooled(fw, k) for k in ("mice_fct_mean_s", "mice_fct_p99_s", "elephant_bytes", "core_drops",
@@ -146,7 +162,7 @@ def analyse(runs: list[dict], fabric, modes: list[str], seeds: list[int]) -> dic
             ours[mode] = {k.replace("_s", "") + "_ratio": (round(f[k] / o[k], 3) if f[k] is not None and o[k] else None)
                           for k in f}
     util = _utilisation(runs, fabric)
-    return {"per_run": per, "table": table, "freeway_vs": ours, "utilisation": util}
+    return {"per_run": per, "table": table, "freeway_vs": ours, "vs_ideal": ideal, "utilisation": util}
 
 
 def _utilisation(runs: list[dict], fabric) -> dict:
@@ -252,6 +268,8 @@ def print_table(results: dict) -> None:
         print(f"{r['mode']:<20} {r['runs']:>4} {f(r['mice_fct_mean_s'], 1e3):>12} {f(r['mice_fct_p99_s'], 1e3):>11} "
               f"{f(r['mice_rto'], 1, 0):>8} {f(r['elephant_bytes'], 1e-6):>11} {f(r['core_drops'], 1, 0):>10} "
               f"{f(r['wall_per_simulated_s']):>10}")
+    for mode, ratios in results.get("vs_ideal", {}).items():
+        print(f"{mode} / ideal: " + ", ".join(f"{k} {v}" for k, v in ratios.items()))
     for mode, ratios in results["freeway_vs"].items():
         paper = {k: PAPER[k].get(mode) for k in ("mice_latency_vs", "elephant_bytes_vs", "core_drops_vs")}
         print(f"Freeway / {mode}: " + ", ".join(f"{k} {v}" for k, v in ratios.items()) + f"   (paper: {paper})")

@@ -27,7 +27,8 @@ MANY_TO_ONE_MODES = ("ecmp", "ecmp+isolation")
 DEFAULT_MODES = {
     "mixed": "ecmp,hedera,efm-biggest,freeway,freeway+isolation",
     "permutation": "ecmp,hedera,efm-biggest,freeway,freeway-paper",
-    "paper": "ecmp,hedera-1s,perpkt,freeway+isolation",
+    "paper": "ideal,ecmp,hedera-1s,perpkt,freeway+isolation",
+    "fct": "ideal,ecmp,ecmp+isolation,perpkt,hedera-1s,efm-biggest,freeway,freeway+isolation",
     "cut-in": "ecmp",
     "flow-control": "ecmp",
     "efm-collisions": "ecmp,hedera,efm-biggest,efm-smallest",

@@ -10,6 +10,7 @@ is the only check there is (docs/security.md says what a datagram with a switch'
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 
 from monitoring.estimator import Estimator
@@ -19,15 +20,36 @@ from monitoring.sflow import SFlowDecodeError, decode_datagram
 LOG = logging.getLogger("freeway.monitor")
 
 
+SOURCES = ("agent", "any")
+
+
+def source_matches(agent: str, source: str) -> bool:
+    """A datagram's UDP source may carry its agent address: the agent's own address, or, for an agent on a
+    loopback address (switches emulated on this host, whose bridges all send from 127.0.0.1), any loopback
+    address."""
+    if agent == source:
+        return True
+    try:
+        a, s = ipaddress.ip_address(agent), ipaddress.ip_address(source)
+    except ValueError:
+        return False
+    return a == s or (a.is_loopback and s.is_loopback)
+
+
 class Collector:
-    def __init__(self, estimator: Estimator):
+    def __init__(self, estimator: Estimator, sources: str = "agent"):
+        if sources not in SOURCES:
+            raise ValueError(f"sflow_sources: one of {', '.join(SOURCES)}, got {sources!r}")
         self.estimator = estimator
-        self.stats = {"datagrams": 0, "decode_errors": 0, "flow_samples": 0, "counter_samples": 0, "unknown_agent": 0}
+        self.sources = sources
+        self.stats = {"datagrams": 0, "decode_errors": 0, "flow_samples": 0, "counter_samples": 0, "unknown_agent": 0,
+                      "agent_not_source": 0}
         self.last_error = ""
 
-    def handle(self, now: float, data: bytes, loads: bool = True) -> list[LinkLoad]:
+    def handle(self, now: float, data: bytes, loads: bool = True, source: str | None = None) -> list[LinkLoad]:
         """A datagram's samples into the estimator; what they changed as events (link loads only if
-        ``loads``: one per counter sample, 138,240 a second at k=48, made for nobody when no app listens)."""
+        ``loads``: one per counter sample, 138,240 a second at k=48, made for nobody when no app listens).
+        ``source``: the address it came from, which must carry its agent address (``sources`` agent)."""
         try:
             dg = decode_datagram(data)
         except SFlowDecodeError as e:
@@ -35,6 +57,12 @@ class Collector:
         except Exception as e:  # a decoder bug, not the datagram's: still dropped and counted, never fatal
             LOG.exception("sFlow decoder failed on a %d-byte datagram", len(data))
             return self._dropped(f"decoder error: {type(e).__name__}: {e}")
+        if source is not None and self.sources == "agent" and not source_matches(dg.agent, source):
+            self.stats["agent_not_source"] += 1  # a datagram naming another agent than where it came from
+            if self.stats["agent_not_source"] in (1, 10, 100) or self.stats["agent_not_source"] % 1000 == 0:
+                LOG.warning("dropped sFlow datagram naming agent %s from %s (%d so far)", dg.agent, source,
+                            self.stats["agent_not_source"])
+            return []
         if not self.estimator.knows_agent(dg.agent):  # not a switch of the fabric: spoofed or misdirected
             self.stats["unknown_agent"] += 1
             if self.stats["unknown_agent"] in (1, 10, 100) or self.stats["unknown_agent"] % 1000 == 0:

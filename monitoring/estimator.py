@@ -300,6 +300,7 @@ class Estimator:
         if bps > IMPLAUSIBLE_RATE * cap:  # faster than the link: not a measurement
             self.stats["implausible_rate"] += 1
             return None
+        bps = min(bps, cap)  # (a little faster: counters read a moment apart; never more than the link)
         if self.hot_threshold is not None:
             self._note_over(link, "counters", bps > self.hot_threshold * cap)
         util = self.columns.fold(i, link, self.cfg.ewma_alpha, bps / cap, bps, now, t0)
@@ -515,7 +516,8 @@ class Estimator:
             st.evaluated = now
             self._due.append((now, flow))
             rate, n = self.flow_rate(now, st)
-            st.rate_bps = rate
+            rate = min(rate, self.access_rate_bps(flow))  # a sampled rate never above its source's link: it
+            st.rate_bps = rate  # becomes a reservation or a meter (issue 60: forged samples had no ceiling)
             threshold = self.cfg.elephant_fraction * self.access_rate_bps(flow)
             idle = now - st.last_seen > self.cfg.idle_s
             if st.elephant_since is None:

@@ -156,7 +156,8 @@ def add_discover(sub) -> None:
 
 
 # Each package adds its own commands; loaded by name, so no package imports one above it.
-COMMAND_MODULES = ("topology.cli", "ryu_apps.host.agent", "ryu_apps.host.hookrun", "ryu_apps.operators.status", "experiments.cli")
+COMMAND_MODULES = ("topology.cli", "ryu_apps.host.agent", "ryu_apps.host.hookrun", "ryu_apps.operators.status", "experiments.cli",
+                   "experiments.sweep.cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

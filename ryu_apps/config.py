@@ -71,6 +71,9 @@ class Config:
     monitor: str = setting("sflow", "monitoring backend: built-in sFlow collector, sFlow-RT REST, or none",
                            choices=MONITORS)
     sflow_listen: str = setting("127.0.0.1:6343", "UDP address of the built-in sFlow collector (HOST:PORT)")
+    sflow_sources: str = setting("agent", "where an sFlow datagram may come from: agent (the UDP source must be the "
+                                 "agent address the datagram names, or a loopback address for an agent on loopback) "
+                                 "or any (a collector behind a relay or NAT)", choices=("agent", "any"))
     sflow_rt_url: str = setting("", "sFlow-RT base URL for monitor sflow-rt, e.g. http://127.0.0.1:8008")
     events_file: str = setting("", "append JSON lines here: elephant events and a link snapshot per second")
     events_max_mb: float = setting(100.0, "when the events file passes this size it is renamed FILE.1 (the "

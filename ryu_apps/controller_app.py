@@ -45,6 +45,7 @@ from topology.fabric import Fabric
 LOG = logging.getLogger("freeway")
 DECISIONS = logging.getLogger("freeway.decisions")  # one record per decision (shown by --log-format json)
 PERIOD_S = 1.0
+VERIFY_EVERY_S = 0.5  # a switch is asked for its ports' state at most this often on sFlow's word
 TICK_S = 0.1  # how often link hold-downs and the liveness model are looked at
 LAG_WARN_S = 1.0  # the event loop held this long is logged (``loop_lag``)
 EARLY_ROUND_S = 0.2  # at most one early round (a link newly over EFM's threshold) this often
@@ -80,6 +81,7 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         self.readback_seen = 0.0  # when the last part of any switch's read-back came
         self.datapaths: dict[int, object] = {}  # every switch this controller programs
         self.watching: dict[str, object] = {}  # every connected switch's datapath, whatever this member's role
+        self._verified_at: dict[str, float] = {}  # when each switch was last asked for its ports on sFlow's word
         self.counters: Counter[str] = Counter()
         self.monitor = None
         self.decisions = DecisionLog()
@@ -369,6 +371,8 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         self.links_changed(now, self.liveness.port(now, sw, port.port_no, up))
 
     def links_changed(self, now: float, change) -> None:
+        if change.verify:
+            self._verify_ports(now, change.verify)
         if not change:
             return
         for a, b in sorted(ln for ln in change.down if ln[0] < ln[1]):
@@ -494,6 +498,28 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
                 self.links_changed(time.monotonic(), self.liveness.port(time.monotonic(), sw, msg.desc.port_no, False))
             else:
                 self.port_changed(time.monotonic(), sw, msg.desc)
+
+    def _verify_ports(self, now: float, ports) -> None:
+        """sFlow says these ports are down: ask their switches (a port description over the switch's own
+        channel, at most once a switch every ``VERIFY_EVERY_S``); their answer, not sFlow, decides."""
+        for sw in sorted({s for s, _ in ports}):
+            dp = self._dp(sw)
+            if dp is None or now - self._verified_at.get(sw, -1e9) < VERIFY_EVERY_S:
+                continue
+            self._verified_at[sw] = now
+            self.counters["sflow-port-verify"] += 1
+            dp.send_msg(ofmsg.bind([ofmsg.port_desc_request()], dp)[0])
+
+    @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
+    def on_port_desc(self, ev):
+        """A port description asked for (``_verify_ports``): every port's state, from the switch itself."""
+        sw = self._switch(ev.msg.datapath.id)
+        if sw is None:
+            return
+        now = time.monotonic()
+        for port in ev.msg.body:
+            if port.port_no < ofproto.OFPP_MAX:
+                self.port_changed(now, sw, port)
 
     # ----- monitoring ------------------------------------------------------------------------
     @set_ev_cls(EventPortState)

@@ -82,7 +82,7 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.cfg = config.active()
         self.fabric = Fabric.load(self.cfg.fabric)
         self.estimator = Estimator(self.fabric, self.cfg.monitor_config())
-        self.collector = Collector(self.estimator)
+        self.collector = Collector(self.estimator, self.cfg.sflow_sources)
         self.sflowrt = SFlowRT(self.cfg.sflow_rt_url, self.estimator) if self.cfg.monitor == "sflow-rt" else None
         self.sock = bind_udp(*self.cfg.sflow_address) if self.cfg.monitor == "sflow" else None
         self.events_out = open(self.cfg.events_file, "a", buffering=1) if self.cfg.events_file else None
@@ -109,14 +109,14 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         held = 0.0  # how long the datagrams handled since the reader last let the others run took
         while self.is_active:
             try:
-                data, _ = self.sock.recvfrom(65535)
+                data, source = self.sock.recvfrom(65535)
             except OSError as e:
                 LOG.error("sFlow socket: %s", e)
                 hub.sleep(1)
                 continue
             t = time.monotonic()
             try:
-                for ev in self.collector.handle(t, data, bool(self.observers.get(EventLinkLoad))):
+                for ev in self.collector.handle(t, data, bool(self.observers.get(EventLinkLoad)), source[0]):
                     self.publish(ev)
             except Exception:  # whatever one datagram did, the next ones are still read
                 LOG.exception("sFlow datagram handling failed")

@@ -78,13 +78,14 @@ class IsolationConfig:
 
 
 # ----- port disciplines --------------------------------------------------------------
-DISCIPLINES = ("fifo", "strict", "cq")
+DISCIPLINES = ("fifo", "strict", "shared", "cq")  # shared: strict priority over one buffer, mice push elephants out
 MODIFIERS = ("ecn", "pfc")
 EMULATED = ("fifo", "strict")  # what this kernel's qdiscs (htb, tbf, u32) can carry
 
 
 def parse_discipline(text: str) -> tuple[str, frozenset[str]]:
-    """``fifo``, ``strict`` or ``cq``, with ``+ecn`` and ``+pfc`` modifiers: (discipline, modifiers)."""
+    """``fifo``, ``strict``, ``shared`` or ``cq``, with ``+ecn`` and ``+pfc`` modifiers: (discipline,
+    modifiers)."""
     base, *mods = text.strip().split("+")
     if base not in DISCIPLINES:
         raise SettingError(f"queues: unknown discipline {base!r} (known: {', '.join(DISCIPLINES)}, "
@@ -100,8 +101,8 @@ def check_discipline(text: str, engine: str) -> str:
     base, mods = parse_discipline(text)
     if engine == "emulator" and (base not in EMULATED or mods):
         raise SettingError(f"queues: {text!r} needs the ns-3 engine (--engine ns3): the emulator's kernel has "
-                           "htb, tbf and u32 but no prio, red or bpf qdisc, so it can cut in, evict, mark ECN or "
-                           "pause nothing; it carries fifo and strict")
+                           "htb, tbf and u32 but no prio, red or bpf qdisc, so it can cut in, evict, share one buffer "
+                           "between priorities, mark ECN or pause nothing; it carries fifo and strict")
     return text
 
 

@@ -316,7 +316,7 @@ def _collect(spec: dict, net, fabric: Fabric, flows: list[Flow], apps: dict, ctl
                 paths[str(n)] = sorted(first, key=first.get)
     top = max(s.level for s in fabric.switches.values())
     drops = {f"{sw}-eth{port}": int(net.fw.Dropped(p.queue)) for (sw, port), p in net.ports.items()
-             if fabric.switches[sw].level == top}
+             if fabric.switches[sw].level == top and fabric.links}  # (one switch, the ideal: no core)
     queues = {}
     for (sw, port), p in net.ports.items():
         q = p.queue

@@ -322,6 +322,16 @@ class PortQueue : public QueueDisc
         backoffLimit = backoff_;
     }
 
+    // ``shared``: the two bands by DSCP only (no flow is short by its bytes), one buffer, strict priority,
+    // and a mouse arriving at a full buffer pushes the last elephant packet out (no headroom, no back-off)
+    void SetShared()
+    {
+        cutIn = true;
+        byBytes = false;
+        decay = 1e-12;
+        backoffLimit = 0;
+    }
+
     void Counter(PauseSource* owner_, uint32_t node_)
     {
         owner = owner_;
@@ -381,6 +391,7 @@ class PortQueue : public QueueDisc
 
     uint32_t bands = 1;
     bool cutIn = false;
+    bool byBytes = true; // cq: an unmarked flow is long once it sent shortBytes (shared: by DSCP only)
     uint32_t limit[2] = {0, 0};
     uint32_t ecnK[2] = {0, 0};
     uint8_t miceDscp = 46;
@@ -408,7 +419,7 @@ class PortQueue : public QueueDisc
         {
             return 1;
         }
-        if (d == miceDscp || !cutIn)
+        if (d == miceDscp || !cutIn || !byBytes)
         {
             return 0;
         }

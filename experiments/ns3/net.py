@@ -60,14 +60,16 @@ def build(fabric: Fabric, *, link_delay_s: float = 5e-6, mtu: int = 1500, queues
     (one drop-tail queue of the emulator's 100 standard frames) and ``strict`` (mice first, 60 and 40
     frames, by DSCP) as ns-3's own FifoQueueDisc and PrioQueueDisc; ``cq`` (cut-in over one 100-frame
     buffer) and any ``+ecn`` (CE marks above K) or ``+pfc`` (the mice band paused hop by hop) as
-    ``fw::PortQueue``; ``sampling``: each switch's 1-in-N flow samples (0: none)."""
+    ``fw::PortQueue``; ``shared`` (strict priority by DSCP over one 100-frame buffer: a mouse arriving at a
+    full buffer pushes the last elephant packet out) as ``fw::PortQueue`` too; ``sampling``: each switch's
+    1-in-N flow samples (0: none)."""
     from experiments.ns3.native import load
 
     try:
         base, mods = parse_discipline(queues)
     except SettingError as e:
         raise NetError(str(e)) from None
-    own = own_queues or base == "cq" or bool(mods)  # our PortQueue; else ns-3's own for plain fifo and strict
+    own = own_queues or base in ("cq", "shared") or bool(mods)  # our PortQueue; else ns-3's own for fifo, strict
     iso = iso or IsolationConfig()
     ns, fw = load()
     net = Net(fabric, ns, fw)
@@ -91,10 +93,13 @@ def build(fabric: Fabric, *, link_delay_s: float = 5e-6, mtu: int = 1500, queues
                         iso.elephant_dscp)
             return q
         two = base != "fifo"
-        q.Configure(2 if two else 1, base == "cq", (PORT_QUEUE_PKTS if base != "strict" else iso.mice_queue_len)
-                    * FRAME_BYTES, iso.elephant_queue_len * FRAME_BYTES, iso.mice_dscp, iso.elephant_dscp)
+        q.Configure(2 if two else 1, base in ("cq", "shared"), (PORT_QUEUE_PKTS if base != "strict" else
+                                                                 iso.mice_queue_len) * FRAME_BYTES,
+                    iso.elephant_queue_len * FRAME_BYTES, iso.mice_dscp, iso.elephant_dscp)
         if base == "cq":
             q.SetCutIn(iso.cq_short_bytes, iso.cq_decay_ms / 1000, iso.cq_backoff_frames * FRAME_BYTES)
+        elif base == "shared":
+            q.SetShared()
         if "ecn" in mods:
             k = iso.ecn_k_frames * FRAME_BYTES
             q.SetEcn(0 if two else k, k if two else 0)

@@ -19,6 +19,13 @@ POINT_COLUMNS = ("scenario", "mode", "variant", "workload", "load", "seed", "k",
                  "announce_above", "local_share", "queues", "hosts_per_edge", "tcp", "mtu", "max_bytes")
 
 
+def label(point: dict) -> str:
+    """A point in a few words: what its grid varies most often."""
+    keys = ("mode", "variant", "queues", "workload", "load", "announce_above", "k", "seed")
+    skip = {"variant": "default", "queues": ""}
+    return " ".join(f"{k}={point[k]}" for k in keys if k in point and skip.get(k, None) != point[k])
+
+
 def fabric_of(point: dict):
     from topology.fabric import fattree, leafspine
 

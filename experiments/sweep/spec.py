@@ -256,7 +256,9 @@ def _variants(entry, origin: str) -> dict:
         try:
             load_mapping(body, f"variants.{name}")
         except ConfigError as e:
-            raise SpecError(f"{origin}:{_line(v)}: variants.{name}: {e}") from None
+            msg = str(e)
+            where = "" if msg.startswith(f"variants.{name}") else f"variants.{name}."
+            raise SpecError(f"{origin}:{_line(v)}: {where}{msg}") from None
         out[name] = body
     out.setdefault("default", {})
     return out

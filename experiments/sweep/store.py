@@ -94,6 +94,26 @@ class Store:
         tmp.write_text(text)
         os.replace(tmp, p)
 
+    def write_progress(self, h: str, line: str) -> None:
+        """A running run's latest progress line (read by the sweep's progress; gone when it ends)."""
+        p = self.root / "logs" / f"{h}.progress"
+        try:
+            p.write_text(line + "\n")
+        except OSError:
+            pass
+
+    def end_progress(self, h: str) -> None:
+        (self.root / "logs" / f"{h}.progress").unlink(missing_ok=True)
+
+    def progress_lines(self) -> list[str]:
+        out = []
+        for p in sorted((self.root / "logs").glob("*.progress")):
+            try:
+                out.append(p.read_text().strip())
+            except OSError:
+                continue
+        return [x for x in out if x]
+
     def _write(self, p: Path, table) -> None:
         import pyarrow.parquet as pq
 

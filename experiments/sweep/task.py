@@ -80,16 +80,22 @@ def run_point(point: dict, store_root: str, expect_hash: str | None = None, reru
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                                 cwd=str(ROOT), preexec_fn=_die_with_parent)
         tail: list[str] = []
-        for line in proc.stdout:
-            if "runStaticInitializersOnce" not in line:
-                tail = (tail + [line.rstrip()])[-40:]
-        proc.wait()
+        try:
+            for line in proc.stdout:
+                if "runStaticInitializersOnce" not in line:
+                    tail = (tail + [line.rstrip()])[-40:]
+                    if line.startswith("["):
+                        store.write_progress(h, f"{runs.label(point)}: {line.strip()}")
+            proc.wait()
+        finally:
+            store.end_progress(h)
         store.write_log(h, "\n".join(tail) + "\n")
         if proc.returncode != 0 or not out_path.exists():
             raise RunError(f"{point['mode']} seed {point['seed']}: the engine failed (exit {proc.returncode}): "
                            + " | ".join(tail[-5:]))
         result = json.loads(out_path.read_text())
     tables, summary = runs.analyse(point, spec, result)
+    tables = {kind: [{"hash": h, **r} for r in rows] for kind, rows in tables.items()}
     wall = time.time() - t0
     row = {**{k: point.get(k) for k in runs.POINT_COLUMNS}, "hash": h, "status": "ok", "wall_s": round(wall, 1),
            "worker": socket.gethostname(), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -67,6 +67,13 @@ class PartitionConfig:
     fixed_lol: int = setting(0, "fixed low-latency paths per ToR pair (0: k/2 on a fat-tree, 1 on a leaf-spine)")
     fixed_hol: int = setting(0, "fixed high-throughput paths per ToR pair (0: k/2 on a fat-tree, 1 on a "
                              "leaf-spine)")
+    lol_order: str = setting("paper", "the order a pair's paths join the low-latency set: paper (by core number: "
+                             "on a fat-tree the k/2 fixed low-latency paths all go up through a ToR's first "
+                             "aggregation switch, one uplink of k/2) or spread (one core of each aggregation switch "
+                             "in turn: the fixed ones leave by every uplink)", choices=("paper", "spread"))
+    path_load: str = setting("mean", "a low-latency path's load, against lol_high and lol_low: mean (the paper: the "
+                             "average of its links) or max (its busiest link: a burst that fills one link of four "
+                             "reads a quarter of itself in the mean)", choices=("mean", "max"), live=True)
     drain_load: float = setting(0.02, "a draining link turns HOL once its load is below this ...", live=True)
     drain_min_s: float = setting(1.0, "... and it has drained at least this long", "s", live=True)
     drain_max_s: float = setting(5.0, "... or after this long whatever its load", "s", live=True)
@@ -104,6 +111,9 @@ class Partition:
         if fabric.topo == "fattree":
             half = fabric.params["k"] // 2
             default_lol = default_hol = half
+            if self.cfg.lol_order == "spread":  # core i of aggregation j, i before j: c1, c(k/2+1), ..., c2, ...
+                self.tops = sorted(self.tops, key=lambda t, at={t: i for i, t in enumerate(self.tops)}:
+                                   (at[t] % half, at[t] // half))
         else:
             default_lol = default_hol = 1
         self.n_min = self.cfg.fixed_lol or default_lol
@@ -318,7 +328,10 @@ class Partition:
     # ----- the periodic decision ---------------------------------------------------
     def path_load(self, path: Path, load) -> float:
         links = path_links(path)
-        return _added(map(load, links)) / len(links)
+        return self._of_links(map(load, links), len(links))
+
+    def _of_links(self, values, n: int) -> float:
+        return max(values, default=0.0) if self.cfg.path_load == "max" else _added(values) / n
 
     def _lol_loads(self, pair: Pair, load, util: Mapping | None = None) -> list[float]:
         """``path_load`` of each of the pair's LOL paths, read from the ToRs' links up to and down from
@@ -328,11 +341,12 @@ class Partition:
             return [self.path_load(p, load) for p in self.lol_paths(pair)]
         s, d = pair
         up, down = self._links_up, self._links_down
+        of = self._of_links
         if util is not None:
             get = util.get
-            return [_added(map(get, links, repeat(0.0))) / len(links)
+            return [of(map(get, links, repeat(0.0)), len(links))
                     for links in (up[(s, top)] + down[(d, top)] for top in self.tops[: self.n_lol(pair)])]
-        return [_added(map(load, links)) / len(links)
+        return [of(map(load, links), len(links))
                 for links in (up[(s, top)] + down[(d, top)] for top in self.tops[: self.n_lol(pair)])]
 
     def loads_array(self, util: Mapping) -> tuple | None:
@@ -632,10 +646,13 @@ class _Batch:
         starts = np.cumsum(n) - n
         top = np.arange(len(rows)) - np.repeat(starts, n)  # the pair's i-th top, i < n_lol
         ids = np.concatenate([self.up[src[rows], top], self.down[dst[rows], top]], axis=1)
-        total = np.zeros(len(rows))
-        for c in range(ids.shape[1]):  # link by link, as ``sum`` adds them
-            total = total + u[ids[:, c]]
-        loads = total / ids.shape[1]
+        if part.cfg.path_load == "max":
+            loads = u[ids].max(axis=1)
+        else:
+            total = np.zeros(len(rows))
+            for c in range(ids.shape[1]):  # link by link, as ``sum`` adds them
+                total = total + u[ids[:, c]]
+            loads = total / ids.shape[1]
         high = np.add.reduceat((loads > part.cfg.lol_high).astype(np.int64), starts) * 2 > n
         low = np.add.reduceat((loads < part.cfg.lol_low).astype(np.int64), starts) * 2 > n
         return {p: (1 if h else -1 if lo else 0) for p, h, lo in zip(pairs, high.tolist(), low.tolist(), strict=True)}

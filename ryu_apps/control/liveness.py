@@ -7,6 +7,13 @@ heard wired elsewhere, is down). A directed link ``(a, b)`` is up
 when both ends' ports are up and both switches are connected; a link is down
 in both directions as soon as either end says so.
 
+Only authenticated sources take a link down: OpenFlow (the switch itself, on
+its TLS channel) and the LLDP check (its probes carry an HMAC). sFlow is
+unauthenticated telemetry that anyone who reaches the collector can forge
+(issue 60: forged "down" counters cut 30 of 192 host pairs apart): a port it
+says is down is only a suspect (``Change.verify``), whose state the app then
+asks of its switch over OpenFlow; the answer decides.
+
 Going down takes effect at once. Coming back does not: a link is re-admitted
 only after it has stayed up for ``hold_down_s`` (a flapping cable must not
 churn the fabric). Before a switch has ever connected its links are taken as
@@ -31,6 +38,7 @@ class Change:
 
     down: set[Link] = field(default_factory=set)
     up: set[Link] = field(default_factory=set)
+    verify: set[tuple[str, int]] = field(default_factory=set)  # ports to ask their switch about (sFlow's suspects)
 
     def __bool__(self) -> bool:
         return bool(self.down or self.up)
@@ -46,7 +54,7 @@ class Liveness:
                 if b in fabric.switches:
                     self._ends[(a, fabric.port_to(a, b))] = (a, b)
         self.port_down: set[tuple[str, int]] = set()  # ports OpenFlow reports down
-        self.sflow_down: set[tuple[str, int]] = set()  # ports sFlow reports down
+        self.sflow_down: set[tuple[str, int]] = set()  # ports sFlow reports down: suspects, not faults
         self.switch_down: set[str] = set()
         self.lldp_down: set[Link] = set()  # links LLDP finds missing or miswired (both directions)
         self._dead: set[Link] = set()  # both directions of every link the policies must avoid
@@ -55,20 +63,24 @@ class Liveness:
 
     # ----- inputs -------------------------------------------------------------
     def port(self, now: float, switch: str, port: int, up: bool, source: str = "openflow") -> Change:
-        """A port's state from OpenFlow (port status, port description) or from ``source="sflow"``
-        (a change of ifOperStatus). A port is down while either says so; OpenFlow saying up clears
-        both (the switch itself reports it; sFlow's counter samples lag behind it)."""
+        """A port's state from OpenFlow (port status, port description) or from ``source="sflow"`` (a change
+        of ifOperStatus). OpenFlow decides; sFlow saying down makes the port a suspect to verify over
+        OpenFlow (``Change.verify``), never takes the link down itself."""
         if (switch, port) not in self._ends:
             return Change()  # a host port or a port the description does not know
         if source not in ("openflow", "sflow"):
             raise ValueError(f"unknown liveness source {source!r}")
-        down = self.port_down if source == "openflow" else self.sflow_down
-        if up:
-            down.discard((switch, port))
-            if source == "openflow":
+        if source == "sflow":
+            if up:
                 self.sflow_down.discard((switch, port))
+                return Change()
+            self.sflow_down.add((switch, port))
+            return Change(verify={(switch, port)})
+        if up:
+            self.port_down.discard((switch, port))
+            self.sflow_down.discard((switch, port))
         else:
-            down.add((switch, port))
+            self.port_down.add((switch, port))
         return self._settle(now, self._ends[(switch, port)])
 
     def switch(self, now: float, switch: str, up: bool) -> Change:
@@ -121,7 +133,7 @@ class Liveness:
         f = self.fabric
         ends = ((a, f.port_to(a, b)), (b, f.port_to(b, a)))
         return (a not in self.switch_down and b not in self.switch_down and (a, b) not in self.lldp_down
-                and not any(e in self.port_down or e in self.sflow_down for e in ends))
+                and not any(e in self.port_down for e in ends))
 
     def _settle(self, now: float, link: Link) -> Change:
         key = tuple(sorted(link))

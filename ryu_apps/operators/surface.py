@@ -171,9 +171,11 @@ class Surface:
         out = guard.counts() if guard is not None else {}
         if self.api_app is not None and self.api_app.refused:
             out["api"] = dict(self.api_app.refused)
-        unknown = (self.ctl.monitor.stats() if self.ctl.monitor is not None else {}).get("unknown_agent", 0)
-        if unknown:
-            out["sflow"] = {"unknown-agent": unknown}
+        stats = self.ctl.monitor.stats() if self.ctl.monitor is not None else {}
+        sflow = {reason: stats.get(key, 0) for reason, key in (("unknown-agent", "unknown_agent"),
+                                                                ("agent-not-source", "agent_not_source"))}
+        if any(sflow.values()):
+            out["sflow"] = {k: v for k, v in sflow.items() if v}
         return out
 
     def metrics_fabric(self) -> dict:

@@ -49,9 +49,13 @@ def elephant_actions(actions: tuple, ingress: bool, cfg: IsolationConfig) -> tup
     return mark + (SetQueue(ELEPHANT_Q),) + tuple(actions)
 
 
+METER_MAX_KBPS = 0xFFFFFFFF  # an OpenFlow meter band's rate is 32 bits
+
+
 def elephant_meter(eid: int, rate_bps: float, cfg: IsolationConfig) -> Meter:
-    kbps = max(1, int(rate_bps * cfg.meter_headroom / 1000))
-    return Meter(pipeline.ELEPHANT_METERS.id(eid), kbps, max(12, int(kbps * cfg.meter_burst_ms / 1000)))
+    kbps = min(METER_MAX_KBPS, max(1, int(rate_bps * cfg.meter_headroom / 1000)))
+    return Meter(pipeline.ELEPHANT_METERS.id(eid), kbps,
+                 min(METER_MAX_KBPS, max(12, int(kbps * cfg.meter_burst_ms / 1000))))
 
 
 def mark_detected(flow_match, in_port: int, cfg: IsolationConfig, cookie: int) -> Flow:

@@ -126,3 +126,26 @@ def test_spoofed_agent_addresses_under_a_map_for_any_agent_are_not_kept_without_
         col.handle(1.0, enc.datagram([enc.counter_sample([enc.if_counters(7, out_octets=0)])],
                                      agent=f"203.0.{i // 256}.{i % 256}"))
     assert len(est.agents) == len(F.switches) + AGENTS_SLACK and "192.0.2.1" in est.agents
+
+
+def test_a_datagram_must_come_from_the_agent_it_names():
+    """Issue 60: the agent filter read the address written inside the datagram, never where it came from.
+    Bound to the UDP source (``sflow_sources`` agent, the default), a datagram naming a switch's agent from
+    any other address is counted and dropped; a fabric emulated on this host (agents and sources on
+    loopback) still passes, and ``any`` takes every source (a relay)."""
+    from monitoring.collector import Collector, source_matches
+
+    assert source_matches("192.0.2.7", "192.0.2.7") and source_matches("127.0.1.3", "127.0.0.1")
+    assert not source_matches("192.0.2.7", "192.0.2.8") and not source_matches("192.0.2.7", "127.0.0.1")
+    assert not source_matches("127.0.1.3", "192.0.2.8")
+    est = Estimator(F)
+    est.set_ifmap({("192.0.2.7", 5): ("e0_0", F.port_to("e0_0", "a0_0"))})
+    dg = enc.datagram([enc.counter_sample([enc.if_counters(5, out_octets=1000)])], agent="192.0.2.7")
+    col = Collector(est)
+    assert col.handle(1.0, dg, source="198.51.100.9") == [] and col.stats["agent_not_source"] == 1
+    assert col.stats["counter_samples"] == 0
+    col.handle(1.0, dg, source="192.0.2.7")
+    assert col.stats["counter_samples"] == 1
+    relay = Collector(est, "any")
+    relay.handle(2.0, dg, source="198.51.100.9")
+    assert relay.stats["counter_samples"] == 1 and relay.stats["agent_not_source"] == 0

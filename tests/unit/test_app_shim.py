@@ -219,3 +219,32 @@ def test_collector_pace_keeps_the_young_generation_small_when_the_count_does_not
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_sflow_saying_a_port_is_down_asks_the_switch_and_its_answer_decides(tmp_path, monkeypatch):
+    """Issue 60 item 1: forged sFlow counters (ifOperStatus down) took links down. Now sFlow only names a
+    suspect: the app asks the switch for its ports over the switch's own channel (once per switch per
+    ``VERIFY_EVERY_S``), and only the switch's answer takes a link down."""
+    from monitoring.events import PortState
+    from ryu_apps.controller_app import VERIFY_EVERY_S
+    from ryu_apps.openflow.framework import parser
+
+    app = _app(tmp_path, monkeypatch, mode="ecmp")
+    sw = app.fabric.switches["e0_0"]
+    port = app.fabric.port_to("e0_0", "a0_0")
+    dp = _Datapath(sw.dpid)
+    app.watching["e0_0"] = dp
+    monkeypatch.setattr(app, "_dp", lambda name: dp if name == "e0_0" else None)
+    for _ in range(40):  # a forger's datagrams, one after another
+        app.on_sflow_port(SimpleNamespace(state=PortState(time.monotonic(), "e0_0", port, False)))
+    assert app.liveness.dead() == frozenset()  # nothing taken down on sFlow's word
+    asked = [m for m in dp.sent if isinstance(m, parser.OFPPortDescStatsRequest)]
+    assert len(asked) == 1 and VERIFY_EVERY_S > 0  # one question, not one per datagram
+
+    def desc(state):
+        return SimpleNamespace(port_no=port, state=state, config=0)
+
+    app.on_port_desc(_ev(sw.dpid, body=[desc(0)]))  # the switch: it is up
+    assert app.liveness.dead() == frozenset()
+    app.on_port_desc(_ev(sw.dpid, body=[desc(ofproto.OFPPS_LINK_DOWN)]))  # the switch: it is down
+    assert ("e0_0", "a0_0") in app.liveness.dead()

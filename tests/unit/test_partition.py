@@ -251,8 +251,9 @@ def test_path_loads_add_link_by_link_as_the_batch_does():
     assert part._lol_loads(pair, load)[0] == part._lol_loads(pair, load, vals)[0] == 0.30000000000000004
 
 
+@pytest.mark.parametrize("path_load", ["mean", "max"])
 @pytest.mark.parametrize("fabric", [fattree(8, 10), leafspine(6, 8, 2)], ids=["fattree-k8", "leafspine"])
-def test_a_step_reading_loads_from_a_mapping_decides_exactly_as_with_a_function(fabric):
+def test_a_step_reading_loads_from_a_mapping_decides_exactly_as_with_a_function(fabric, path_load):
     """The issue "Performance" item 4: the period decides every pair at once from the mapping (numpy, in
     ``_Batch``); the sums, their order and so every decision must be the ones the function gives, also
     at loads that put a path's mean right on a bound, and with a link down (which goes the slow way)."""
@@ -260,7 +261,7 @@ def test_a_step_reading_loads_from_a_mapping_decides_exactly_as_with_a_function(
 
     rng = random.Random(5)
     f = fabric
-    a, b = Partition(f), Partition(f)
+    a, b = Partition(f, PartitionConfig(path_load=path_load)), Partition(f, PartitionConfig(path_load=path_load))
     pairs = [(s, d) for s in f.tors() for d in f.tors() if a.is_partitioned((s, d))]
     links = [(x, y) for ln in f.links for x, y in ((ln.a, ln.b), (ln.b, ln.a))]
     for period in range(30):
@@ -386,3 +387,31 @@ def test_a_sparse_load_reads_into_the_same_array_as_the_full_mapping():
     a, b = Partition(f), Partition(f)
     ra, rb = a.step(1.0, pairs, SparseLoads(some)), b.step(1.0, pairs, full)
     assert (ra.added, ra.removed) == (rb.added, rb.removed)
+
+
+def test_a_burst_on_one_link_of_a_path_congests_it_only_by_its_busiest_link():
+    """Issue 58: a low-latency path's load as the mean of its four links reads a link saturated by a burst
+    as a quarter of itself, and the partition never grew; by its busiest link (``path_load`` max) the
+    same reading adds a path."""
+    for how, want in (("mean", 0), ("max", 1)):
+        part = Partition(fattree(4), PartitionConfig(path_load=how))
+        pair = (part.tors[0], part.tors[-1])
+        load = {ln: 0.0 for p in part.lol_paths(pair) for ln in path_links(p)}
+        for p in part.lol_paths(pair):
+            load[path_links(p)[1]] = 0.9  # one link of each low-latency path busy
+        assert part.decide(pair, load.__getitem__) == want, how
+
+
+def test_spread_order_gives_the_fixed_low_latency_paths_every_uplink():
+    """Issue 58: in the paper's order a k=8 ToR's four fixed low-latency paths all leave by its first
+    uplink (cores 1-4 hang off aggregation 0): its mice have one of four uplinks. Spread takes one core
+    of each aggregation switch in turn; the order of the rest follows, and the fixed HOL paths differ."""
+    f = fattree(8, 10)
+    pair = (f.tors()[0], f.tors()[-1])
+    for how, uplinks in (("paper", 1), ("spread", 4)):
+        part = Partition(f, PartitionConfig(lol_order=how))
+        lol = part.lol_paths(pair)
+        assert len(lol) == 4 and len({p[1] for p in lol}) == uplinks, (how, lol)
+        assert sorted(part.tops) == sorted(Partition(f).tops)
+    spread = Partition(f, PartitionConfig(lol_order="spread"))
+    assert spread.tops[:4] == ["c1", "c5", "c9", "c13"]

@@ -68,11 +68,12 @@ def test_every_host_reaches_every_host(name, mode, iso):
     assert not bad, bad[:3]
 
 
+@pytest.mark.parametrize("order", ["paper", "spread"])
 @pytest.mark.parametrize("iso", [None, ISO], ids=["plain", "isolation"])
 @pytest.mark.parametrize("name", list(FABRICS))
-def test_freeway_mice_never_cross_a_hol_link_and_carry_the_mice_marks(name, iso):
+def test_freeway_mice_never_cross_a_hol_link_and_carry_the_mice_marks(name, iso, order):
     fabric = FABRICS[name]()
-    pol = policy("freeway", fabric, iso)
+    pol = policy("freeway", fabric, iso, FreewayConfig(lol_order=order))
     sim = SimFabric(fabric, pol)
     lol = pol.state.partition.lol_links()
     for src, dst, ft in mice_flows(fabric, limit=3000):

@@ -1,0 +1,184 @@
+"""Sweeps on a real Dask cluster (issue 59): a scheduler and two workers started as their own processes (as
+on two machines), ``freeway sweep`` sending four short ns-3 runs to them. A worker SIGKILLed in the middle
+of a run: its run is done elsewhere and every run is stored once, whole. A sweep interrupted and started
+again runs only what is missing, and its report is the uninterrupted one's, number for number. The
+scheduler gone mid-sweep: the command says what was stored and exits non-zero."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+SPEC = """\
+scenario: fct
+grid:
+  mode: [ideal, ecmp]
+  seed: [1, 2]
+fixed:
+  k: 4
+  link_mbps: 10
+  load: 0.5
+  duration: 0.4
+  grace: 5
+"""
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(args: list[str], log: Path) -> subprocess.Popen:
+    return subprocess.Popen(args, stdout=open(log, "w"), stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+class Cluster:
+    """``dask scheduler`` and ``dask worker`` processes, each a single-threaded worker without a nanny (a
+    killed worker stays dead, as a lost machine)."""
+
+    def __init__(self, tmp: Path, workers: int):
+        self.port = _port()
+        self.address = f"tcp://127.0.0.1:{self.port}"
+        self.scheduler = _start([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
+                                 "--dashboard-address", ":0"], tmp / "scheduler.log")
+        self.workers = [_start([str(BIN / "dask"), "worker", self.address, "--nthreads", "1", "--no-nanny",
+                                "--name", f"w{i}", "--memory-limit", "0"], tmp / f"worker{i}.log")
+                        for i in range(workers)]
+        from distributed import Client
+
+        deadline = time.time() + 60
+        while True:
+            try:
+                with Client(self.address, timeout="5s") as c:
+                    if len(c.scheduler_info()["workers"]) == workers:
+                        return
+            except OSError:
+                pass
+            if time.time() > deadline:
+                self.close()
+                raise RuntimeError(f"the cluster did not come up: {(tmp / 'scheduler.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+
+    def close(self) -> None:
+        for p in [*self.workers, self.scheduler]:
+            _stop(p)
+
+
+def _sweep(spec: Path, store: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([str(BIN / "freeway"), "sweep", str(spec), "--store", str(store), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                            start_new_session=True)
+
+
+def _wait_for(cond, timeout: float, what: str) -> None:
+    deadline = time.time() + timeout
+    while not cond():
+        if time.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def _stored(store: Path) -> list[str]:
+    return sorted(p.stem for p in (store / "runs").glob("*.parquet"))
+
+
+def _tables(store: Path, out: Path) -> str:
+    r = subprocess.run([str(BIN / "freeway"), "report", str(store), "--out", str(out), "--no-plots"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return "\n".join((out / "report.md").read_text().splitlines()[1:])  # without the line naming the store
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """The sweep on a two-worker cluster, one worker SIGKILLed while a run is under way."""
+    tmp = tmp_path_factory.mktemp("sweep")
+    spec = tmp / "spec.yaml"
+    spec.write_text(SPEC)
+    cluster = Cluster(tmp, 2)
+    store = tmp / "store"
+    try:
+        proc = _sweep(spec, store, "--scheduler", cluster.address)
+        _wait_for(lambda: list((store / "logs").glob("*.progress")), 120, "a run under way")
+        cluster.workers[0].send_signal(signal.SIGKILL)
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        cluster.close()
+    return spec, store, proc.returncode, out, tmp
+
+
+def test_a_sweep_survives_a_worker_killed_mid_run_and_stores_every_run_once(swept):
+    spec, store, code, out, _ = swept
+    assert code == 0, out
+    assert "4 runs: 0 already stored, 4 to run" in out
+    assert len(_stored(store)) == 4 and len(list((store / "flows").glob("*.parquet"))) == 4, out
+    assert not list(store.rglob("*.tmp")) and not list(store.rglob("*.progress"))
+    import pandas as pd
+
+    runs = pd.concat([pd.read_parquet(p) for p in (store / "runs").glob("*.parquet")])
+    assert sorted(zip(runs["mode"], runs["seed"], strict=True)) == [("ecmp", 1), ("ecmp", 2), ("ideal", 1), ("ideal", 2)]
+    assert (runs["status"] == "ok").all() and runs["hash"].is_unique
+    assert all(v.startswith("{") and "commit" in v for v in runs["versions"])
+
+
+def test_an_interrupted_sweep_started_again_runs_only_what_is_missing_and_reports_the_same(swept):
+    spec, store, code, _, tmp = swept
+    assert code == 0
+    again = tmp / "again"
+    proc = _sweep(spec, again, "--workers", "2")
+    try:
+        _wait_for(lambda: len(_stored(again)) >= 1, 300, "a first run stored")
+        os.killpg(proc.pid, signal.SIGINT)  # the user's ^C
+        proc.wait(120)
+    finally:
+        _stop(proc)
+    first = _stored(again)
+    assert 1 <= len(first) < 4, first
+    proc = _sweep(spec, again, "--workers", "2")
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out
+    assert f"4 runs: {len(_stored(again)) - (4 - len(first))} already stored" in out or \
+        f"already stored, {4 - len(first)} to run" in out, out
+    assert _stored(again) == _stored(store)  # the same configurations
+    assert _tables(again, tmp / "r-again") == _tables(store, tmp / "r-first")  # number for number
+
+
+def test_a_sweep_whose_scheduler_goes_away_says_what_was_stored_and_exits_non_zero(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.replace("seed: [1, 2]", "seed: [7, 8]"))
+    cluster = Cluster(tmp_path, 1)
+    store = tmp_path / "store"
+    try:
+        proc = _sweep(spec, store, "--scheduler", cluster.address)
+        _wait_for(lambda: list((store / "logs").glob("*.progress")), 120, "a run under way")
+        _stop(cluster.scheduler)
+        out, _ = proc.communicate(timeout=180)
+    finally:
+        cluster.close()
+    assert proc.returncode == 3, out
+    assert "not stored:" in out and "run the same command again" in out, out
+
+
+def test_a_spec_with_a_bad_line_runs_nothing(tmp_path):
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(SPEC.replace("mode: [ideal, ecmp]", "mode: [ideal, ecmp, warp]"))
+    proc = _sweep(spec, tmp_path / "store")
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and f"{spec}:3:" in out and "'warp'" in out, out
+    assert not (tmp_path / "store").exists()

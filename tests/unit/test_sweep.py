@@ -1,0 +1,138 @@
+"""Sweeps (issue 59): the spec refused line by line before anything runs, the grid expanded, the store
+written whole and read without Freeway; the FCT benchmark's workload and slowdown (issue 58)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from experiments import fct
+from experiments.sweep import runs
+from experiments.sweep.spec import SpecError, parse
+from experiments.sweep.store import Store, StoreError, config_hash
+from topology.fabric import fattree
+
+GOOD = """\
+scenario: fct
+grid:
+  mode: [ideal, ecmp, freeway+isolation]
+  seed: [1, 2]
+fixed:
+  k: 4
+  load: 0.5
+variants:
+  default: {}
+  cap: {freeway: {host_elephants: 8}}
+"""
+
+
+def test_a_spec_expands_to_every_combination_of_its_grid():
+    spec = parse(GOOD)
+    pts = spec.points()
+    assert len(pts) == 6 and {(p["mode"], p["seed"]) for p in pts} == {
+        (m, s) for m in ("ideal", "ecmp", "freeway+isolation") for s in (1, 2)}
+    assert all(p["k"] == 4 and p["load"] == 0.5 and p["workload"] == "websearch" for p in pts)  # fixed and defaults
+
+
+@pytest.mark.parametrize("text, where, why", [
+    (GOOD.replace("scenario: fct", "scenario: fctt"), ":1:", "unknown 'fctt'"),
+    (GOOD.replace("  seed: [1, 2]", "  seeds: [1, 2]"), ":4:", "grid.seeds: unknown parameter"),
+    (GOOD.replace("freeway+isolation]", "fastest]"), ":3:", "mode: a known mode"),
+    (GOOD.replace("  load: 0.5", "  load: 1.5"), ":7:", "load: a fraction in (0, 1)"),
+    (GOOD.replace("host_elephants: 8", "host_elefants: 8"), ":10:", "freeway.host_elefants: unknown setting"),
+    (GOOD.replace("host_elephants: 8", "host_elephants: -1"), ":10:", "host_elephants"),
+    (GOOD + "engine: emulator\n", ":11:", "sweeps run on: ns3"),
+    (GOOD.replace("  k: 4", "  k: 5"), ":6:", "an even arity"),
+    (GOOD.replace("fixed:", "fixd:"), ":5:", "'fixd': unknown key"),
+    (GOOD.replace("  seed: [1, 2]", "  seed: [1, 1]"), ":4:", "listed twice"),
+    (GOOD.replace("  load: 0.5", "  load: 0.5\n  hosts_per_edge: 3"), ":8:", "scenario fct does not take it"),
+    ("scenario: fct\ngrid: [1, 2\n", ":3:", "not YAML"),
+])
+def test_a_bad_spec_is_refused_with_its_line_and_why(text, where, why):
+    with pytest.raises(SpecError) as e:
+        parse(text, "s.yaml")
+    assert f"s.yaml{where}" in str(e.value) and why in str(e.value), str(e.value)
+
+
+def test_a_variant_not_named_in_the_spec_is_refused():
+    with pytest.raises(SpecError, match="grid.variant|variant: a variant the spec names"):
+        parse(GOOD.replace("  seed: [1, 2]", "  seed: [1, 2]\n  variant: [nocap]"))
+
+
+def test_the_same_point_is_the_same_run_and_another_seed_another():
+    spec = parse(GOOD.replace("  k: 4", "  k: 4\n  link_mbps: 10\n  duration: 0.5"))
+    a, b = [p for p in spec.points() if p["mode"] == "ecmp"]
+    sa, sb = runs.engine_spec(a), runs.engine_spec(b)
+    assert config_hash(sa) == config_hash(runs.engine_spec(dict(a))) != config_hash(sb)
+    ideal = runs.engine_spec(next(p for p in spec.points() if p["mode"] == "ideal"))
+    assert ideal["fabric"]["switches"] and len(ideal["fabric"]["switches"]) == 1 and not ideal["fabric"]["links"]
+    assert ideal["flows"] == sa["flows"]  # the ideal carries the very same flows
+
+
+def test_the_store_writes_whole_runs_and_reads_them_back_without_freeway(tmp_path):
+    import duckdb
+
+    st = Store(tmp_path / "store")
+    st.check_writable()
+    st.write_run("aa", {"flows": [{"hash": "aa", "mode": "ecmp", "bytes": 10, "slowdown": 1.5}]},
+                 {"hash": "aa", "mode": "ecmp", "status": "ok", "seed": 1})
+    st.write_run("bb", {"flows": [{"hash": "bb", "mode": "ideal", "bytes": 10, "slowdown": 1.1}]},
+                 {"hash": "bb", "mode": "ideal", "status": "ok", "seed": 1})
+    assert st.has("aa") and st.has("bb") and not st.has("cc")
+    assert not list((tmp_path / "store").rglob("*.tmp"))  # renamed into place, nothing half-written left
+    got = duckdb.sql(f"select mode, avg(slowdown) s from read_parquet('{tmp_path}/store/flows/*.parquet') "
+                     "group by mode order by mode").fetchall()
+    assert got == [("ecmp", 1.5), ("ideal", 1.1)]
+    assert sorted(st.index()["hash"]) == ["aa", "bb"]
+
+
+def test_an_unwritable_store_is_refused_before_any_run(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    (ro / "flows").write_text("a file where a folder must be")
+    with pytest.raises(StoreError, match="cannot write there"):
+        Store(ro).check_writable()
+    with pytest.raises(StoreError, match="MiB free"):
+        Store(tmp_path / "ok").check_writable(need_bytes=1 << 62)
+
+
+def test_poisson_flows_offer_the_load_asked_with_uniform_destinations():
+    f = fattree(4, 100)
+    flows = fct.poisson_flows(f, "websearch", 0.5, 40.0, 3)
+    offered = sum(x.bytes for x in flows) * 8 / 40.0 / (len(f.hosts) * 100e6)
+    assert 0.4 <= offered <= 0.6, offered  # heavy-tailed sizes: a loose bound
+    assert all(x.src != x.dst for x in flows)
+    cross = sum(f.host(x.src).switch != f.host(x.dst).switch for x in flows) / len(flows)
+    assert abs(cross - 14 / 15) < 0.04, cross  # 14 of a host's 15 others are under another ToR
+    assert all((x.bytes >= 1_000_000) == x.announced for x in flows)
+    local = fct.poisson_flows(f, "websearch", 0.5, 20.0, 3, local_share=1.0, announce_above=None)
+    assert all(f.host(x.src).switch == f.host(x.dst).switch and not x.announced for x in local)
+
+
+def test_data_mining_is_conditioned_on_its_cap_and_the_load_follows_the_conditioned_mean():
+    cdf = fct.size_cdf("datamining", 30e6)
+    assert cdf.sizes[-1] == 30e6 and cdf.mean() < fct.size_cdf("datamining").mean() / 5
+    rng = random.Random(1)
+    assert max(cdf.sample(rng) for _ in range(20_000)) <= 30e6
+
+
+def test_idle_fct_is_handshake_bytes_at_line_rate_and_store_and_forward():
+    rates = [100e6] * 6
+    one = fct.idle_fct(rates, 1448)  # one full segment
+    frame = (1500 + 2) * 8 / 100e6
+    assert one == pytest.approx(2 * 6 * (56 * 8 / 100e6 + 5e-6) + 6 * frame + 6 * 5e-6)
+    big = fct.idle_fct(rates, 10_000_000)
+    assert big == pytest.approx(math.ceil(10e6 / 1448) * frame, rel=0.01)
+    assert fct.hops(fattree(4), "h0_0_0", "h0_0_1") == [10e6] * 2
+    assert len(fct.hops(fattree(4), "h0_0_0", "h0_1_0")) == 4 and len(fct.hops(fattree(4), "h0_0_0", "h3_1_1")) == 6
+
+
+def test_slowdowns_are_summarised_by_bucket():
+    rows = [{"bytes": b, "bucket": fct.bucket_of(b), "slowdown": s} for b, s in
+            [(5_000, 2.0), (50_000, 4.0), (500_000, 1.5), (5_000_000, 1.2), (20_000_000, 1.1), (2_000_000, None)]]
+    s = fct.summarise(rows)
+    assert s["<100KB"]["flows"] == 2 and s["<100KB"]["mean"] == 3.0 and s["<100KB"]["p99"] == 4.0
+    assert s[">=1MB"]["flows"] == 3 and s[">=1MB"]["done"] == 2
+    assert s["all"]["done"] == 5

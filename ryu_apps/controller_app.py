@@ -456,16 +456,18 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
     def on_error(self, ev):
         msg = ev.msg
         self.counters["switch-errors"] += 1
-        self.metrics.openflow_error(OFP_ERROR_TYPES.get(msg.type, str(msg.type)))
+        self.metrics.openflow_error(OFP_ERROR_TYPES.get(msg.type, "unknown"))  # (labels from a closed set)
+        sw = self._switch(msg.datapath.id)
+        if sw is None or self.watching.get(sw) is not msg.datapath:  # not the connection it was admitted on
+            self.counters["error-not-admitted"] += 1
+            return
         if self.handover is not None and (msg.type == ofproto.OFPET_ROLE_REQUEST_FAILED or (
                 msg.type == ofproto.OFPET_BAD_REQUEST and msg.code == ofproto.OFPBRC_IS_SLAVE)):
             self._stale(f"switch {msg.datapath.id:016x} refused us as master (error type {msg.type} code "
                         f"{msg.code}): another member leads with a newer generation")
             return
         LOG.error("switch %016x reported error type=%d code=%d", msg.datapath.id, msg.type, msg.code)
-        sw = self._switch(msg.datapath.id)
-        if sw is not None:
-            self.finish(self.tracker.error(sw, msg.xid, msg.type, msg.code))
+        self.finish(self.tracker.error(sw, msg.xid, msg.type, msg.code))
 
     @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
     def on_flow_removed(self, ev):

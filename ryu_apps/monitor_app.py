@@ -30,6 +30,7 @@ PORTMAP_REFRESH_S = 10.0
 # the map is read again at most as often as keeps its reading under this share of the time (at k=48 one
 # reading of 138,240 interfaces takes seconds, most of them in the controller's process)
 PORTMAP_SHARE = 0.01
+EARLY_PORTMAP_S = 2.0  # an unknown ifIndex has the map read again after this long (doubling while it finds nothing)
 # The sFlow reader's turn: it lets the others run once its datagrams have held the loop this long. At k=48
 # (11 counter samples a datagram, 6,300 datagrams a second, half of the controller's core) a turn of 32
 # datagrams (2-3 ms) was waited behind at every step of a handshake (its packet-in, each switch's barrier
@@ -90,6 +91,7 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self._portmap_at = -1e9
         self._portmap_took = 0.0  # how long the last reading of the map took
         self._unmapped_seen = 0
+        self._early_gap = EARLY_PORTMAP_S
         self._snapshot_sources = []  # callables returning dicts merged into each snapshot (other apps' state)
         self._next_poll = self._next_snapshot = 0.0
         self.loop_errors = 0
@@ -154,7 +156,8 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
     def _refresh_portmap(self, now: float) -> None:
         unmapped = self.estimator.stats["unmapped_ifindex"]
         due = now - self._portmap_at > max(PORTMAP_REFRESH_S, self._portmap_took / PORTMAP_SHARE)
-        if not due and not (unmapped > self._unmapped_seen and now - self._portmap_at > 2.0):
+        early = unmapped > self._unmapped_seen and now - self._portmap_at > self._early_gap
+        if not due and not early:
             return
         self._portmap_at, self._unmapped_seen = now, unmapped
         t = time.monotonic()
@@ -166,6 +169,11 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self._portmap_took = time.monotonic() - t  # (a failed reading is tried again at the usual period)
         if len(ifmap) != len(self.estimator.ifmap):
             LOG.info("ifIndex map: %d switch ports known", len(ifmap))
+        # a reading that an unknown ifIndex asked for, and that found the map as it was, makes the next such
+        # reading wait twice as long (issue 60: any datagram can carry an unknown ifIndex; a forger's made
+        # OVSDB be read every 2 s); a reading that changed the map (an OVS restart renumbers) resets it
+        self._early_gap = EARLY_PORTMAP_S if ifmap != self.estimator.ifmap else min(
+            2 * self._early_gap, PORTMAP_REFRESH_S)
         self.estimator.set_ifmap(ifmap)
 
     # ----- output ------------------------------------------------------------

@@ -34,6 +34,7 @@ from ryu_apps.openflow import ofmsg
 LOG = logging.getLogger("freeway.channel")
 HANDSHAKE_S = 10.0  # a TLS handshake not done by then is dropped
 ADMIT_S = 15.0  # a connection not admitted (HELLO, FEATURES_REPLY, the guard) by then is closed
+HELD_MAX = 16  # message events a connection may send before it is admitted (the handshake needs two or three)
 # a switch that does not read what it is sent: its bytes wait in a backlog of the connection's own (the
 # sender goes on); past either bound the switch is taken for stuck and closed (it reconnects and is read back)
 BACKLOG_MAX_BYTES = 64 << 20
@@ -117,6 +118,9 @@ def _gated_class():
             self.fw_closed = False  # closed by the controller (or the guard), not by the switch
             self.fw_tls, self.fw_cert = tls, cert
             self._deadline = hub.spawn_after(ADMIT_S, self._not_admitted)
+            self._held: list = []  # message events that came before admission: the apps get them only after
+            if self.ofp_brick is not None:
+                self.ofp_brick = _GatedBrick(self.ofp_brick, self)
 
         # os-ken sets ``id`` from every FEATURES_REPLY: a second one naming another datapath, after the
         # first was admitted, must not carry the connection over to that datapath
@@ -140,6 +144,7 @@ def _gated_class():
             if not counted:
                 GUARD.count("openflow", counter)
             self.fw_admitted = False
+            self._held.clear()  # what a refused connection sent reaches no app
             LOG.warning("switch connection from %s refused (%s): %s", _addr(self.address), counter, reason)
             self.close()
 
@@ -154,6 +159,9 @@ def _gated_class():
                     return False
                 self.fw_admitted, self.fw_dpid = True, self.id
                 self._deadline.cancel()
+                held, self._held = self._held, []
+                for ev, state in held:  # (os-ken's own handshake handlers saw them as they came)
+                    self.ofp_brick.deliver(ev, state)
             if self.fw_admitted is False:
                 return False
             return super().send_msg(msg, close_socket)
@@ -267,6 +275,37 @@ def _gated_class():
             self.close()
 
     return GatedDatapath
+
+
+class _GatedBrick:
+    """os-ken's OpenFlow event source as a connection sees it: a message's event goes to the apps only
+    once the connection is admitted (issue 60: an unadmitted connection's ERROR, queued in CONFIG
+    state, was handled under the datapath id it then claimed). Before that, events wait (at most
+    ``HELD_MAX``, then the connection is refused); a refused connection's never go. os-ken's own
+    handshake handlers (HELLO, FEATURES_REPLY, echo) are called directly, not through here."""
+
+    def __init__(self, brick, dp):
+        self._brick, self._dp = brick, dp
+
+    def send_event_to_observers(self, ev, state=None):
+        from os_ken.controller import ofp_event
+
+        dp = self._dp
+        if isinstance(ev, ofp_event.EventOFPMsgBase) and dp.fw_admitted is not True:
+            if dp.fw_admitted is False:
+                return
+            if len(dp._held) >= HELD_MAX:
+                dp._refuse("pre-admission-flood", f"more than {HELD_MAX} messages before it was admitted")
+                return
+            dp._held.append((ev, state))
+            return
+        self._brick.send_event_to_observers(ev, state)
+
+    def deliver(self, ev, state) -> None:
+        self._brick.send_event_to_observers(ev, state)
+
+    def __getattr__(self, name):
+        return getattr(self._brick, name)
 
 
 def echo_phase(interval: float, rng: random.Random = random.Random()) -> float:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 DPID = re.compile(r"dpid[:\-]([0-9a-fA-F]{16})\b")
 REFUSALS = ("tls-failed", "identity", "no-identity", "duplicate", "not-in-fabric", "malformed", "oversized",
-            "unauthorized", "forbidden", "plain-write", "unknown-agent", "agent-not-source")
+            "unauthorized", "forbidden", "plain-write", "unknown-agent", "agent-not-source", "pre-admission-flood")
 
 
 def names(cert: dict | None) -> set[int]:

@@ -551,7 +551,7 @@ class FreewayState:
             return []
         return [Flow(PRIO_HANDSHAKE, match(eth_type=ETH_IPV4, ip_proto=17, ipv4_dst=hs.SERVICE_IP,
                                            udp_dst=hs.SERVICE_PORT, in_port=h.port), (ToController(),),
-                     meter_id=pipeline.HOST_PUNT_METERS.id(self.fabric.host_slot(h))) for h in self.fabric.hosts_on(switch)] + [
+                     meter_id=pipeline.host_punt_meter(self.fabric.host_slot(h))) for h in self.fabric.hosts_on(switch)] + [
             Flow(PRIO_SERVICE_DROP, match(eth_type=ETH_IPV4, ipv4_dst=hs.SERVICE_IP))]
 
     def dynamic_program(self, switch: str) -> list:

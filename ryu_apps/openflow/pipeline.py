@@ -142,6 +142,14 @@ LLDP_METER = IdRange("lldp meter", 1, 1)  # the LLDP probes a switch punts
 HOST_PUNT_METERS = IdRange("host punt meters", 2, 99)  # + the host's place on its ToR (1..): what one host may
 # send to the controller (ARP, handshakes, Hedera's first packets), so that one host cannot starve its neighbours'
 MICE_METERS = IdRange("mice meters", 100, 999)  # + host port (isolation's optional mice cap)
+
+
+def host_punt_meter(slot: int) -> int:
+    """The punt meter of the host at ``slot`` (1..) on its ToR: its own for the first 97 hosts; a ToR with
+    more (the ideal's one switch carries every host of a fabric) shares them round (host 98 with host 1)."""
+    return HOST_PUNT_METERS.id((slot - 1) % (HOST_PUNT_METERS.last - HOST_PUNT_METERS.first) + 1)
+
+
 ELEPHANT_METERS = IdRange("elephant meters", 1000, 0xFFFF0000)  # + elephant id
 GROUP_RANGES = (UPLINK_GROUP, MICE_GROUPS, AVOID_GROUPS)
 METER_RANGES = (LLDP_METER, HOST_PUNT_METERS, MICE_METERS, ELEPHANT_METERS)

@@ -178,7 +178,7 @@ def base_program(fabric: Fabric, switch: str, dead=frozenset(), reach: Reachabil
     if sw.is_tor:
         for h in fabric.hosts_on(switch):  # ARP from each host through its own punt meter (``punt_meters``)
             flows.append(Flow(PRIO_ARP, match(eth_type=ETH_ARP, in_port=h.port), (ToController(),),
-                              meter_id=pipeline.HOST_PUNT_METERS.id(fabric.host_slot(h))))
+                              meter_id=pipeline.host_punt_meter(fabric.host_slot(h))))
         for h in fabric.hosts_on(switch):
             flows.append(Flow(PRIO_HOST, match(eth_type=ETH_IPV4, ipv4_dst=h.ip), (Output(h.port),)))
     flows += _down_flows(fabric, switch)
@@ -230,7 +230,7 @@ def lldp_program(fabric: Fabric, switch: str) -> list:
     out: list = [Meter(pipeline.LLDP_METER.id(0), LLDP_PPS, LLDP_BURST, pktps=True),
                  Flow(PRIO_LLDP, match(eth_type=ETH_LLDP), (ToController(),), meter_id=pipeline.LLDP_METER.id(0))]
     out += [Flow(PRIO_LLDP_HOST, match(in_port=h.port, eth_type=ETH_LLDP), (ToController(),),
-                 meter_id=pipeline.HOST_PUNT_METERS.id(fabric.host_slot(h))) for h in fabric.hosts_on(switch)]
+                 meter_id=pipeline.host_punt_meter(fabric.host_slot(h))) for h in fabric.hosts_on(switch)]
     return out
 
 
@@ -243,7 +243,8 @@ def punt_meters(fabric: Fabric, switch: str, pps: int = PUNT_PPS, burst: int = P
     ``pps`` and its neighbours keep theirs."""
     if not fabric.switches[switch].is_tor:
         return []
-    return [Meter(pipeline.HOST_PUNT_METERS.id(fabric.host_slot(h)), pps, burst, pktps=True) for h in fabric.hosts_on(switch)]
+    ids = dict.fromkeys(pipeline.host_punt_meter(fabric.host_slot(h)) for h in fabric.hosts_on(switch))
+    return [Meter(mid, pps, burst, pktps=True) for mid in ids]
 
 
 def up_group(fabric: Fabric, switch: str, dst_tor: str | None, dead=frozenset(),

@@ -20,7 +20,7 @@ def hedera_edge_flows(fabric: Fabric, switch: str) -> list[Flow]:
     if not fabric.switches[switch].is_tor:
         return []
     return [Flow(PRIO_HEDERA_PUNT, match(eth_type=ETH_IPV4, ip_proto=6, in_port=h.port), (ToController(128),),
-                 meter_id=pipeline.HOST_PUNT_METERS.id(fabric.host_slot(h))) for h in fabric.hosts_on(switch)]
+                 meter_id=pipeline.host_punt_meter(fabric.host_slot(h))) for h in fabric.hosts_on(switch)]
 
 
 def hedera_edge_entry(flow, ident: int, idle_s: int, group: int = UPLINK_GROUP) -> Flow:

@@ -248,3 +248,23 @@ def test_sflow_saying_a_port_is_down_asks_the_switch_and_its_answer_decides(tmp_
     assert app.liveness.dead() == frozenset()
     app.on_port_desc(_ev(sw.dpid, body=[desc(ofproto.OFPPS_LINK_DOWN)]))  # the switch: it is down
     assert ("e0_0", "a0_0") in app.liveness.dead()
+
+
+def test_an_error_is_heard_only_from_the_connection_a_switch_was_admitted_on(tmp_path, monkeypatch):
+    """Issue 60 item 2: an error message names its datapath only by the connection it came on; one from
+    any other connection than the switch's admitted one (a second connection claiming its id) is counted
+    and changes nothing (it had demoted a cluster's leader)."""
+    app = _app(tmp_path, monkeypatch, mode="ecmp")
+    sw = app.fabric.switches["e0_0"]
+    real, other = _Datapath(sw.dpid), _Datapath(sw.dpid)
+    app.watching["e0_0"] = real
+    seen = []
+    monkeypatch.setattr(app.tracker, "error", lambda *a: seen.append(a))
+    monkeypatch.setattr(app, "finish", lambda *a: None)
+    msg = SimpleNamespace(datapath=other, type=ofproto.OFPET_ROLE_REQUEST_FAILED, code=0, xid=1)
+    app.on_error(SimpleNamespace(msg=msg))
+    assert app.counters["error-not-admitted"] == 1 and not seen
+    app.on_error(SimpleNamespace(msg=SimpleNamespace(datapath=real, type=ofproto.OFPET_BAD_REQUEST, code=1, xid=2)))
+    assert seen and app.counters["error-not-admitted"] == 1
+    app.on_error(SimpleNamespace(msg=SimpleNamespace(datapath=real, type=999, code=0, xid=3)))
+    assert app.metrics.counts[("openflow_errors", "unknown")] == 1  # a label from a closed set

@@ -351,3 +351,55 @@ def test_each_switch_is_asked_for_an_echo_every_2_s_unless_the_fabric_is_larger_
     assert Config.from_mapping({"fabric": "f.json"}).echo_budget_pps == 500.0
     with pytest.raises(ConfigError, match="echo_budget_pps"):
         Config.from_mapping({"fabric": "f.json", "echo_budget_pps": 0})
+
+
+def test_an_unadmitted_connections_messages_reach_no_app_until_it_is_admitted():
+    """Issue 60 item 2: os-ken queues a message's event with the state it came in; an unadmitted
+    connection's ERROR (role request failed) was then handled under the datapath id it claimed, and a
+    cluster's leader demoted itself. Through the gate a connection's message events wait until it is
+    admitted (then go in order, with their state); a refused connection's never go; past ``HELD_MAX``
+    the connection is refused."""
+    from types import SimpleNamespace
+
+    from os_ken.controller import ofp_event
+    from os_ken.ofproto import ofproto_v1_3_parser as p
+
+    from ryu_apps import ofchannel
+
+    got = []
+    brick = SimpleNamespace(send_event_to_observers=lambda ev, state=None: got.append((type(ev).__name__, state)),
+                            name="ofp_event")
+    refused = []
+
+    def dp():
+        d = SimpleNamespace(fw_admitted=None, _held=[])
+        d._refuse = lambda counter, reason: (refused.append(counter), setattr(d, "fw_admitted", False))
+        return d
+
+    def err(conn):
+        return ofp_event.EventOFPErrorMsg(p.OFPErrorMsg(SimpleNamespace(id=None), type_=11, code=0))
+
+    conn = dp()
+    gate = ofchannel._GatedBrick(brick, conn)
+    gate.send_event_to_observers(err(conn), "config")
+    gate.send_event_to_observers(SimpleNamespace(), "config")  # a state change: not a message, it goes
+    assert got == [("SimpleNamespace", "config")] and len(conn._held) == 1
+    conn.fw_admitted = True  # (what GatedDatapath.send_msg does on the guard's yes)
+    for ev, state in conn._held:
+        gate.deliver(ev, state)
+    assert got[-1] == ("EventOFPErrorMsg", "config")
+    assert gate.name == "ofp_event"  # everything else is os-ken's
+
+    bad = dp()
+    gate = ofchannel._GatedBrick(brick, bad)
+    gate.send_event_to_observers(err(bad), "config")
+    bad._refuse("identity", "")
+    bad._held.clear()
+    gate.send_event_to_observers(err(bad), "config")
+    assert not bad._held and got[-1] == ("EventOFPErrorMsg", "config") and len(got) == 2
+
+    flood = dp()
+    gate = ofchannel._GatedBrick(brick, flood)
+    for _ in range(ofchannel.HELD_MAX + 1):
+        gate.send_event_to_observers(err(flood), "config")
+    assert refused[-1] == "pre-admission-flood" and len(got) == 2

@@ -60,9 +60,9 @@ def test_the_sflow_reader_lets_the_others_run_once_its_datagrams_held_the_loop_f
                 mon.is_active = False
                 raise OSError("closed")
             log.append("datagram")
-            return b"x", None
+            return b"x", ("127.0.0.1", 6343)
 
-    def handle(now, data, loads):
+    def handle(now, data, loads, source):
         clock[0] += costs.pop(0)
         return []
 
@@ -75,3 +75,36 @@ def test_the_sflow_reader_lets_the_others_run_once_its_datagrams_held_the_loop_f
     assert monitor_app.YIELD_AFTER_S == 0.0003
     assert [t.split().count("datagram") for t in turns[:5]] == [3, 3, 3, 1, 1]  # 0.11 ms each; then 2 ms each
     assert log[-1] == "yield 1"  # (the closed socket: logged, waited on)
+
+
+def test_unknown_ifindexes_read_the_port_map_ever_less_often_while_they_find_nothing(tmp_path, monkeypatch):
+    """Issue 60 item 1: any datagram can carry an unknown ifIndex, and each one had OVSDB read again within
+    2 s. An early reading that finds the map as it was doubles the wait for the next (2, 4, 8 s, then the
+    regular 10 s); a reading that finds the map changed (an OVS restart renumbers) resets it."""
+    from ryu_apps import monitor_app
+
+    fattree(4, 10).save(tmp_path / "f.json")
+    monkeypatch.setattr(config, "_active", config.Config(fabric=str(tmp_path / "f.json"), monitor="none"))
+    mon = MonitorApp()
+    reads = []
+    maps = [{("127.0.0.1", 1): ("e0_0", 1)}]
+    monkeypatch.setattr(monitor_app, "run_blocking", lambda fn, *a: (reads.append(1), dict(maps[-1]))[1])
+    t = 0.0
+    mon._refresh_portmap(t)  # the first reading
+    at = []
+    while t < 40:
+        t += 0.5
+        mon.estimator.stats["unmapped_ifindex"] += 1  # a forger's unknown ifIndex every half second
+        n = len(reads)
+        mon._refresh_portmap(t)
+        if len(reads) > n:
+            at.append(t)
+    gaps = [b - a for a, b in zip([0.0, *at], at, strict=False)]
+    assert gaps[:4] == [2.5, 4.5, 8.5, 10.5] and max(gaps) <= 10.5, gaps
+    maps.append({("127.0.0.1", 1): ("e0_0", 2)})  # the map changed: early readings are quick again
+    t += 11
+    mon._refresh_portmap(t)
+    mon.estimator.stats["unmapped_ifindex"] += 1
+    n = len(reads)
+    mon._refresh_portmap(t + 2.5)
+    assert len(reads) == n + 1

@@ -78,8 +78,11 @@ class Config:
     events_file: str = setting("", "append JSON lines here: elephant events and a link snapshot per second")
     events_max_mb: float = setting(100.0, "when the events file passes this size it is renamed FILE.1 (the "
                                    "previous FILE.1 goes) and a new one begun", "MB", positive=True, live=True)
-    ovsdb: str = setting("", "the OVSDB of every switch host, comma-separated (tcp:HOST:6640, unix:PATH; '' = the "
-                         "local Open vSwitch): sFlow's (agent, ifIndex) -> switch port is read from each")
+    ovsdb: str = setting("", "the OVSDB of every switch host, comma-separated (ssl:HOST:6640 with the controller's "
+                         "PKI, unix:PATH, tcp:HOST:6640 on loopback or with ovsdb_plain; '' = the local Open "
+                         "vSwitch): sFlow's (agent, ifIndex) -> switch port is read from each")
+    ovsdb_plain: bool = setting(False, "accept a tcp: OVSDB endpoint on a non-loopback address (clear text: anyone who "
+                                "reaches it can point the switches at another controller); use ssl: instead")
     isolation: bool = setting(False, "mice and elephants in separate queues: mark, set_queue, meter elephants")
     hedera_poll_s: float = setting(5.0, "Hedera: time between flow-statistics polls of the edge switches", "s",
                                    positive=True, live=True)
@@ -151,6 +154,13 @@ class Config:
             parse_endpoints(self.cluster)  # raises ConfigError naming the key
             if not self.cluster_name or "/" in self.cluster_name:
                 raise ConfigError(f"cluster_name: a name without '/', got {self.cluster_name!r}")
+        from monitoring.portmap import parse_endpoints
+        from topology.ovsdb import EndpointError, check_endpoints
+
+        try:
+            check_endpoints(parse_endpoints(self.ovsdb), bool(self.ctl_privkey), self.ovsdb_plain)
+        except EndpointError as e:
+            raise ConfigError(str(e)) from None
         if self.monitor == "sflow-rt" and not self.sflow_rt_url.startswith(("http://", "https://")):
             raise ConfigError(f"sflow_rt_url: the sflow-rt monitor needs an http(s) URL, got {self.sflow_rt_url!r}")
         for key in SECTIONS:

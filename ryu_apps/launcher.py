@@ -310,6 +310,9 @@ def run(cfg: config.Config, listen: str = "127.0.0.1:6653", verbose: bool = Fals
         except OSError as e:
             raise LaunchError(f"--events: cannot write {cfg.events_file}: {e.strerror}") from None
 
+    from topology import ovsdb
+
+    ovsdb.use_tls(cfg.ctl_privkey, cfg.ctl_cert, cfg.ca_certs)  # ssl: OVSDB endpoints: the same PKI
     config.set_active(cfg)
     config.set_reread(reread, config_file)
     signal.signal(signal.SIGHUP, lambda *_: config.request_reload())  # the app reloads in its own loop

@@ -27,6 +27,7 @@ import logging
 import subprocess
 from collections import Counter
 
+from topology import ovsdb
 from topology.fabric import Fabric
 from topology.queues import TAG, Held, IsolationConfig, PortQos, desired, held, read
 
@@ -103,7 +104,7 @@ def keep(fabric: Fabric, cfg: IsolationConfig, dbs: list[str | None], timeout: f
             continue
         seen |= set(have) & set(want)
         wrong = plan(want, have)
-        base = ["ovs-vsctl", f"--timeout={int(timeout)}"] + ([f"--db={db}"] if db else [])
+        base = ovsdb.base_args(db, timeout)
         batches = [wrong] if wrong else []
         while batches:
             batch = batches.pop()

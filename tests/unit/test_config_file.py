@@ -9,6 +9,7 @@ from ryu_apps import cli
 from ryu_apps.algorithms.efm_rounds import EFMConfig
 from ryu_apps.config import SECTIONS, Config, ConfigError, defaults_file, load_file
 from ryu_apps.modes.freeway_state import FreewayConfig
+from topology.fabric import fattree
 
 
 def _file(tmp_path, text):
@@ -87,3 +88,35 @@ def test_freeway_config_defaults_writes_the_file(tmp_path, capsys):
     assert out.read_text() == defaults_file()
     assert cli.main(["config", "--defaults"]) == 0
     assert capsys.readouterr().out.endswith(defaults_file())
+
+
+def test_ovsdb_endpoints_are_spoken_to_as_safely_as_openflow(tmp_path):
+    """Issue 60 item 3: ``ovs-vsctl --db=`` ran without a key or certificate, so an ssl: endpoint could not
+    work and the docs told operators to open tcp:HOST:6640, through which anyone can set-controller. ssl:
+    takes the controller's own PKI; tcp: off loopback is refused unless ``ovsdb_plain`` says so."""
+    from topology import ovsdb
+    from topology.ovsdb import EndpointError, base_args, check_endpoints
+
+    check_endpoints([None, "unix:/run/openvswitch/db.sock", "tcp:127.0.0.1:6640", "tcp:[::1]:6640"], False, False)
+    with pytest.raises(EndpointError, match="set-controller"):
+        check_endpoints(["tcp:192.0.2.1:6640"], True, False)
+    check_endpoints(["tcp:192.0.2.1:6640"], False, True)
+    with pytest.raises(EndpointError, match="needs the controller's PKI"):
+        check_endpoints(["ssl:192.0.2.1:6640"], False, False)
+    with pytest.raises(EndpointError, match="unknown endpoint"):
+        check_endpoints(["http:192.0.2.1:6640"], False, False)
+    ovsdb.use_tls("k.pem", "c.pem", "ca.pem")
+    try:
+        assert base_args("ssl:192.0.2.1:6640", 5)[-3:] == ["--private-key=k.pem", "--certificate=c.pem",
+                                                           "--ca-cert=ca.pem"]
+        assert base_args("tcp:127.0.0.1:6640", 5) == ["ovs-vsctl", "--timeout=5", "--db=tcp:127.0.0.1:6640"]
+        ovsdb.use_tls("", "", "")
+        with pytest.raises(RuntimeError, match="no key"):
+            base_args("ssl:192.0.2.1:6640", 5)
+    finally:
+        ovsdb.use_tls("", "", "")
+    fabric = tmp_path / "f.json"
+    fattree(4).save(fabric)
+    with pytest.raises(ConfigError, match="ovsdb: tcp:192.0.2.1:6640: OVSDB in clear text"):
+        Config(fabric=str(fabric), ovsdb="tcp:192.0.2.1:6640")
+    assert Config(fabric=str(fabric), ovsdb="tcp:192.0.2.1:6640", ovsdb_plain=True).ovsdb_plain

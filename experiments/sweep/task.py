@@ -80,6 +80,7 @@ def run_point(point: dict, store_root: str, expect_hash: str | None = None, reru
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                                 cwd=str(ROOT), preexec_fn=_die_with_parent)
         tail: list[str] = []
+        store.write_progress(h, f"{runs.label(point)}: started on {socket.gethostname()} (pid {proc.pid})")
         try:
             for line in proc.stdout:
                 if "runStaticInitializersOnce" not in line:

@@ -80,6 +80,11 @@ class Cluster:
             _stop(p)
 
 
+def _children(pid: int) -> list[int]:
+    r = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+    return [int(x) for x in r.stdout.split()]
+
+
 def _sweep(spec: Path, store: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([str(BIN / "freeway"), "sweep", str(spec), "--store", str(store), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
@@ -115,8 +120,11 @@ def swept(tmp_path_factory):
     store = tmp / "store"
     try:
         proc = _sweep(spec, store, "--scheduler", cluster.address)
-        _wait_for(lambda: list((store / "logs").glob("*.progress")), 120, "a run under way")
-        cluster.workers[0].send_signal(signal.SIGKILL)
+        _wait_for(lambda: any(_children(w.pid) for w in cluster.workers), 180, "a run under way")
+        busy = next(w for w in cluster.workers if _children(w.pid))
+        engines = _children(busy.pid)
+        busy.send_signal(signal.SIGKILL)  # the worker, in the middle of a run
+        _wait_for(lambda: not any(Path(f"/proc/{p}").exists() for p in engines), 30, "its engine to die with it")
         out, _ = proc.communicate(timeout=600)
     finally:
         cluster.close()
@@ -166,7 +174,7 @@ def test_a_sweep_whose_scheduler_goes_away_says_what_was_stored_and_exits_non_ze
     store = tmp_path / "store"
     try:
         proc = _sweep(spec, store, "--scheduler", cluster.address)
-        _wait_for(lambda: list((store / "logs").glob("*.progress")), 120, "a run under way")
+        _wait_for(lambda: _children(cluster.workers[0].pid), 180, "a run under way")
         _stop(cluster.scheduler)
         out, _ = proc.communicate(timeout=180)
     finally:

@@ -52,6 +52,15 @@ SECTIONS = {
 ConfigError = SettingError  # an invalid setting; the message names the key and the problem
 
 
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
 parse_settings = parse_pairs
 Pairs = tuple[tuple[str, object], ...]
 
@@ -65,6 +74,9 @@ class Config:
     ctl_cert: str = setting("", "OpenFlow over TLS: the controller's certificate (PEM)")
     ca_certs: str = setting("", "OpenFlow over TLS: the CA that signs the switches' certificates (PEM): a switch "
                             "without a certificate from it gets no message")
+    openflow_plain: bool = setting(False, "serve OpenFlow in plain TCP on a non-loopback listen address (anyone who "
+                                   "reaches it first can claim a switch's datapath id); without it such a listen "
+                                   "address needs TLS (ctl_privkey, ctl_cert, ca_certs)")
     switch_identity: bool = setting(True, "OpenFlow over TLS: a switch's certificate must name the datapath id "
                                     "it claims (dpid:XXXXXXXXXXXXXXXX in its CN or a subjectAltName)")
     mode: str = setting("ecmp", "scheduling mode", choices=MODES)
@@ -198,6 +210,11 @@ class Config:
             raise ConfigError("cluster_ca: a client certificate is shown over TLS only: give the etcd members' CA")
         if (self.cluster_ca or self.cluster_cert or self.cluster_user) and not self.cluster:
             raise ConfigError("cluster: the etcd TLS settings need --cluster")
+        of_host = hostport("listen", self.listen)[0]
+        if not self.ctl_privkey and not self.openflow_plain and not _loopback(of_host):
+            raise ConfigError(f"listen: OpenFlow in plain TCP on {of_host}, not a loopback address: whoever reaches it "
+                              "first holds a switch's datapath id. Give ctl_privkey, ctl_cert and ca_certs (TLS), or "
+                              "openflow_plain on to accept it")
         if self.api:
             host = hostport("api", self.api)[0]
             try:

@@ -35,6 +35,15 @@ LOG = logging.getLogger("freeway.channel")
 HANDSHAKE_S = 10.0  # a TLS handshake not done by then is dropped
 ADMIT_S = 15.0  # a connection not admitted (HELLO, FEATURES_REPLY, the guard) by then is closed
 HELD_MAX = 16  # message events a connection may send before it is admitted (the handshake needs two or three)
+# connections not admitted yet (TLS or OpenFlow handshake under way): at most this many in all (a k=48 fabric's
+# 2,880 switches connect at once after a restart), and this many from one address other than loopback (a real
+# switch has an address of its own; a fabric emulated here connects every switch from 127.0.0.1)
+UNADMITTED_MAX = 4096
+UNADMITTED_PER_SOURCE = 32
+BACKLOG_TOTAL_MAX_BYTES = 1 << 30  # what every connection's backlog may hold together; past it the one adding goes
+ECHO_BEFORE_ADMISSION_BYTES = 64  # an echo reply before admission carries at most this (the request's data)
+UNADMITTED: Counter = Counter()  # source address -> connections not admitted yet
+BACKLOG = [0]  # bytes in every connection's backlog
 # a switch that does not read what it is sent: its bytes wait in a backlog of the connection's own (the
 # sender goes on); past either bound the switch is taken for stuck and closed (it reconnects and is read back)
 BACKLOG_MAX_BYTES = 64 << 20
@@ -119,6 +128,7 @@ def _gated_class():
             self.fw_tls, self.fw_cert = tls, cert
             self._deadline = hub.spawn_after(ADMIT_S, self._not_admitted)
             self._held: list = []  # message events that came before admission: the apps get them only after
+            self.fw_release = lambda: None  # what frees its place among the unadmitted (``_handle`` sets it)
             if self.ofp_brick is not None:
                 self.ofp_brick = _GatedBrick(self.ofp_brick, self)
 
@@ -159,6 +169,7 @@ def _gated_class():
                     return False
                 self.fw_admitted, self.fw_dpid = True, self.id
                 self._deadline.cancel()
+                self.fw_release()
                 held, self._held = self._held, []
                 for ev, state in held:  # (os-ken's own handshake handlers saw them as they came)
                     self.ofp_brick.deliver(ev, state)
@@ -172,8 +183,9 @@ def _gated_class():
             switch that stopped reading then held the whole controller (every app's event loop, the
             period, the echo watch that would have closed it; seen at k=32). What finds the queue full
             goes to a backlog that a thread of this connection feeds in, in order."""
-            if self.fw_admitted is not True and (len(buf) < 2 or buf[1] not in before):
-                return False
+            if self.fw_admitted is not True and (len(buf) < 2 or buf[1] not in before or (
+                    buf[1] == of.OFPT_ECHO_REPLY and len(buf) > 8 + ECHO_BEFORE_ADMISSION_BYTES)):
+                return False  # (a peer's 64 KB echo requests, answered and never read, grew a backlog each)
             if self.state == DEAD_DISPATCHER:
                 return False
             if not self._backlog and self._send_q_sem.acquire(blocking=False):
@@ -186,8 +198,9 @@ def _gated_class():
                 hub.spawn(self._drain)
             self._backlog.append((buf, close_socket))
             self._backlog_bytes += len(buf)
+            BACKLOG[0] += len(buf)
             STATS["send-backlogged"] += 1
-            if self._backlog_stuck():
+            if self._backlog_stuck() or BACKLOG[0] > BACKLOG_TOTAL_MAX_BYTES:
                 self._stuck()
             return True
 
@@ -203,7 +216,12 @@ def _gated_class():
                     break
                 self._backlog.popleft()
                 self._backlog_bytes -= len(buf)
+                BACKLOG[0] -= len(buf)
                 self._backlog_moved = time.monotonic()
+            self._forget_backlog()
+
+        def _forget_backlog(self) -> None:
+            BACKLOG[0] -= self._backlog_bytes
             self._backlog.clear()
             self._backlog_bytes = 0
 
@@ -212,8 +230,7 @@ def _gated_class():
             LOG.warning("switch %s (%s) closed: it has not read what it was sent (%d bytes waiting, nothing taken "
                         "for %.0f s)", _addr(self.address), "unknown" if self.id is None else f"{self.id:016x}",
                         self._backlog_bytes, time.monotonic() - self._backlog_moved)
-            self._backlog.clear()
-            self._backlog_bytes = 0
+            self._forget_backlog()
             self.close()
 
         def set_state(self, state):
@@ -348,8 +365,49 @@ def _addr(address) -> str:
     return f"{address[0]}:{address[1]}" if isinstance(address, tuple) and len(address) >= 2 else str(address)
 
 
+def _admissible(address) -> str | None:
+    """Why a new connection from ``address`` is refused at once (too many not admitted yet), or None."""
+    import ipaddress
+
+    host = address[0] if isinstance(address, tuple) else str(address)
+    if sum(UNADMITTED.values()) >= UNADMITTED_MAX:
+        return "unadmitted-cap"
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback and UNADMITTED[host] >= UNADMITTED_PER_SOURCE:
+        return "unadmitted-source-cap"
+    return None
+
+
 def _handle(sock, address) -> None:
-    """One connection: the TLS handshake (when on), then OpenFlow through the gate."""
+    """One connection: the TLS handshake (when on), then OpenFlow through the gate; counted among the
+    unadmitted until the guard admits it or it closes."""
+    host = address[0] if isinstance(address, tuple) else str(address)
+    why = _admissible(address)
+    if why is not None:
+        GUARD.count("openflow", why)
+        with contextlib.suppress(OSError):
+            sock.close()
+        return
+    UNADMITTED[host] += 1
+    held = [True]
+
+    def release() -> None:
+        if held[0]:
+            held[0] = False
+            UNADMITTED[host] -= 1
+            if UNADMITTED[host] <= 0:
+                del UNADMITTED[host]
+
+    try:
+        _serve(sock, address, release)
+    finally:
+        release()
+
+
+def _serve(sock, address, release) -> None:
     cert, tls = None, bool(TLS)
     if tls:
         import eventlet
@@ -367,6 +425,7 @@ def _handle(sock, address) -> None:
                 sock.close()
             return
     dp = _gated_class()(sock, address, tls, cert)
+    dp.fw_release = release
     with contextlib.closing(dp):
         try:
             dp.serve()

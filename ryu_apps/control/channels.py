@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 DPID = re.compile(r"dpid[:\-]([0-9a-fA-F]{16})\b")
 REFUSALS = ("tls-failed", "identity", "no-identity", "duplicate", "not-in-fabric", "malformed", "oversized",
-            "unauthorized", "forbidden", "plain-write", "unknown-agent", "agent-not-source", "pre-admission-flood")
+            "unauthorized", "forbidden", "plain-write", "unknown-agent", "agent-not-source", "pre-admission-flood",
+            "unadmitted-cap", "unadmitted-source-cap")
 
 
 def names(cert: dict | None) -> set[int]:

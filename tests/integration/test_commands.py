@@ -44,7 +44,9 @@ def test_controller_rejects_bad_description_and_bad_listen(tmp_path):
     assert r.stderr.strip() == "freeway controller: error: link e0_0:3-c99:1: switch 'c99' is not in the description"
     good = tmp_path / "good.json"
     fattree(4).save(good)
-    r = run("controller", "--fabric", str(good), "--listen", "192.0.2.1:6653")
+    r = run("controller", "--fabric", str(good), "--listen", "192.0.2.1:6653")  # plain TCP off loopback (issue 60)
+    assert r.returncode == 2 and "OpenFlow in plain TCP on 192.0.2.1" in r.stderr and "openflow_plain" in r.stderr
+    r = run("controller", "--fabric", str(good), "--listen", "192.0.2.1:6653", "--openflow-plain", "on")
     assert r.returncode == 2 and "cannot listen on 192.0.2.1:6653" in r.stderr
     r = run("controller", "--fabric", str(good), "--listen", "localhost")
     assert r.returncode == 2 and "expected HOST:PORT" in r.stderr

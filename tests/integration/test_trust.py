@@ -163,6 +163,37 @@ def test_a_peer_that_never_says_which_switch_it_is_is_closed_and_counted(https_c
     assert _refusals(api, ctx).get(("openflow", "handshake-timeout"), 0) == before + 1
 
 
+def test_before_admission_a_peer_gets_no_large_echo_reply(https_ctl):
+    """Issue 60 item 4: echo was answered before admission, so a peer that sent 64 KB echo requests and
+    never read grew a 64 MiB backlog on every connection. Before admission an echo reply carries at most
+    64 bytes of data: a large request gets none."""
+    import struct
+
+    ctl, _, _ = https_ctl
+    host, port = ctl.address
+    with socket.create_connection((host, port), timeout=5) as s:
+        big = b"x" * 60000
+        s.sendall(struct.pack("!BBHI", 4, 0, 8, 1) + struct.pack("!BBHI", 4, 2, 8 + len(big), 2) + big
+                  + struct.pack("!BBHI", 4, 2, 8 + 16, 3) + b"y" * 16)
+        got, deadline = b"", time.monotonic() + 3
+        s.settimeout(0.5)
+        while time.monotonic() < deadline:
+            try:
+                chunk = s.recv(65536)
+            except TimeoutError:
+                continue
+            if not chunk:
+                break
+            got += chunk
+    replies = []
+    while len(got) >= 8:
+        _, kind, length, xid = struct.unpack("!BBHI", got[:8])
+        replies.append((kind, length, xid))
+        got = got[length:]
+    assert (3, 8 + 16, 3) in replies, replies  # the small echo is answered (a live peer stays live)
+    assert not [r for r in replies if r[0] == 3 and r[1] > 8 + 64], replies
+
+
 def _drain(s: socket.socket) -> None:
     try:
         while s.recv(4096):

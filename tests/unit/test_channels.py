@@ -403,3 +403,24 @@ def test_an_unadmitted_connections_messages_reach_no_app_until_it_is_admitted():
     for _ in range(ofchannel.HELD_MAX + 1):
         gate.send_event_to_observers(err(flood), "config")
     assert refused[-1] == "pre-admission-flood" and len(got) == 2
+
+
+def test_unadmitted_connections_are_capped_in_all_and_per_address():
+    """Issue 60 item 4: nothing capped the connections that never got admitted. In all at most
+    ``UNADMITTED_MAX`` (a k=48 restart brings 2,880 at once), and from one address other than loopback
+    (where an emulated fabric's switches all connect from) at most ``UNADMITTED_PER_SOURCE``."""
+    from ryu_apps import ofchannel
+
+    saved = dict(ofchannel.UNADMITTED)
+    try:
+        ofchannel.UNADMITTED.clear()
+        ofchannel.UNADMITTED["192.0.2.9"] = ofchannel.UNADMITTED_PER_SOURCE
+        assert ofchannel._admissible(("192.0.2.9", 40000)) == "unadmitted-source-cap"
+        assert ofchannel._admissible(("192.0.2.10", 40000)) is None
+        ofchannel.UNADMITTED["127.0.0.1"] = 2000
+        assert ofchannel._admissible(("127.0.0.1", 40000)) is None  # loopback: no per-address cap
+        ofchannel.UNADMITTED["::1"] = ofchannel.UNADMITTED_MAX
+        assert ofchannel._admissible(("192.0.2.10", 40000)) == "unadmitted-cap"
+    finally:
+        ofchannel.UNADMITTED.clear()
+        ofchannel.UNADMITTED.update(saved)

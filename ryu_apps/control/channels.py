@@ -29,7 +29,7 @@ from dataclasses import dataclass
 DPID = re.compile(r"dpid[:\-]([0-9a-fA-F]{16})\b")
 REFUSALS = ("tls-failed", "identity", "no-identity", "duplicate", "not-in-fabric", "malformed", "oversized",
             "unauthorized", "forbidden", "plain-write", "unknown-agent", "agent-not-source", "pre-admission-flood",
-            "unadmitted-cap", "unadmitted-source-cap")
+            "unadmitted-cap", "unadmitted-source-cap", "per-source-cap", "head-timeout")
 
 
 def names(cert: dict | None) -> set[int]:

@@ -155,6 +155,7 @@ class Api:
         self.read_token = read_token
         self.open_reads = open_reads and read_token is None
         self.refused: dict[str, int] = {}
+        self.conns: dict[str, int] = {}  # open connections by source address (``_Listener``)
         self.doc = openapi.document()
         self.requests = 0
         self._cache: dict[str, tuple[object, bytes]] = {}  # path -> (epoch, encoded answer)
@@ -333,27 +334,116 @@ def read_token(path: str, key: str = "api_token_file") -> str:
     return token
 
 
-def _protocol(api: Api):
-    """eventlet's HTTP protocol, with a connection that fails TLS (plain HTTP on the HTTPS port, a handshake
-    left half way, a wrong certificate) counted as ``tls-failed`` and closed without a traceback."""
+HEAD_S = 10.0  # a connection's TLS handshake and request head (line and headers) must be done by then
+PER_SOURCE = 64  # connections at once from one address (a scrape, a browser, `freeway status`: a few)
+POOL = 1024  # connections at once: each a green thread, held at most HEAD_S until its request is in
+
+
+class _Listener:
+    """The API's listening socket as eventlet's server sees it: a connection from an address that already
+    has ``PER_SOURCE`` open is closed at once, before it takes one of the ``POOL`` slots (issue 60: 80
+    connections that sent half a request line held all 64 slots there were, each up to 30 s a read)."""
+
+    def __init__(self, sock, api: Api):
+        self._sock, self._api = sock, api
+
+    def accept(self):
+        while True:
+            conn, addr = self._sock.accept()
+            host = addr[0]
+            if self._api.conns.get(host, 0) >= PER_SOURCE:
+                self._api.refused["per-source-cap"] = self._api.refused.get("per-source-cap", 0) + 1
+                conn.close()
+                continue
+            self._api.conns[host] = self._api.conns.get(host, 0) + 1
+            return conn, addr
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+
+class _TlsFailed(TimeoutError):
+    """A connection whose TLS handshake failed: closed as a timed-out one is (eventlet's server catches that)."""
+
+
+def _protocol(api: Api, tls_ctx=None):
+    """eventlet's HTTP protocol with the API's limits: a connection's TLS handshake (done here, in its own
+    green thread, never in the accept loop) and its request head must be done within ``HEAD_S`` of its
+    accept, or it is closed (``head-timeout``); one request a connection; a connection that fails TLS
+    (plain HTTP on the HTTPS port, a handshake left half way, a wrong certificate) is counted as
+    ``tls-failed`` and closed without a traceback."""
     import ssl
 
+    import eventlet
     import eventlet.wsgi
 
+    def count(reason: str) -> None:
+        api.refused[reason] = api.refused.get(reason, 0) + 1
+
     class Protocol(eventlet.wsgi.HttpProtocol):
+        def __init__(self, conn_state, server):
+            self._deadline = eventlet.Timeout(HEAD_S, TimeoutError("head-timeout"))
+            self._host = conn_state[0][0]
+            try:
+                super().__init__(conn_state, server)
+            except _TlsFailed:
+                raise
+            except TimeoutError:
+                count("head-timeout")
+                raise
+            finally:
+                self._deadline.cancel()
+                left = api.conns.get(self._host, 0) - 1
+                if left > 0:
+                    api.conns[self._host] = left
+                else:
+                    api.conns.pop(self._host, None)
+
+        def setup(self):
+            if tls_ctx is not None:
+                try:
+                    self.request = tls_ctx.wrap_socket(self.request, server_side=True, do_handshake_on_connect=False)
+                    self.request.do_handshake()
+                except (ssl.SSLError, OSError) as e:
+                    if isinstance(e, TimeoutError):
+                        raise
+                    count("tls-failed")
+                    raise _TlsFailed("tls-failed") from None
+                self.conn_state[1] = self.request
+            super().setup()
+
+        def parse_request(self):
+            ok = super().parse_request()  # the request line and every header read: the deadline is met
+            self._deadline.cancel()
+            return ok
+
         def handle(self):
             try:
                 super().handle()
             except ssl.SSLError:
-                api.refused["tls-failed"] = api.refused.get("tls-failed", 0) + 1
+                count("tls-failed")
 
     return Protocol
+
+
+def tls_server_context(cert: str, key: str):
+    """The API's TLS: 1.2 or later (not Python's default), the controller's certificate; a green context, so
+    that a handshake waits in its connection's own green thread."""
+    import ssl
+
+    from eventlet.green import ssl as green_ssl
+
+    ctx = green_ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(cert, key)
+    return ctx
 
 
 def serve(source, listen: str, token_file: str = "", read_token_file: str = "", open_reads: bool = True,
           cert: str = "", key: str = "") -> Api | None:
     """Serve the API on ``listen`` (HOST:PORT) in green threads of the controller's own event loop: a slow
-    or stalled client holds one green thread, never the OpenFlow loop. Tokens are never logged."""
+    or stalled client holds one green thread for at most ``HEAD_S`` before its request is in, never the
+    OpenFlow loop. Tokens are never logged."""
     import eventlet
     import eventlet.wsgi
 
@@ -364,8 +454,7 @@ def serve(source, listen: str, token_file: str = "", read_token_file: str = "", 
         token = read_token(token_file) if token_file else None
         reader = read_token(read_token_file, "api_read_token_file") if read_token_file else None
         sock = eventlet.listen((host, port), family=6 if ":" in host else 2)
-        if cert:
-            sock = eventlet.wrap_ssl(sock, certfile=cert, keyfile=key, server_side=True)
+        ctx = tls_server_context(cert, key) if cert else None
     except (OSError, ValueError) as e:  # checked at start; a race (the port taken since) lands here
         LOG.error("operator API not served on %s: %s", listen, e)
         return None
@@ -373,6 +462,6 @@ def serve(source, listen: str, token_file: str = "", read_token_file: str = "", 
     source.api_app = api
     LOG.info("operator API, metrics and fabric view on %s://%s:%d/ (writes %s; reads %s)", "https" if cert else "http",
              host, port, "need the write token" if token else "refused", "open" if api.open_reads else "need a token")
-    eventlet.wsgi.server(sock, api, log_output=False, max_size=64, socket_timeout=30,
-                         url_length_limit=8192, protocol=_protocol(api))
+    eventlet.wsgi.server(_Listener(sock, api), api, log_output=False, max_size=POOL, socket_timeout=HEAD_S,
+                         keepalive=False, url_length_limit=8192, protocol=_protocol(api, ctx))
     return api

@@ -194,6 +194,42 @@ def test_before_admission_a_peer_gets_no_large_echo_reply(https_ctl):
     assert not [r for r in replies if r[0] == 3 and r[1] > 8 + 64], replies
 
 
+def test_the_api_answers_while_slow_clients_hold_half_requests(https_ctl):
+    """Issue 60 item 4: 80 connections that sent half a request line and then a byte every 25 s held all of
+    the API's 64 slots (30 s a read, no deadline for the head): /api/v1/status and /metrics timed out at
+    10 s, no token needed. Now a connection has ``HEAD_S`` for its TLS handshake and request head, one
+    address holds at most ``PER_SOURCE`` connections, and the pool is 1,024: the API answers meanwhile."""
+    from ryu_apps.operators import api as apimod
+
+    ctl, api, ctx = https_ctl
+    port = int(api.rsplit(":", 1)[1])
+    held = []
+    try:
+        for i in range(300):  # 100 from each of three other loopback addresses
+            s = socket.socket()
+            s.bind((f"127.0.0.{2 + i % 3}", 0))
+            s.settimeout(2)
+            try:
+                s.connect(("127.0.0.1", port))
+                s.send(b"\x16\x03\x01")  # the start of a TLS handshake, never finished
+            except OSError:
+                s.close()
+                continue
+            held.append(s)
+        t0 = time.monotonic()
+        req = urllib.request.Request(f"{api}/api/v1/status", headers={"Authorization": f"Bearer {READ}"})
+        st = json.loads(urllib.request.urlopen(req, timeout=10, context=ctx).read())
+        took = time.monotonic() - t0
+        assert st["mode"] == "freeway" and took < 1.0, took
+        refused = _refusals(api, ctx)
+        assert refused.get(("api", "per-source-cap"), 0) >= 300 - 3 * apimod.PER_SOURCE, refused
+        time.sleep(apimod.HEAD_S + 2)
+        assert _refusals(api, ctx).get(("api", "head-timeout"), 0) >= 3 * apimod.PER_SOURCE - 5
+    finally:
+        for s in held:
+            s.close()
+
+
 def _drain(s: socket.socket) -> None:
     try:
         while s.recv(4096):

@@ -77,6 +77,8 @@ class Config:
     openflow_plain: bool = setting(False, "serve OpenFlow in plain TCP on a non-loopback listen address (anyone who "
                                    "reaches it first can claim a switch's datapath id); without it such a listen "
                                    "address needs TLS (ctl_privkey, ctl_cert, ca_certs)")
+    ca_crl: str = setting("", "OpenFlow over TLS: the CA's revocation list (PEM, 'freeway pki --revoke' writes it): a "
+                          "switch whose certificate is on it is refused at the handshake")
     switch_identity: bool = setting(True, "OpenFlow over TLS: a switch's certificate must name the datapath id "
                                     "it claims (dpid:XXXXXXXXXXXXXXXX in its CN or a subjectAltName)")
     mode: str = setting("ecmp", "scheduling mode", choices=MODES)
@@ -199,7 +201,9 @@ class Config:
                               "authentication needs cluster_user and cluster_password_file together")
         if self.cluster_user and not self.cluster_ca:
             raise ConfigError("cluster_ca: an etcd password is sent over TLS only: give the etcd members' CA")
-        for key in ("ctl_privkey", "ctl_cert", "ca_certs", "api_cert", "api_key", "api_read_token_file",
+        if self.ca_crl and not self.ca_certs:
+            raise ConfigError("ca_crl: a revocation list is for the switches' CA: give ca_certs too")
+        for key in ("ctl_privkey", "ctl_cert", "ca_certs", "ca_crl", "api_cert", "api_key", "api_read_token_file",
                     "cluster_ca", "cluster_cert", "cluster_key", "cluster_password_file"):
             path = getattr(self, key)
             if path and not os.access(path, os.R_OK):

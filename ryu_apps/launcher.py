@@ -81,7 +81,7 @@ def raise_fd_limit() -> tuple[int, int]:
 
 
 def start_osken(host: str, port: int, apps: list[str], log_format: str = "text", verbose: bool = False,
-                guard=None, tls: tuple[str, str, str] = ("", "", ""), echo_interval_s: float | None = None):
+                guard=None, tls: tuple[str, ...] = ("", "", ""), echo_interval_s: float | None = None):
     """os-ken listening for switches on host:port with ``apps`` loaded, every connection through ``guard``
     (``ofchannel``; over TLS when ``tls`` is key, certificate and CA); returns (manager, services)."""
     raise_fd_limit()
@@ -281,9 +281,10 @@ def run(cfg: config.Config, listen: str = "127.0.0.1:6653", verbose: bool = Fals
         from ryu_apps.ofchannel import tls_context
 
         try:
-            tls_context(cfg.ctl_privkey, cfg.ctl_cert, cfg.ca_certs)
+            tls_context(cfg.ctl_privkey, cfg.ctl_cert, cfg.ca_certs, cfg.ca_crl)
         except (ssl.SSLError, OSError) as e:
-            raise LaunchError(f"--ctl-privkey/--ctl-cert/--ca-certs: not a usable key, certificate and CA: "
+            raise LaunchError(f"--ctl-privkey/--ctl-cert/--ca-certs/--ca-crl: not a usable key, certificate, CA and "
+                              f"revocation list: "
                               f"{e}") from None
     host, port = parse_listen(listen)
     check_listen(host, port)
@@ -325,7 +326,7 @@ def run(cfg: config.Config, listen: str = "127.0.0.1:6653", verbose: bool = Fals
     guard = ChannelGuard(cfg.switch_identity, {s.dpid for s in fabric.switches.values()})
     echo_s = echo_interval(len(fabric.switches), cfg.echo_budget_pps)
     mgr, services = start_osken(host, port, APPS, cfg.log_format, verbose, guard,
-                                (cfg.ctl_privkey, cfg.ctl_cert, cfg.ca_certs), echo_s)
+                                (cfg.ctl_privkey, cfg.ctl_cert, cfg.ca_certs, cfg.ca_crl), echo_s)
     tune_gc(paced=True)  # (the controller's tick collects by ``CollectorPace``)
     logging.getLogger("freeway").info("listening for switches on %s:%d (an echo request to each every %.1f s)",
                                       host, port, echo_s)

@@ -54,28 +54,33 @@ STATS: Counter = Counter()  # what the channels saw that is no refusal (``echo-l
 TLS: dict = {}  # key, cert, ca when OpenFlow runs over TLS
 
 
-def tls_context(key: str, cert: str, ca: str) -> ssl.SSLContext:
-    """The server's TLS context: TLS 1.2 or later, a client certificate from ``ca`` required (eventlet's
-    green context, so that a slow handshake waits in its own green thread, never the event loop)."""
+def tls_context(key: str, cert: str, ca: str, crl: str = "") -> ssl.SSLContext:
+    """The server's TLS context: TLS 1.2 or later, a client certificate from ``ca`` required, and not on
+    ``crl`` when one is given (eventlet's green context, so that a slow handshake waits in its own green
+    thread, never the event loop)."""
     from eventlet.green import ssl as green_ssl
 
     ctx = green_ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(cert, key)
     ctx.load_verify_locations(ca)
+    if crl:
+        ctx.load_verify_locations(crl)
+        ctx.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
     ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
 
 
-def install(guard: ChannelGuard, key: str = "", cert: str = "", ca: str = "") -> None:
-    """Serve OpenFlow through the gate (and over TLS when key, cert and ca are given)."""
+def install(guard: ChannelGuard, key: str = "", cert: str = "", ca: str = "", crl: str = "") -> None:
+    """Serve OpenFlow through the gate (and over TLS when key, cert and ca are given; certificates on
+    ``crl`` refused)."""
     from os_ken.controller import controller
 
     global GUARD
     GUARD = guard
     TLS.clear()
     if key:
-        TLS.update(key=key, cert=cert, ca=ca, ctx=tls_context(key, cert, ca))
+        TLS.update(key=key, cert=cert, ca=ca, ctx=tls_context(key, cert, ca, crl))
     controller.OpenFlowController.server_loop = _server_loop
     ofmsg.read_flow_stats_once()  # a restart's read-back: each distinct match parsed once, not per entry
     parser_log = logging.getLogger("os_ken.ofproto.ofproto_parser")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from pathlib import Path
 
 from topology.queues import IsolationConfig, check_mtu
 from topology.settings import SettingError, build, hostport, parse_pairs
@@ -170,6 +171,12 @@ def add_commands(sub) -> None:
     p.add_argument("--dir", required=True, help="directory for the CA, keys and certificates (a CA there is kept)")
     p.add_argument("--controller-host", action="append", default=[],
                    help="a DNS name or IP address the controller's certificate names (127.0.0.1, localhost)")
+    p.add_argument("--real", action="store_true",
+                   help="a fabric of real switches: no certificate for one Open vSwitch process naming every "
+                        "datapath id (the emulated fabric's)")
+    p.add_argument("--revoke", metavar="NAME", action="append", default=[],
+                   help="revoke NAME.pem (switch-e0_0, say): it joins the CA's revocation list, NAME-crl.pem, "
+                        "which the controller reads with --ca-crl (repeatable)")
     p.set_defaults(func=cmd_pki)
 
 
@@ -179,8 +186,14 @@ def cmd_pki(args) -> int:
     from topology.fabric import Fabric
     from topology.pki import PkiError, fabric_pki
 
+    from topology.pki import Pki
+
     try:
-        made = fabric_pki(args.dir, Fabric.load(args.fabric), tuple(args.controller_host) or ("127.0.0.1", "localhost"))
+        made = fabric_pki(args.dir, Fabric.load(args.fabric), tuple(args.controller_host) or ("127.0.0.1", "localhost"),
+                          emulated=not args.real)
+        for name in args.revoke:
+            made["crl"] = str(Pki(Path(args.dir)).revoke(name))
+            made.setdefault("revoked", []).append(name)
     except (PkiError, OSError, ValueError) as e:
         print(f"freeway pki: {e}", file=sys.stderr)
         return 2

@@ -29,12 +29,15 @@ def dpid_uri(dpid: int) -> str:
     return f"URI:urn:freeway:dpid:{dpid:016x}"
 
 
-def _openssl(*args: str, cwd: Path) -> None:
+def _openssl(*args: str, cwd: Path) -> str:
     if shutil.which("openssl") is None:
         raise PkiError("openssl is not installed (apt-get install openssl)")
-    r = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True)
+    # every file openssl writes is its owner's only from the start (a key written under the umask and
+    # chmod-ed after could be read in between: issue 60 item 6)
+    r = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, preexec_fn=lambda: os.umask(0o077))
     if r.returncode != 0:
         raise PkiError(f"openssl {args[0]} failed: {(r.stderr or r.stdout).strip()[:400]}")
+    return r.stdout
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,8 @@ class Pki:
     def create(cls, dir: str | Path, name: str = "freeway", days: int = 3650) -> Pki:
         """A new CA (kept if ``dir`` already holds one of that name)."""
         pki = cls(Path(dir), name)
-        pki.dir.mkdir(parents=True, exist_ok=True)
+        pki.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(pki.dir, 0o700)  # the CA's key is in it: nobody else lists or reads the directory
         if pki.ca.exists() and pki.ca_key.exists():
             return pki
         _key(pki.ca_key)
@@ -101,19 +105,70 @@ class Pki:
         return Issued(key, cert)
 
 
+    @property
+    def crl(self) -> Path:
+        return self.dir / f"{self.name}-crl.pem"
+
+    def revoke(self, name: str, days: int = 30) -> Path:
+        """Revoke ``<name>.pem`` (a switch's, say): it joins the CA's revocation list, written again as
+        ``<name>-crl.pem`` (valid ``days``: write it again before then, ``revoke`` with no new name does).
+        The controller given that list (``ca_crl``) refuses the certificate at the TLS handshake, without a
+        new CA for everyone else."""
+        cert = self.dir / f"{name}.pem"
+        if not cert.exists():
+            raise PkiError(f"no certificate {cert} to revoke")
+        index, cnf = self._ca_db()
+        serial = _openssl("x509", "-in", str(cert), "-noout", "-serial", cwd=self.dir).strip().split("=", 1)[1]
+        held = index.read_text()
+        if f"\t{serial}\t" not in held:
+            end = _openssl("x509", "-in", str(cert), "-noout", "-enddate", cwd=self.dir).strip().split("=", 1)[1]
+            subject = _openssl("x509", "-in", str(cert), "-noout", "-subject", "-nameopt", "compat",
+                               cwd=self.dir).strip().split("=", 1)[1].strip()
+            from datetime import datetime, timezone
+
+            expiry = datetime.strptime(end, "%b %d %H:%M:%S %Y %Z").strftime("%y%m%d%H%M%SZ")
+            now = datetime.now(timezone.utc).strftime("%y%m%d%H%M%SZ")
+            index.write_text(held + f"R\t{expiry}\t{now}\t{serial}\tunknown\t{subject}\n")
+        return self.write_crl(days)
+
+    def write_crl(self, days: int = 30) -> Path:
+        """The CA's revocation list as it stands (empty when nothing is revoked), signed, valid ``days``."""
+        _, cnf = self._ca_db()
+        _openssl("ca", "-gencrl", "-config", str(cnf), "-crldays", str(days), "-out", str(self.crl), cwd=self.dir)
+        return self.crl
+
+    def _ca_db(self) -> tuple[Path, Path]:
+        """openssl ca's database of revoked certificates (``index.txt``) and a configuration naming it."""
+        index, cnf = self.dir / f"{self.name}-ca.index", self.dir / f"{self.name}-ca.cnf"
+        if not index.exists():
+            index.write_text("")
+        cnf.write_text(f"[ca]\ndefault_ca = freeway_ca\n[freeway_ca]\ndatabase = {index}\ncertificate = {self.ca}\n"
+                       f"private_key = {self.ca_key}\ndefault_md = sha256\ncrlnumber = {self.dir / (self.name + '-ca.crlnum')}\n")
+        num = self.dir / f"{self.name}-ca.crlnum"
+        if not num.exists():
+            num.write_text("01\n")
+        return index, cnf
+
+
 def _key(path: Path) -> None:
     _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(path), cwd=path.parent)
-    os.chmod(path, 0o600)
+    os.chmod(path, 0o600)  # (already: openssl ran under umask 077)
 
 
-def fabric_pki(dir: str | Path, fabric, controller_hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> dict:
-    """Everything a fabric on TLS needs, in ``dir``: a CA; the controller's certificate; one certificate
-    for the Open vSwitch process that hosts every bridge of ``fabric`` (naming all their datapath ids: one
-    process is one identity); one per switch (for a fabric of real switches). Returns the paths."""
+def fabric_pki(dir: str | Path, fabric, controller_hosts: tuple[str, ...] = ("127.0.0.1", "localhost"),
+               emulated: bool = True) -> dict:
+    """Everything a fabric on TLS needs, in ``dir``: a CA; the controller's certificate; one per switch;
+    and, for a fabric emulated in one Open vSwitch process (``emulated``), one certificate for that
+    process naming every datapath id (one process is one identity; a real fabric gets no such
+    certificate: whoever held it could claim any switch). The CA's revocation list (empty) too. Returns
+    the paths."""
     pki = Pki.create(dir)
     ctl = pki.issue("controller", hosts=controller_hosts)
-    ovs = pki.issue("ovs", dpids=sorted(sw.dpid for sw in fabric.switches.values()))
     switches = {name: pki.issue(f"switch-{name}", dpids=(sw.dpid,)) for name, sw in fabric.switches.items()}
-    return {"ca": str(pki.ca), "controller": {"key": str(ctl.key), "cert": str(ctl.cert)},
-            "ovs": {"key": str(ovs.key), "cert": str(ovs.cert)},
-            "switches": {n: {"key": str(i.key), "cert": str(i.cert)} for n, i in switches.items()}}
+    out = {"ca": str(pki.ca), "crl": str(pki.write_crl() if not pki.crl.exists() else pki.crl),
+           "controller": {"key": str(ctl.key), "cert": str(ctl.cert)},
+           "switches": {n: {"key": str(i.key), "cert": str(i.cert)} for n, i in switches.items()}}
+    if emulated:
+        ovs = pki.issue("ovs", dpids=sorted(sw.dpid for sw in fabric.switches.values()))
+        out["ovs"] = {"key": str(ovs.key), "cert": str(ovs.cert)}
+    return out

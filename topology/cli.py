@@ -184,9 +184,7 @@ def cmd_pki(args) -> int:
     import json
 
     from topology.fabric import Fabric
-    from topology.pki import PkiError, fabric_pki
-
-    from topology.pki import Pki
+    from topology.pki import Pki, PkiError, fabric_pki
 
     try:
         made = fabric_pki(args.dir, Fabric.load(args.fabric), tuple(args.controller_host) or ("127.0.0.1", "localhost"),

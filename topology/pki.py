@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass
+from datetime import UTC
 from pathlib import Path
 
 
@@ -124,10 +125,10 @@ class Pki:
             end = _openssl("x509", "-in", str(cert), "-noout", "-enddate", cwd=self.dir).strip().split("=", 1)[1]
             subject = _openssl("x509", "-in", str(cert), "-noout", "-subject", "-nameopt", "compat",
                                cwd=self.dir).strip().split("=", 1)[1].strip()
-            from datetime import datetime, timezone
+            from datetime import datetime
 
             expiry = datetime.strptime(end, "%b %d %H:%M:%S %Y %Z").strftime("%y%m%d%H%M%SZ")
-            now = datetime.now(timezone.utc).strftime("%y%m%d%H%M%SZ")
+            now = datetime.now(UTC).strftime("%y%m%d%H%M%SZ")
             index.write_text(held + f"R\t{expiry}\t{now}\t{serial}\tunknown\t{subject}\n")
         return self.write_crl(days)
 

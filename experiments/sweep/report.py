@@ -286,6 +286,137 @@ def plot(rep: dict, out: Path, store) -> list[str]:
     return names
 
 
+def paper_figures(rep: dict, out: Path, store) -> list[str]:
+    """For a cell of the Freeway paper's scenario, its Figs. 5, 6 and 8 beside what the paper describes:
+    Fig. 5, one ToR pair's low-latency paths over time with the mice traffic between its racks (the pair
+    whose count moved most, Freeway with isolation, the first seed); Fig. 6, each scheme's elephant bytes
+    delivered and its mice's FCT CDF, the ideal dashed; Fig. 8, link utilisation CDFs (Freeway's LOL and
+    HOL links apart) and core switches' drops sorted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from experiments.plots import save
+
+    names = []
+    runs = store.index()
+    flows, links, pairs = store.table("flows"), store.table("links"), store.table("pairs")
+    for name, cell in rep["cells"].items():
+        if cell["cell"].get("scenario") != "paper":
+            continue
+        slug = _slug(name)
+        modes = cell["modes"]
+        mine = {m: _hashes(store, cell, m, None) for m in modes}
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        rows = {r["mode"]: r for r in cell["rows"]}
+        axes[0].bar(range(len(modes)), [(rows[m]["elephant_bytes"] or 0) / 1e6 for m in modes],
+                    color=["#bbb" if m.partition("+")[0] == IDEAL else "#6a9" for m in modes])
+        for i, m in enumerate(modes):
+            lo_hi = rows[m].get("elephant_bytes_seeds")
+            if lo_hi:
+                axes[0].plot([i, i], [lo_hi[0] / 1e6, lo_hi[1] / 1e6], "k-")
+        axes[0].set_xticks(range(len(modes)), modes, rotation=25, fontsize=7)
+        axes[0].set_ylabel("elephant bytes delivered, MB (mean of seeds, low-high)")
+        axes[0].set_title("(a) throughput (paper: Freeway 1.087 x Hedera)", fontsize=9)
+        for m in modes:
+            sel = flows[flows["hash"].isin(mine[m]) & (flows["bytes"] < 1_000_000)]["fct_s"].dropna().tolist()
+            if sel:
+                xs, ys = stats.cdf_points([x * 1e3 for x in sel])
+                axes[1].plot(xs, ys, "k--" if m.partition("+")[0] == IDEAL else "-", label=m)
+        axes[1].set_xscale("log")
+        axes[1].set_xlabel("mice FCT (ms), flows under 1 MB, seeds pooled")
+        axes[1].set_ylabel("CDF")
+        axes[1].set_title("(b) latency (paper: Freeway's mean 0.122 x ECMP's)", fontsize=9)
+        axes[1].legend(fontsize=7)
+        fig.suptitle(f"the Freeway paper's Fig. 6: {name}")
+        names.append(save(fig, out / f"{slug}-fig6.png"))
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        for m in modes:
+            sel = links[links["hash"].isin(mine[m])] if not links.empty else links
+            if sel.empty:
+                continue
+            if (sel["cls"] == "lol").any():
+                for cls, style in (("lol", "-"), ("hol", "--")):
+                    xs, ys = stats.cdf_points(sel[sel["cls"] == cls]["util"].tolist())
+                    axes[0].plot(xs, ys, style, label=f"{m} {cls.upper()}")
+            else:
+                xs, ys = stats.cdf_points(sel["util"].tolist())
+                axes[0].plot(xs, ys, ":", label=m)
+        axes[0].set_xlabel("link utilisation (once a second)")
+        axes[0].set_ylabel("CDF")
+        axes[0].set_title("(a) paper: LOL 0.2-0.325, HOL mostly 0.5-0.65", fontsize=9)
+        axes[0].legend(fontsize=6)
+        for m in modes:
+            if m.partition("+")[0] == IDEAL:
+                continue
+            per = runs[runs["hash"].isin(mine[m])]
+            total: dict = {}
+            for blob in per.get("core_drops_by_switch", []):
+                for sw, n in json.loads(blob or "{}").items():
+                    total[sw] = total.get(sw, 0) + n
+            if total:
+                axes[1].plot(range(1, len(total) + 1), sorted(total.values()), marker=".", label=m)
+        axes[1].set_xlabel("core switches, sorted")
+        axes[1].set_ylabel("drops (all seeds)")
+        axes[1].set_title("(b) paper: Freeway's at most 0.573 x ECMP's", fontsize=9)
+        axes[1].legend(fontsize=7)
+        fig.suptitle(f"the Freeway paper's Fig. 8: {name}")
+        names.append(save(fig, out / f"{slug}-fig8.png"))
+        fw = next((m for m in ("freeway+isolation", "freeway") if m in modes), None)
+        if fw and not pairs.empty:
+            first = runs[runs["hash"].isin(mine[fw])].sort_values("seed").head(1)
+            if not first.empty:
+                h = first["hash"].iloc[0]
+                pr = pairs[pairs["hash"] == h]
+                if not pr.empty:
+                    moved = pr.groupby("pair")["lol_paths"].agg(lambda v: v.max() - v.min() + len(set(v)))
+                    pair = moved.idxmax()
+                    series = pr[pr["pair"] == pair].sort_values("t")
+                    fig, ax = plt.subplots(figsize=(8, 3.8))
+                    ax.step(series["t"], series["lol_paths"], where="post", label="low-latency paths")
+                    ax.set_xlabel("time (s)")
+                    ax.set_ylabel(f"paths of {pair}")
+                    mice = _pair_mice_mbps(flows[flows["hash"] == h], pair, store, series["t"].tolist())
+                    if mice:
+                        ax2 = ax.twinx()
+                        ax2.plot(series["t"], mice, "r:", label="mice traffic")
+                        ax2.set_ylabel("mice traffic between the racks (Mbit/s)", color="r")
+                    ax.set_title("paper: 4 most of the time, 5-6 in bursts, back to 4", fontsize=9)
+                    fig.suptitle(f"the Freeway paper's Fig. 5 ({fw}, seed {int(first['seed'].iloc[0])})")
+                    names.append(save(fig, out / f"{slug}-fig5.png"))
+    return names
+
+
+def _pair_mice_mbps(flows, pair: str, store, ts: list[float]) -> list[float]:
+    """The mice (flows under 1 MB) between a pair's two racks, in Mbit/s per second: each flow's bytes spread
+    over its completion time."""
+    import ast
+
+    try:
+        src_tor, dst_tor = ast.literal_eval(pair)
+    except (ValueError, SyntaxError):
+        return []
+    from experiments.sweep.runs import fabric_of
+
+    point = json.loads(store.index().set_index("hash").loc[flows["hash"].iloc[0], "point"]) if not flows.empty else None
+    if point is None:
+        return []
+    fabric = fabric_of(point)
+    tor = {h.name: h.switch for h in fabric.hosts}
+    sel = flows[(flows["bytes"] < 1_000_000) & flows["fct_s"].notna()]
+    out = []
+    for t in ts:
+        bits = 0.0
+        for r in sel.itertuples():
+            if tor.get(r.src) == src_tor and tor.get(r.dst) == dst_tor and r.start_s < t <= r.start_s + r.fct_s + 1:
+                overlap = min(t, r.start_s + r.fct_s) - max(t - 1.0, r.start_s)
+                if overlap > 0:
+                    bits += r.bytes * 8 * overlap / r.fct_s
+        out.append(bits / 1e6)
+    return out
+
+
 def _hashes(store, cell: dict, mode: str, xv) -> list[str]:
     runs = store.index()
     sel = runs[(runs["mode"] == mode) & (runs["status"] == "ok")]
@@ -301,7 +432,7 @@ def report(store, out: Path, x: str = "load", plots: bool = True) -> dict:
     rep = build(store, x)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.md").write_text(markdown(rep))
-    rep["plots"] = plot(rep, out, store) if plots else []
+    rep["plots"] = (plot(rep, out, store) + paper_figures(rep, out, store)) if plots else []
     (out / "report.json").write_text(json.dumps(rep, indent=1, default=_json) + "\n")
     return rep
 

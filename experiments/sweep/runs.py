@@ -8,6 +8,7 @@ slowdown), per-second link and pair rows, and the run's summary row.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 
 from experiments import fct
@@ -119,6 +120,7 @@ def analyse(point: dict, spec: dict, result: dict) -> tuple[dict[str, list[dict]
         "elephant_bytes": sum(bulk[n]["bytes"] for n, f in enumerate(flows) if f.bytes >= MICE_BYTES and n in bulk),
         "elephant_rto": sum(r["rto"] or 0 for r in rows if r["bytes"] >= MICE_BYTES),
         "core_drops": sum(result.get("core_drops", {}).values()), "all_drops": result.get("all_drops"),
+        "core_drops_by_switch": json.dumps(_by_switch(result.get("core_drops", {}))),
         "meter_drops": (result.get("switch_drops") or {}).get("meter"),
         "nacks": sum(1 for r in rows if r["answer"] == "nack"),
         "unanswered": sum(1 for r in rows if r["answer"] == "none"),
@@ -126,6 +128,14 @@ def analyse(point: dict, spec: dict, result: dict) -> tuple[dict[str, list[dict]
     })
     links, pairs = _series(result, fabric, keys)
     return {"flows": flow_rows, "links": links, "pairs": pairs}, row
+
+
+def _by_switch(drops: dict) -> dict:
+    out: dict = {}
+    for dev, n in drops.items():
+        sw = dev.split("-eth")[0]
+        out[sw] = out.get(sw, 0) + n
+    return out
 
 
 def _series(result: dict, fabric, keys: dict) -> tuple[list[dict], list[dict]]:

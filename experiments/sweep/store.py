@@ -105,11 +105,17 @@ class Store:
     def end_progress(self, h: str) -> None:
         (self.root / "logs" / f"{h}.progress").unlink(missing_ok=True)
 
-    def progress_lines(self) -> list[str]:
+    def progress_lines(self, fresh_s: float = 60.0) -> list[str]:
+        """The running runs' latest lines (one written in the last ``fresh_s``: a run whose worker was killed
+        leaves its file behind)."""
+        import time
+
         out = []
+        now = time.time()
         for p in sorted((self.root / "logs").glob("*.progress")):
             try:
-                out.append(p.read_text().strip())
+                if now - p.stat().st_mtime <= fresh_s:
+                    out.append(p.read_text().strip())
             except OSError:
                 continue
         return [x for x in out if x]

@@ -58,7 +58,9 @@ class FreewayConfig(PartitionConfig):
     punt_pps: int = setting(200, "packets per second one host may send to the controller (handshakes and ARP, "
                             "through its port's punt meter)", "packets/s", min=1)
     punt_burst: int = setting(50, "burst of each host port's punt meter", "packets", min=1)
-    elephant_idle_s: int = setting(10, "an elephant's entries expire after this long without packets", "s", min=1, live=True)
+    elephant_idle_s: int = setting(2, "an elephant's entries expire after this long without packets, and its "
+                                   "allocation is released (a finished 1 MB flow held its share 10 s, when this "
+                                   "was 10: new elephants were placed around phantoms)", "s", min=1, live=True)
     headroom: float = setting(1.0, "a path has room while its maximum utilisation with the flow stays at or "
                               "below this", positive=True, live=True)
     active_s: float = setting(3.0, "a ToR pair is active (evaluated each period) this long after its last mice "
@@ -84,6 +86,12 @@ class FreewayConfig(PartitionConfig):
     reclaim_above: float = setting(0.1, "... and taken back (its elephants moved to high-throughput paths, "
                                    "confirmed) once its mice load is above this (the idle level)", positive=True,
                                    max=1, live=True)
+    lend_isolated: float = setting(0.5, "with isolation (mice in a queue of their own, served first, with a buffer "
+                                   "of their own), a low-latency link is lent while its mice load is below this "
+                                   "instead of lend_below, and taken back above it plus (reclaim_above - "
+                                   "lend_below): mice lose no priority to a lent elephant, only idle capacity is "
+                                   "taken (0: lend_below and reclaim_above, as without isolation)", max=0.9,
+                                   live=True)
     mice_prefixes: str = setting("pod", "mice entries at a switch: pod (one entry for a pod's prefix where most "
                                  "destination ToRs of the pod the switch sends mice to share a group and path "
                                  "count, one per ToR that differs: a k=48 ToR holds 48 instead of 1,151 "
@@ -406,7 +414,17 @@ class FreewayState:
             return False
         if self.now - self.reclaimed.get(link, -1e18) < self.cfg.lend_hold_s:
             return False
-        return self.mice_seen.get(link, 0.0) < self.cfg.lend_below
+        return self.mice_seen.get(link, 0.0) < self.lend_below()
+
+    def lend_below(self) -> float:
+        """Below this mice load a low-latency link may be lent (``lend_isolated`` with isolation)."""
+        return self.cfg.lend_isolated if self.iso is not None and self.cfg.lend_isolated else self.cfg.lend_below
+
+    def reclaim_above(self) -> float:
+        """Above this mice load a lent link is taken back."""
+        if self.iso is not None and self.cfg.lend_isolated:
+            return min(1.0, self.cfg.lend_isolated + self.cfg.reclaim_above - self.cfg.lend_below)
+        return self.cfg.reclaim_above
 
     def lent_links(self) -> list[Link]:
         """Low-latency links that carry elephant allocations now, sorted."""
@@ -1410,7 +1428,7 @@ class FreewayState:
         if not self.lending():
             return
         mice, part = self.mice_seen, self.partition
-        back = sorted(ln for ln, m in mice.items() if m > self.cfg.reclaim_above and ln in self.alloc.link
+        back = sorted(ln for ln, m in mice.items() if m > self.reclaim_above() and ln in self.alloc.link
                       and ln not in part.dead and part.is_lol(ln))  # (reclaim_above > 0: only links mice were seen on)
         for ln in back:
             self.reclaimed[ln] = now

@@ -58,9 +58,10 @@ _BANDS = (
     Band("classify", 100, INGRESS, "isolation: mark host traffic as mice (DSCP, queue), go to forward"),
     Band("guard-pass", 110, GUARD, "a host's own packets (source MAC and IP; ARP: source MAC and sender IP), "
                                    "and everything from an uplink: go to ingress"),
-    Band("lldp", 120, GUARD, "LLDP probes from the fabric to the controller (the link check), through the "
-                             "switch's LLDP meter"),
-    Band("lldp-host", 121, GUARD, "at a ToR: LLDP from a host port, through that host's punt meter"),
+    Band("lldp", 120, GUARD, "LLDP from a port that faces neither a switch nor a host of the description: dropped"),
+    Band("lldp-host", 121, GUARD, "LLDP probes from a port facing a switch to the controller (the link check), "
+                                  "through the switch's LLDP meter; at a ToR, from a host port, through that "
+                                  "host's punt meter"),
     Band("down", 200, FORWARD, "destination prefix below a down port"),
     Band("host", 300, FORWARD, "a host on this ToR"),
     Band("hedera-edge", 400, FORWARD, "Hedera: one entry per flow at its ingress ToR, counting its bytes"),

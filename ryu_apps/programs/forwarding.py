@@ -225,10 +225,14 @@ LLDP_PPS, LLDP_BURST = 200, 100  # a switch's LLDP probes to the controller (k=4
 
 
 def lldp_program(fabric: Fabric, switch: str) -> list:
-    """Every switch punts the LLDP probes it receives through its LLDP meter; at a ToR, those from a
-    host port go through that host's punt meter instead (a host cannot starve the link check)."""
-    out: list = [Meter(pipeline.LLDP_METER.id(0), LLDP_PPS, LLDP_BURST, pktps=True),
-                 Flow(PRIO_LLDP, match(eth_type=ETH_LLDP), (ToController(),), meter_id=pipeline.LLDP_METER.id(0))]
+    """Every switch punts the LLDP probes it receives on a port facing another switch through its LLDP
+    meter; at a ToR, those from a host port go through that host's punt meter instead (a host cannot
+    starve the link check); on any other port (unused, undescribed) LLDP is dropped: a flood there
+    shared the switch's LLDP meter with the real probes (issue 60 item 6)."""
+    lldp = pipeline.LLDP_METER.id(0)
+    out: list = [Meter(lldp, LLDP_PPS, LLDP_BURST, pktps=True), Flow(PRIO_LLDP, match(eth_type=ETH_LLDP), ())]
+    out += [Flow(PRIO_LLDP_HOST, match(in_port=fabric.port_to(switch, n), eth_type=ETH_LLDP), (ToController(),),
+                 meter_id=lldp) for n in fabric.neighbors(switch) if n in fabric.switches]
     out += [Flow(PRIO_LLDP_HOST, match(in_port=h.port, eth_type=ETH_LLDP), (ToController(),),
                  meter_id=pipeline.host_punt_meter(fabric.host_slot(h))) for h in fabric.hosts_on(switch)]
     return out

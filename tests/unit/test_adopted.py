@@ -21,7 +21,7 @@ MOUSE = FiveTuple(F.hosts_on("e0_1")[0].ip, DST.ip, 6, 40100, 7100)
 def _adopted(rate=1.5e6, cfg=None, held=False):
     """An adopted elephant measured at ``rate`` when found; ``held``: its allocation then brought to
     ``rate`` (lending allocates it its path's room: it is measured sending 0.8 of ``rate`` and shrinks)."""
-    core = FreewayState(F, cfg, iso=ISO)
+    core = FreewayState(F, cfg or FreewayConfig(lend_isolated=0), iso=ISO)  # (these: lend_below's thresholds)
     assert core.adopt(0.0, FLOW, rate)
     el = core.elephant_of(FLOW)
     if held and el.rate_bps != rate:
@@ -163,3 +163,17 @@ def test_with_lending_an_adopted_elephant_starts_with_the_room_its_path_has():
     assert core.adopt(0.0, other, 2e6)  # the HOL uplink is taken: lent e0_0's idle LOL uplink, all of it
     second = core.elephant_of(other)
     assert second.rate_bps == 10e6 and not core.partition.is_hol(path_links(second.placements[0].path)[0])
+
+
+def test_with_isolation_a_low_latency_link_is_lent_while_its_mice_leave_it_half_idle():
+    """Issue 58: with isolation mice keep their queue, their priority and their buffer on a lent link, so a
+    low-latency link is lent up to a mice load of ``lend_isolated`` (0.5), not ``lend_below`` (0.05), and
+    taken back above 0.55; without isolation the thresholds stay 0.05 and 0.1."""
+    core, el = _adopted(held=True, cfg=FreewayConfig())
+    up = ("e0_0", "a0_0")  # e0_0's LOL uplink
+    assert core.lend_below() == 0.5 and abs(core.reclaim_above() - 0.55) < 1e-9
+    core.measure(2.0, {up: 0.3}, {MOUSE: FlowReading(3e6, frozenset({up}), False, 2.0)})
+    assert core.lendable(up)  # mice at 0.3: lent with isolation
+    plain = FreewayState(F, FreewayConfig(), iso=None)
+    plain.measure(2.0, {up: 0.3}, {MOUSE: FlowReading(3e6, frozenset({up}), False, 2.0)})
+    assert plain.lend_below() == 0.05 and not plain.lendable(up)

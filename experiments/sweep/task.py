@@ -28,9 +28,15 @@ class RunError(RuntimeError):
 
 
 def plan(point: dict) -> tuple[dict, str]:
-    """The point's engine spec and its hash."""
+    """The point's engine spec and its hash: of the spec and of every controller setting as the run will
+    have it (defaults included), so that a run stored before a default changed is not taken for this one."""
+    from experiments.ns3.engine import _config
+    from ryu_apps.config import sections
+
     spec = runs.engine_spec(point)
-    return spec, config_hash(spec)
+    effective = sections(_config(spec["mode"], spec["isolation"], spec["settings"].get("controller")))
+    effective["controller"].pop("fabric", None)
+    return spec, config_hash({"spec": spec, "controller": effective})
 
 
 def versions() -> dict:

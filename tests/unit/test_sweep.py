@@ -158,3 +158,21 @@ def test_the_ideal_switch_carries_every_host_of_a_k8_fabric():
 
     a, b = ideal.hosts[0], ideal.hosts[127]
     assert sim.send(a.name, FiveTuple(a.ip, b.ip, 6, 40000, 5001)).delivered_to == b.name
+
+
+def test_a_run_is_known_by_every_setting_it_runs_with_defaults_included():
+    """The store's hash covers the controller's effective settings, not only those the spec names: a
+    setting given at its default is the same run; another value, or a default that changed in the code,
+    is another (a run stored before a default changed is not taken for one after)."""
+    from experiments.sweep.task import plan
+
+    base = GOOD.replace("  k: 4", "  k: 4\n  link_mbps: 10\n  duration: 0.3")
+
+    def h(variant_body: str) -> str:
+        text = base.replace("  cap: {freeway: {host_elephants: 8}}", f"  cap: {variant_body}")
+        text = text.replace("  seed: [1, 2]", "  seed: [1]\n  variant: [cap]")
+        p = next(p for p in parse(text).points() if p["mode"] == "freeway+isolation")
+        return plan(p)[1]
+
+    assert h("{freeway: {elephant_idle_s: 2}}") == h("{}")  # 2 is the default
+    assert h("{freeway: {elephant_idle_s: 10}}") != h("{}")

@@ -34,9 +34,11 @@ def plan(point: dict) -> tuple[dict, str]:
     from ryu_apps.config import sections
 
     spec = runs.engine_spec(point)
-    effective = sections(_config(spec["mode"], spec["isolation"], spec["settings"].get("controller")))
+    mode = "ecmp" if spec["mode"] == "perpkt" else spec["mode"]  # (per-packet balancing runs ECMP's program)
+    effective = sections(_config(mode, spec["isolation"], spec["settings"].get("controller")))
     effective["controller"].pop("fabric", None)
-    return spec, config_hash({"spec": spec, "controller": effective})
+    bare = {**spec, "settings": {k: v for k, v in spec["settings"].items() if k != "controller"}}
+    return spec, config_hash({"spec": bare, "controller": effective})
 
 
 def versions() -> dict:

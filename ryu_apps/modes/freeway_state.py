@@ -73,6 +73,15 @@ class FreewayConfig(PartitionConfig):
     host_share: float = setting(1.0, "total allocation of one host's announced elephants, as a fraction of its "
                                 "link (more: NACK; a rate-less announce gets at most what is left)", positive=True, live=True)
 
+    host_changes_per_s: float = setting(20.0, "announces one host may make a second that place or replace an "
+                                        "elephant (a burst of as many; more: NACK): each reinstalls a path, a "
+                                        "meter and a barrier, and in a cluster writes to etcd", "announces/s",
+                                        positive=True, live=True)
+    decay_after_s: float = setting(5.0, "an elephant announced with a rate that sends less than half of it for this "
+                                   "long (or is not sampled at all) is held to what it sends plus a quarter, never "
+                                   "under the elephant threshold, and grows back up to what it asked when it sends "
+                                   "at that: a host cannot squat capacity it does not use (0: never)", "s",
+                                   live=True)
     when_full: str = setting("overbook", "a rate-less announce that finds no high-throughput path with its floor "
                              "free, or its host's budget (host_share) spent: overbook (placed all the same on the "
                              "best high-throughput path, its floor what the budget has left: it shares by TCP in "
@@ -125,6 +134,8 @@ class Elephant:
     rateless: bool = False  # announced without a rate: a max-min fair share of what explicit rates leave
     moved_at: float = -1e9  # when it was last moved off a hot link
     floor_bps: float = -1.0  # a rate-less subflow's floor (-1: 10% of its host's link; less when overbooked)
+    asked_bps: float = 0.0  # what an explicit announce asked (its reservation decays below it: ``follow_demand``)
+    low_since: float | None = None  # since when it has sent less than half its reservation
 
     @property
     def cookie(self) -> int:
@@ -274,6 +285,7 @@ class FreewayState:
         self.elephants = Elephants(lambda el: self._min_rate(el) * len(el.subflows) if el.rateless
                                    else el.rate_bps)
         self.pending: set[int] = set()  # announced elephants whose install is not confirmed yet
+        self._changes: dict[str, tuple[float, float]] = {}  # host -> (tokens, when): its announces' bucket
         self.records: dict[int, dict] = {}  # what a cluster store kept of each announced elephant (``record``)
         self.by_subflow: dict[hs.Subflow, int] = {}
         self.link_util: dict[Link, float] = {}
@@ -871,6 +883,10 @@ class FreewayState:
                                                 "answer follows)", cause="pending")
             self.counters["handshake-repeat"] += 1
             return HandshakeOutcome(self._ack(el), verdict="ack (repeat)", elephant=el)
+        if not self._take_change(now, host.name):
+            self.counters["handshake-host-rate"] += 1
+            return nack(f"host rate: {host.ip} placed or replaced elephants more than {self.cfg.host_changes_per_s:g} "
+                        "times a second (host_changes_per_s)", "host-rate")
         replaced = []  # an announce that shares a subflow with a placed elephant replaces it
         for eid in dict.fromkeys(self.by_subflow[s] for s in msg.subflows if s in self.by_subflow):
             old = self._release(eid)
@@ -926,7 +942,8 @@ class FreewayState:
                 return out
             self.counters["handshake-overbooked"] += 1
         el = Elephant(self._next_eid, 0, host, dst, msg.nonce, msg.size, sum(p.rate_bps for p in placements),
-                      msg.subflows, placements, now, rateless=not msg.rate_kbps, floor_bps=floor)
+                      msg.subflows, placements, now, rateless=not msg.rate_kbps, floor_bps=floor,
+                      asked_bps=msg.rate_kbps * 1000.0)
         self._next_eid += 1
         self.elephants[el.eid] = el
         self.pending.add(el.eid)  # until the switches confirmed (``confirmed``) or it is released
@@ -1046,7 +1063,8 @@ class FreewayState:
         return {"eid": el.eid, "src": el.src.name, "subflows": [[s.src, s.dst, s.proto, s.sport, s.dport]
                                                                 for s in el.subflows],
                 "rate_bps": el.rate_bps, "rateless": el.rateless, "size": el.size, "nonce": el.nonce,
-                "adopted": el.adopted, "subflow_rates_bps": [pl.rate_bps for pl in el.placements]}
+                "adopted": el.adopted, "subflow_rates_bps": [pl.rate_bps for pl in el.placements],
+                "asked_bps": el.asked_bps}
 
     def records_now(self) -> dict[int, dict]:
         """The record of every placed elephant (announced or adopted), as the store should hold them."""
@@ -1122,7 +1140,10 @@ class FreewayState:
         Bin-Pack, EFM and the partition see the new allocation; the meter follows (a modification)."""
         ops: list[tuple[str, list]] = []
         for el in list(self.elephants.values()):
-            rate = rates(el.subflows[0]) if el.adopted else None
+            if not el.adopted:
+                ops += self._decay(now, el, rates)
+                continue
+            rate = rates(el.subflows[0])
             if rate is None:
                 continue
             new = el.rate_bps
@@ -1142,6 +1163,46 @@ class FreewayState:
             if meter is not None:
                 ops.append((el.src.switch, [MeterModify(meter)]))
         return ops
+
+    def _decay(self, now: float, el: Elephant, rates) -> list[tuple[str, list]]:
+        """An explicit announce's reservation follows what it sends once it has sent less than ``SHRINK_AT``
+        of it for ``decay_after_s`` (unsampled counts as nothing), down to the elephant threshold; it grows
+        back by the room its path has, up to what was asked, when it sends at ``GROW_AT`` of it."""
+        if el.rateless or not self.cfg.decay_after_s or not el.asked_bps:
+            return []
+        measured = [rates(sub) for sub in el.subflows]
+        rate = sum(r for r in measured if r is not None)
+        new = el.rate_bps
+        if rate < SHRINK_AT * el.rate_bps:
+            el.low_since = now if el.low_since is None else el.low_since
+            if now - el.low_since >= self.cfg.decay_after_s:
+                new = max(self._min_rate(el) * len(el.subflows), 1.25 * rate)
+        else:
+            el.low_since = None
+            if rate >= GROW_AT * el.rate_bps and el.rate_bps < el.asked_bps:
+                room = min(self._free(pl.path) for pl in el.placements)
+                new = min(el.asked_bps, el.rate_bps + max(0.0, room))
+        if abs(new - el.rate_bps) < 0.05 * el.rate_bps:
+            return []
+        self.counters["reservation-decayed" if new < el.rate_bps else "reservation-regrown"] += 1
+        self.alloc.release(el.eid)
+        share = new / el.rate_bps
+        el.rate_bps = new
+        el.placements = [Placement(pl.path, pl.rate_bps * share, pl.max_util) for pl in el.placements]
+        self.alloc.add(el.eid, el.placements)
+        meter = self.meter_of(el)
+        return [(el.src.switch, [MeterModify(meter)])] if meter is not None else []
+
+    def _take_change(self, now: float, host: str) -> bool:
+        """A token of the host's bucket of changes (``host_changes_per_s`` a second, as many at once)."""
+        rate = self.cfg.host_changes_per_s
+        tokens, at = self._changes.get(host, (rate, now))
+        tokens = min(rate, tokens + (now - at) * rate)
+        if tokens < 1.0:
+            self._changes[host] = (tokens, now)
+            return False
+        self._changes[host] = (tokens - 1.0, now)
+        return True
 
     def hot_adopted(self, now: float, util, threshold: float, hold_down_s: float):
         """EFM for adopted elephants: on each link above ``threshold`` (measured), the biggest adopted
@@ -1355,8 +1416,10 @@ class FreewayState:
             shares = {}  # the switches hold only the total: equal shares of it (a split is not known)
         placements = [Placement(paths[key], shares.get(key, rate / len(subs)), 0.0)
                       for key in ((s.src, s.dst, s.proto, s.sport, s.dport) for s in subs)]
+        rateless = bool(cookie & RATELESS_BIT)
+        asked = float(rec.get("asked_bps", rate)) if rec else (0.0 if rateless or adopted else rate)
         el = Elephant(eid, gen, src, dst, int(rec["nonce"]) if rec else 0, int(rec["size"]) if rec else 0, rate,
-                      tuple(subs), placements, now, adopted, rateless=bool(cookie & RATELESS_BIT))
+                      tuple(subs), placements, now, adopted, rateless=rateless, asked_bps=asked)
         self.elephants[eid] = el
         for sub in el.subflows:
             self.by_subflow[sub] = eid

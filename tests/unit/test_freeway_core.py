@@ -702,3 +702,37 @@ def test_a_rate_less_announce_with_no_room_left_takes_the_best_high_throughput_p
         return
     assert out.verdict == "ack" and core.counters["handshake-overbooked"] == 1
     assert out.elephant.placements[0].path[:2] == ("e0_0", "a0_1")
+
+
+def test_an_announced_reservation_decays_to_what_it_sends_and_grows_back_to_what_it_asked():
+    """Issue 60 item 5: a host could announce its link's full rate, send almost nothing and hold the
+    reservation (its entries kept alive), pushing the rate-less elephants around it to their floors. After
+    ``decay_after_s`` of sending under half of it (unsampled counts as nothing) it is held to what it sends
+    plus a quarter, never under the threshold; sending at its reservation again, it grows back to what it
+    asked, as the room on its path allows."""
+    from ryu_apps.algorithms.binpack import links
+
+    core, announce = _announcer(decay_after_s=2.0)
+    out = announce(1, rate_kbps=8000)
+    el = out.elephant
+    assert out.verdict == "ack" and el.rate_bps == 8e6 and el.asked_bps == 8e6
+    link = next(iter(links(el.placements[0].path)))
+    silent = lambda sub: None  # noqa: E731  (not sampled: sending nothing)
+    assert core.follow_demand(2.5, silent) == [] and el.rate_bps == 8e6  # low since 2.5 s: not yet
+    core.follow_demand(4.6, silent)
+    assert el.rate_bps == 1e6 and core.alloc.link[link] == pytest.approx(1e6)  # the 10% floor
+    core.follow_demand(5.0, lambda sub: 0.9e6)  # sending at its reservation: it grows by the room there is
+    assert el.rate_bps == 8e6 and core.counters["reservation-regrown"] == 1
+    core2, announce2 = _announcer(decay_after_s=0.0)
+    el2 = announce2(1, rate_kbps=8000).elephant
+    core2.follow_demand(60.0, silent)
+    assert el2.rate_bps == 8e6  # 0: never
+
+
+def test_a_host_changing_its_elephants_faster_than_its_rate_is_refused():
+    """Issue 60 item 5: announces that replace each other each reinstall a path, a meter and a barrier (and
+    write to etcd in a cluster); a host may make ``host_changes_per_s`` a second, as many at once."""
+    core, announce = _announcer(host_changes_per_s=5.0)
+    verdicts = [announce(i, rate_kbps=100).verdict for i in range(7)]  # all at t=1.0
+    assert verdicts[:5] == ["ack"] * 5 and all(v.startswith("nack: host rate") for v in verdicts[5:])
+    assert core.counters["handshake-host-rate"] == 2

@@ -147,15 +147,20 @@ def test_everything_sent_to_the_controller_goes_through_the_sending_hosts_own_pu
 
     fabric = fattree(4)
     pol = policy(mode, fabric, None)
-    lldp = pipeline.prio("lldp")
+    lldp = pipeline.prio("lldp-host")
     for sw in fabric.switches:
         prog = pol.program(sw)
         meters = {m.meter_id: m for m in prog if isinstance(m, Meter)}
         punts = [f for f in prog if isinstance(f, Flow) and any(isinstance(a, ToController) for a in f.actions)]
-        probes = [f for f in punts if f.priority == lldp]  # the fabric's LLDP probes: the switch's own meter
-        assert [(dict(f.match), f.meter_id) for f in probes] == [({"eth_type": 0x88CC}, pipeline.LLDP_METER.id(0))]
-        assert meters[pipeline.LLDP_METER.id(0)].pktps
-        punts = [f for f in punts if f.priority != lldp]
+        # the fabric's LLDP probes, from each port facing a switch: the switch's own meter (issue 60 item 6:
+        # LLDP from any other port is dropped, not punted through it)
+        switch_ports = {fabric.port_to(sw, n) for n in fabric.neighbors(sw) if n in fabric.switches}
+        probes = [f for f in punts if f.priority == lldp and dict(f.match).get("in_port") in switch_ports]
+        assert sorted((dict(f.match)["in_port"], f.meter_id) for f in probes) == sorted(
+            (p, pipeline.LLDP_METER.id(0)) for p in switch_ports)
+        assert all(dict(f.match)["eth_type"] == 0x88CC for f in probes) and meters[pipeline.LLDP_METER.id(0)].pktps
+        assert not [f for f in prog if isinstance(f, Flow) and f.priority == pipeline.prio("lldp") and f.actions]
+        punts = [f for f in punts if f not in probes]
         if not fabric.switches[sw].is_tor:
             assert not punts
             continue

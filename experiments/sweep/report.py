@@ -74,7 +74,7 @@ def build(store, x: str = "load") -> dict:
     runs = store.index()
     if runs.empty:
         raise ReportError(f"{store.root}: no run stored")
-    runs = runs[runs["status"] == "ok"]
+    runs = _shared_runs(runs[runs["status"] == "ok"])
     flows = store.table("flows")
     cells: dict[str, dict] = {}
     keys = [k for k in CELL_KEYS if k in runs.columns and k != x]
@@ -109,6 +109,23 @@ def build(store, x: str = "load") -> dict:
         out["ratios"] = _ratios(out)
         cells[name] = out
     return {"store": str(store.root), "runs": len(runs), "cells": cells}
+
+
+def _shared_runs(runs):
+    """A mode whose hosts announce nothing runs the same whether or not the flows would announce (one run,
+    ``runs.ANNOUNCING``): its row stands in every cell that differs only in ``announce_above``."""
+    import pandas as pd
+
+    from experiments.sweep.runs import ANNOUNCING
+
+    if "announce_above" not in runs.columns or runs.empty:
+        return runs
+    values = runs["announce_above"].dropna().unique().tolist()
+    quiet = ~runs["mode"].str.partition("+")[0].isin(ANNOUNCING)
+    copies = [runs[~quiet]]
+    for v in values:
+        copies.append(runs[quiet].assign(announce_above=v))
+    return pd.concat(copies, ignore_index=True)
 
 
 def _nan(v) -> bool:
@@ -418,7 +435,7 @@ def _pair_mice_mbps(flows, pair: str, store, ts: list[float]) -> list[float]:
 
 
 def _hashes(store, cell: dict, mode: str, xv) -> list[str]:
-    runs = store.index()
+    runs = _shared_runs(store.index())
     sel = runs[(runs["mode"] == mode) & (runs["status"] == "ok")]
     for k, v in cell["cell"].items():
         if k in sel.columns:

@@ -16,6 +16,7 @@ from experiments import fct
 BUCKET_COLUMNS = {"all": "all", "<100KB": "lt100KB", "100KB-1MB": "100KB_1MB", "1-10MB": "1_10MB",
                   ">10MB": "gt10MB", ">=1MB": "ge1MB"}
 MICE_BYTES = 1_000_000  # the Freeway paper's mice: flows under 1 MB
+ANNOUNCING = ("freeway", "freeway-paper")  # the modes whose hosts announce (the others take no handshake)
 POINT_COLUMNS = ("scenario", "mode", "variant", "workload", "load", "seed", "k", "topo", "link_mbps", "duration",
                  "announce_above", "local_share", "queues", "hosts_per_edge", "tcp", "mtu", "max_bytes")
 
@@ -74,6 +75,10 @@ def engine_spec(point: dict) -> dict:
 
     fabric = fabric_of(point)
     flows = flows_of(point, fabric)
+    if point["mode"].partition("+")[0] not in ANNOUNCING:  # (the same run whatever was announced: one run)
+        from dataclasses import replace
+
+        flows = [replace(f, announced=False) for f in flows]
     variant = load_mapping(point.get("settings") or {}, f"variants.{point.get('variant', 'default')}")
     common = {"seed": point["seed"], "grace_s": point["grace"], "tcp": point["tcp"], "mtu": point["mtu"],
               "link_delay_s": point["link_delay_us"] * 1e-6}

@@ -125,7 +125,9 @@ def _shared_runs(runs):
     copies = [runs[~quiet]]
     for v in values:
         copies.append(runs[quiet].assign(announce_above=v))
-    return pd.concat(copies, ignore_index=True)
+    out = pd.concat(copies, ignore_index=True)
+    keys = [k for k in (*CELL_KEYS, "mode", "seed", "load") if k in out.columns]
+    return out.drop_duplicates(subset=keys, keep="first")  # (one run per point, whichever was stored first)
 
 
 def _nan(v) -> bool:

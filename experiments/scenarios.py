@@ -28,7 +28,7 @@ DEFAULT_MODES = {
     "mixed": "ecmp,hedera,efm-biggest,freeway,freeway+isolation",
     "permutation": "ecmp,hedera,efm-biggest,freeway,freeway-paper",
     "paper": "ideal,ecmp,hedera-1s,perpkt,freeway+isolation",
-    "fct": "ideal,ecmp,ecmp+isolation,perpkt,hedera-1s,efm-biggest,freeway,freeway+isolation",
+    "fct": "ideal,ideal+isolation,ecmp,ecmp+isolation,perpkt,hedera-1s,efm-biggest,freeway,freeway+isolation",
     "cut-in": "ecmp",
     "flow-control": "ecmp",
     "efm-collisions": "ecmp,hedera,efm-biggest,efm-smallest",

@@ -38,7 +38,7 @@ class SpecError(ValueError):
 
 # parameter -> (kind, default, scenarios that take it, help)
 PARAMS: dict[str, tuple[str, object, tuple[str, ...], str]] = {
-    "mode": ("mode", "ecmp", ("fct", "paper"), "a mode (with +isolation), or ideal"),
+    "mode": ("mode", "ecmp", ("fct", "paper"), "a mode (with +isolation), or ideal (ideal+isolation: its ports strict)"),
     "seed": ("int", 1, ("fct", "paper"), "the workload's and the engine's seed"),
     "k": ("int", 8, ("fct", "paper"), "fat-tree arity"),
     "topo": ("choice:fattree,leafspine", "fattree", ("fct",), "fabric"),
@@ -99,7 +99,7 @@ def _known_modes() -> tuple[str, ...]:
     from experiments.fct import IDEAL
     from experiments.runner import MODES
 
-    return (IDEAL, *MODES)
+    return (IDEAL, f"{IDEAL}+isolation", *MODES)
 
 
 def check_value(name: str, value, kind: str, where: str, variants: dict) -> object:

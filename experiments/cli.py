@@ -137,6 +137,14 @@ def cmd_bench(args) -> int:
             print(f"freeway+isolation {key}: emulator {c['emulator']}, ns-3 {c['ns3']}"
                   + ("" if rel is None else f" (ns-3 differs by {rel:+.0%})"))
         print(f"cross-validation {'met' if r['met'] else 'NOT met'}; results in {Path(args.out) / 'crossval.json'}")
+    elif args.bench == "exhaustion":
+        from experiments import exhaustion
+
+        r = exhaustion.run(args.k, Path(args.out), args.handshake_rate, args.window, args.unadmitted, args.slowloris)
+        print(f"k={args.k}: unloaded {json.dumps(r.get('unloaded'))}")
+        print(f"k={args.k}: under attack {json.dumps(r.get('attack'))}: {json.dumps(r.get('loaded'))}")
+        print(f"targets: {json.dumps(r.get('targets'))}")
+        print(f"results in {Path(args.out) / f'exhaustion_k{args.k}.json'}")
     elif args.bench == "emulator":
         from experiments.emulator import emulator
 
@@ -491,6 +499,16 @@ def add_commands(sub) -> None:
     bx.add_argument("--emulator", required=True, help="a 'freeway experiment mixed' output directory")
     bx.add_argument("--ns3", required=True, help="the same with --engine ns3")
     bx.add_argument("--out", default="results/crossval", help="output directory (results/crossval)")
+    bz = bsub.add_parser("exhaustion", help="handshakes and the API while unadmitted OpenFlow connections and a "
+                                            "slowloris on the API hold what they can, beside the same unloaded "
+                                            "(the controller against a fat-tree emulated at the socket)")
+    bz.add_argument("--k", type=int, default=8, help="fat-tree arity (8)")
+    bz.add_argument("--handshake-rate", type=float, default=100.0, help="announces a second (100)")
+    bz.add_argument("--window", type=float, default=10.0, help="seconds of each window (10)")
+    bz.add_argument("--unadmitted", type=int, default=2000, help="OpenFlow connections that never say which switch "
+                                                                 "they are (2000)")
+    bz.add_argument("--slowloris", type=int, default=300, help="API connections that send half a request line (300)")
+    bz.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     be = bsub.add_parser("emulator", help="what a packet costs Open vSwitch's forwarding thread, by ports on its "
                                           "datapath, and with those ports in a second process")
     be.add_argument("--ports", default="0,200,700", help="idle ports to add, comma-separated (0,200,700)")

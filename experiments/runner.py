@@ -33,15 +33,17 @@ from experiments import stats
 from experiments.flowlist import RR_PORT, group_of
 from experiments.procs import ControllerProcess, SwitchCpu
 from experiments.workload import SizeCDF, poisson_schedule
+from ryu_apps.modes import registry
 from topology.builder import FabricNet
 from topology.fabric import Fabric, fattree, leafspine
 from topology.ovsproc import ProcessError, SwitchProcesses, check_count
 from topology.sflow_agent import SFlowAgentConfig
 
-BASE_MODES = ("ecmp", "hedera", "hedera-1s", "efm-biggest", "efm-smallest", "freeway", "freeway-paper", "perpkt")
-MODES = ("ecmp", "hedera", "hedera-1s", "efm-biggest", "efm-smallest", "freeway", "freeway-paper", "perpkt",
-         "freeway-paper+isolation", "ecmp+isolation",
-         "freeway+isolation")
+# the experiments' modes: the controller's (built-in and plug-in: ``ryu_apps.modes.registry``) and the named
+# variants of them (hedera-1s, freeway-paper) and per-packet balancing (ns-3 only); each with +isolation
+VARIANTS = ("hedera-1s", "freeway-paper", "perpkt")
+BASE_MODES = tuple(dict.fromkeys([*registry.modes()[:5], *VARIANTS, *registry.modes()[5:]]))
+MODES = BASE_MODES + tuple(f"{m}+isolation" for m in BASE_MODES if m != "perpkt")
 NS3_ONLY = ("perpkt",)  # per-packet load balancing to the least-loaded next hop: no OpenFlow switch offers it
 ENGINES = ("emulator", "ns3")
 SCENARIOS = ("mixed", "permutation")

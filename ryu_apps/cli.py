@@ -19,6 +19,7 @@ from ryu_apps.config import (
     settings_epilog,
     settings_help,
 )
+from ryu_apps.modes import registry
 from topology.settings import spec
 
 
@@ -36,7 +37,8 @@ def controller_config(args) -> Config:
         efm.append(("hold_down_s", args.efm_hold_down))
     values.update({name: getattr(args, name) for name in FLAGS if getattr(args, name) is not None})
     given = {"monitor_settings": monitor, "freeway_settings": parse_settings(args.freeway_set),
-             "isolation_settings": parse_settings(args.isolation_set), "efm_settings": efm}
+             "isolation_settings": parse_settings(args.isolation_set), "efm_settings": efm,
+             "mode_settings": parse_settings(args.mode_set)}
     for key, pairs in given.items():
         values[key] = tuple(values.get(key, ())) + tuple(pairs)
     return Config.from_mapping(values)
@@ -96,7 +98,8 @@ def _config_flags(c) -> None:
 def add_controller(sub) -> None:
     c = sub.add_parser("controller", help="run the controller apps on os-ken",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog="module settings (KEY=VALUE, repeatable):\n\n" + settings_epilog())
+                       epilog="module settings (KEY=VALUE, repeatable):\n\n" + settings_epilog()
+                       + (("\n\n" + registry.describe()) if registry.describe() else ""))
     c.add_argument("--config", metavar="FILE", help="a YAML file of settings, nested by section ('freeway config "
                                                     "--defaults' writes one); flags override it")
     _config_flags(c)
@@ -106,6 +109,8 @@ def add_controller(sub) -> None:
     for key in SECTIONS:
         flag = "--" + key.replace("_settings", "-set")
         c.add_argument(flag, action="append", default=[], metavar="KEY=VALUE", help=settings_help(key))
+    c.add_argument("--mode-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a plug-in mode's own setting (docs/your-mode.md); its config file section is its name")
     c.add_argument("--verbose", action="store_true", help="debug logging")
     c.set_defaults(func=cmd_controller)
     g = sub.add_parser("config", help="write a config file of every setting at its default, with its help")

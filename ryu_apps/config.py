@@ -20,6 +20,7 @@ from dataclasses import dataclass, fields
 
 from monitoring.estimator import MonitorConfig
 from ryu_apps.algorithms.efm_rounds import EFMConfig
+from ryu_apps.modes import registry
 from ryu_apps.modes.freeway_state import FreewayConfig
 from topology.queues import IsolationConfig
 from topology.settings import (
@@ -38,7 +39,7 @@ from topology.settings import (
 )
 
 LOG = logging.getLogger("freeway")
-MODES = ("ecmp", "hedera", "efm-biggest", "efm-smallest", "freeway")
+MODES = registry.modes()  # the built-in modes, then every usable plug-in (``modes.registry``)
 MONITORS = ("sflow", "sflow-rt", "none")
 LOG_FORMATS = ("text", "json")
 # module settings: Config field -> (settings class, section name, what the section is for)
@@ -147,6 +148,7 @@ class Config:
     freeway_settings: Pairs = ()
     isolation_settings: Pairs = ()
     efm_settings: Pairs = ()
+    mode_settings: Pairs = ()  # a plug-in mode's own settings (its section in the config file, --mode-set)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -179,6 +181,7 @@ class Config:
             raise ConfigError(f"sflow_rt_url: the sflow-rt monitor needs an http(s) URL, got {self.sflow_rt_url!r}")
         for key in SECTIONS:
             self.section(key)
+        self.plugin_settings()
         if self.mode in ("freeway", "efm-biggest", "efm-smallest") and self.monitor == "none":
             raise ConfigError(f"monitor: mode {self.mode} needs link loads: use --monitor sflow or sflow-rt")
 
@@ -248,6 +251,16 @@ class Config:
         cls, name, _ = SECTIONS[key]
         return build(cls, getattr(self, key), name)
 
+    def plugin_settings(self):
+        """A plug-in mode's settings (its class's ``settings`` built from ``mode_settings``), None for a
+        built-in mode or a plug-in that declares none; refused by key when wrong."""
+        p = registry.plugin(self.mode)
+        if p is None or p.settings is None:
+            if self.mode_settings:
+                raise ConfigError(f"mode_settings: mode {self.mode} takes no settings of its own")
+            return None
+        return build(p.settings, self.mode_settings, self.mode)
+
     @property
     def sflow_address(self) -> tuple[str, int]:
         return hostport("sflow_listen", self.sflow_listen)
@@ -274,11 +287,12 @@ class Config:
         for key, value in values.items():
             if key not in known:
                 raise ConfigError(f"{key}: unknown setting (known: {', '.join(sorted(known))})")
-            kw[key] = value if key in SECTIONS else convert(cls, key, value)
+            kw[key] = value if key in SECTIONS or key == PLUGIN_KEY else convert(cls, key, value)
         return cls(**kw)
 
 
 CONTROLLER = "controller"  # the config file's section for Config's own settings
+PLUGIN_KEY = "mode_settings"  # a plug-in mode's section, under the mode's own name
 FILE_SECTIONS = {CONTROLLER: None, **{name: key for key, (_, name, _) in SECTIONS.items()}}
 
 
@@ -289,7 +303,7 @@ def _nearest(word: str, names) -> str:
 
 def _section_names(section: str) -> list[str]:
     if section == CONTROLLER:
-        return [f.name for f in fields(Config) if f.name not in SECTIONS]
+        return [f.name for f in fields(Config) if f.name not in SECTIONS and f.name != PLUGIN_KEY]
     cls = SECTIONS[FILE_SECTIONS[section]][0]
     return [f.name for f in fields(cls) if f.name != "pick"]
 
@@ -319,8 +333,17 @@ def load_mapping(data, origin: str = "settings") -> dict:
         raise ConfigError(f"{origin}: expected sections ({', '.join(FILE_SECTIONS)}), got {type(data).__name__}")
     values: dict = {}
     for section, body in data.items():
+        plug = registry.plugin(section) if section not in FILE_SECTIONS else None
+        if plug is not None and plug.settings is not None:  # a plug-in mode's own section
+            if not isinstance(body, dict):
+                raise ConfigError(f"{section}: expected KEY: VALUE lines, got {type(body).__name__}")
+            pairs = tuple(body.items())
+            build(plug.settings, pairs, section)
+            values["mode_settings"] = pairs
+            continue
         if section not in FILE_SECTIONS:
-            raise ConfigError(f"{section}: unknown section{_nearest(str(section), FILE_SECTIONS)}")
+            known = [*FILE_SECTIONS, *(n for n in registry.modes() if registry.plugin(n) and registry.plugin(n).settings)]
+            raise ConfigError(f"{section}: unknown section{_nearest(str(section), known)}")
         if body is None:
             continue
         if not isinstance(body, dict):
@@ -398,7 +421,7 @@ def sections(cfg: Config, redact: bool = False) -> dict[str, dict]:
     """The configuration as the config file nests it: section -> key -> value (what the API shows, with
     ``redact``: without a password in the sFlow-RT URL)."""
     out: dict[str, dict] = {CONTROLLER: {f.name: getattr(cfg, f.name) for f in fields(Config)
-                                         if f.name not in SECTIONS}}
+                                         if f.name not in SECTIONS and f.name != PLUGIN_KEY}}
     if redact:
         out[CONTROLLER]["sflow_rt_url"] = _redacted(cfg.sflow_rt_url)
     for key, (_, name, _) in SECTIONS.items():
@@ -527,7 +550,8 @@ def active() -> Config:
         name = f"FREEWAY_{f.name.upper()}"
         if name in os.environ:
             raw = os.environ[name]
-            env[f.name] = parse_settings([x for x in raw.split(",") if x]) if f.name in SECTIONS else raw
+            env[f.name] = (parse_settings([x for x in raw.split(",") if x]) if f.name in SECTIONS or f.name == PLUGIN_KEY
+                           else raw)
     if "fabric" not in env:
         raise ConfigError("fabric: set FREEWAY_FABRIC to the fabric description when loading the apps "
                           "with osken-manager, or use 'freeway controller --fabric FILE'")

@@ -120,7 +120,9 @@ def build(cls, pairs, what: str = ""):
         except SettingError as e:
             raise SettingError(f"{what + '.' if what else ''}{e}") from None
     try:
-        return cls(**kw)
+        obj = cls(**kw)
+        validate(obj)  # (a plug-in's settings class may not check itself in __post_init__)
+        return obj
     except SettingError as e:
         raise SettingError(f"{what + '.' if what else ''}{e}") from None
 

@@ -61,7 +61,8 @@ def _config(mode: str, iso: bool, extra: dict):
     file gives (``config.load_file``: settings by name, module sections as pairs), the run's mode over it."""
     from ryu_apps import config
 
-    values = {k: (tuple(tuple(kv) for kv in v) if k in config.SECTIONS else v) for k, v in (extra or {}).items()}
+    values = {k: (tuple(tuple(kv) for kv in v) if k in config.SECTIONS or k == "mode_settings" else v)
+              for k, v in (extra or {}).items()}
     values.update({"fabric": "(the ns-3 engine)", "mode": mode, "isolation": iso, "monitor": "sflow"})
     return config.Config.from_mapping(values)
 

@@ -17,8 +17,13 @@ __all__ = ["EFMPolicy", "FreewayPolicy", "HederaPolicy", "Policy", "Reaction", "
 
 
 def make(cfg, fabric: Fabric) -> Policy:
-    """The policy for a controller Config."""
+    """The policy for a controller Config (a plug-in mode's class built with its settings)."""
+    from ryu_apps.modes import registry
+
     iso = cfg.isolation_config()
+    plug = registry.plugin(cfg.mode)
+    if plug is not None:
+        return plug.cls(fabric, iso, cfg.plugin_settings())
     if cfg.mode == "freeway":
         return FreewayPolicy(fabric, iso, cfg.freeway_config(), cfg.efm_config())
     if cfg.mode == "hedera":

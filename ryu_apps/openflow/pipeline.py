@@ -109,7 +109,8 @@ HEDERA = CookieSpace(0xD5, "hedera", "kind << 48 | flow id (kind 1: edge counter
 EFM = CookieSpace(0xE7, "efm", "kind << 48 | flow id << 8 | generation")
 DETECTED = CookieSpace(0xC1, "detected-mark", "kind << 48 | mark id (isolation: a detected elephant's mark)")
 DISCOVER = CookieSpace(0xD1, "discover", "'freeway discover''s punts (0)")
-COOKIE_SPACES = (DISCOVER, FREEWAY_ELEPHANT, FREEWAY_MICE, HEDERA, EFM, DETECTED)
+PLUGIN = CookieSpace(0xA1, "plug-in", "a plug-in mode's own entries (its layout below the owner byte)")
+COOKIE_SPACES = (DISCOVER, FREEWAY_ELEPHANT, FREEWAY_MICE, HEDERA, EFM, DETECTED, PLUGIN)
 OWNER_SHIFT = 56
 
 

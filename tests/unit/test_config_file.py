@@ -25,7 +25,7 @@ def _config(argv):
 def test_the_defaults_file_has_every_setting_with_its_help_and_loads_back_to_the_defaults(tmp_path):
     text = defaults_file()
     for f in fields(Config):
-        if f.name not in SECTIONS:
+        if f.name not in SECTIONS and f.name != "mode_settings":  # (a plug-in's: a section under its own name)
             assert f"\n  {f.name}: " in text
     for cls, name, _ in SECTIONS.values():
         assert f"\n{name}:" in text

@@ -50,11 +50,12 @@ ovs: debs
 
 # Python 3.11 or later (Debian 12, Ubuntu 24.04; Ubuntu 22.04's 3.10 is too old), with the versions the tests
 # last passed with (requirements.txt) as constraints
-$(VENV)/.installed: pyproject.toml setup.py requirements.txt
+$(VENV)/.installed: pyproject.toml setup.py requirements.txt examples/least-loaded/pyproject.toml
 	@/usr/bin/python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { \
 	  echo "Freeway needs Python 3.11 or later as /usr/bin/python3 (found $$(/usr/bin/python3 --version 2>&1)): Debian 12 or Ubuntu 24.04"; exit 1; }
 	@test -x $(PY) || /usr/bin/python3 -m venv --system-site-packages $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -c requirements.txt -e '.[test,experiments,ns3]'
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e examples/least-loaded  # a plug-in mode (docs/your-mode.md)
 	@touch $@
 
 venv: debs $(VENV)/.installed

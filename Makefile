@@ -10,7 +10,7 @@ TEST_DEBS := chromium chromium-driver prometheus etcd-server etcd-client
 OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 PYTEST_ARGS ?=
 
-.PHONY: install debs test-debs ovs venv hook demo test unit integration lint clean
+.PHONY: install debs test-debs ovs venv hook samples demo test unit integration lint clean
 
 install: debs ovs venv hook
 
@@ -68,24 +68,37 @@ $(HOOK): hook/freeway_hook.c | venv
 
 hook: $(HOOK)
 
+# os-ken's own sample applications, for the pytest plugin's example tests (examples/test_my_app.py): os-ken 3
+# ships none, os-ken 1.4.0's source on PyPI has them (Apache-2.0); taken from there into the venv, never
+# into this repository
+SAMPLES := $(VENV)/share/freeway/os_ken_samples
+$(SAMPLES)/simple_switch_13.py: | venv
+	@mkdir -p $(SAMPLES) $(VENV)/share/freeway/tmp
+	$(PY) -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: os-ken==1.4.0 -d $(VENV)/share/freeway/tmp
+	tar -xzf $(VENV)/share/freeway/tmp/os-ken-1.4.0.tar.gz -C $(VENV)/share/freeway/tmp os-ken-1.4.0/os_ken/app/simple_switch_13.py
+	cp $(VENV)/share/freeway/tmp/os-ken-1.4.0/os_ken/app/simple_switch_13.py $@
+	rm -rf $(VENV)/share/freeway/tmp
+
+samples: $(SAMPLES)/simple_switch_13.py
+
 # The main job: the mixed scenario on a k=4 fat-tree under ECMP, Hedera, EFM and Freeway with isolation (about 4 minutes).
 demo: install
 	-@mn -c >/dev/null 2>&1
 	$(VENV)/bin/freeway experiment mixed --modes ecmp,hedera,efm-biggest,freeway+isolation --duration 30 --mtu 9000 --out results/demo
 
 lint: venv
-	$(VENV)/bin/ruff check ryu_apps topology monitoring experiments tests
+	$(VENV)/bin/ruff check ryu_apps topology monitoring experiments tests examples
 
 unit: venv hook
 	$(VENV)/bin/pytest -q tests/unit $(PYTEST_ARGS)
 
-integration: install test-debs
+integration: install test-debs samples
 	-@mn -c >/dev/null 2>&1
-	$(VENV)/bin/pytest -q tests/integration $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -q tests/integration examples $(PYTEST_ARGS)
 
-test: install test-debs lint
+test: install test-debs samples lint
 	-@mn -c >/dev/null 2>&1
-	$(VENV)/bin/pytest -q tests $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -q tests examples $(PYTEST_ARGS)
 
 clean:
 	-@mn -c >/dev/null 2>&1

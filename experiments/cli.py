@@ -375,12 +375,14 @@ def add_commands(sub) -> None:
                         "eviction over one buffer), with +ecn (CE marks on the elephant band above K) and +pfc (the "
                         "mice band paused hop by hop); by default strict with +isolation, fifo without (the "
                         "emulator carries only those)")
+    from ryu_apps.modes import registry
+
     x.add_argument("--modes", default=None,
                    help="comma-separated: ecmp, hedera (polls every 5 s), hedera-1s (every second), efm-biggest, "
                         "efm-smallest, freeway, perpkt (ns3 only: per-packet load balancing), with +isolation "
                         "(mixed: ecmp,hedera,efm-biggest,freeway,freeway+isolation; permutation: "
                         "ecmp,hedera,efm-biggest,freeway; efm-collisions: ecmp,hedera,efm-biggest,efm-smallest; "
-                        "many-to-one: ecmp,ecmp+isolation)")
+                        "many-to-one: ecmp,ecmp+isolation)" + (f"; {registry.describe()}" if registry.describe() else ""))
     x.add_argument("--flow-bytes", type=int, default=6_000_000,
                    help="efm-collisions: bytes per colliding flow (6000000)")
     x.add_argument("--duration", type=float, default=None,

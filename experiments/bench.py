@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from experiments.procs import ControllerProcess, PortRate, busiest_link, ping_bg, start_elephant
+from experiments.stats import percentile
 from topology.builder import FabricNet, ofctl
 from topology.fabric import fattree
 
@@ -44,14 +45,6 @@ def startup(ks: list[int], rate: float, out: Path) -> dict:
     result = {"bench": "startup", "machine": machine(), "rate_mbps": rate, "results": rows}
     (out / "startup.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
-
-
-def _percentile(xs: list[float], q: float) -> float | None:
-    if not xs:
-        return None
-    s = sorted(xs)
-    i = min(len(s) - 1, max(0, round(q / 100 * (len(s) - 1))))
-    return s[i]
 
 
 def decoder_rate(seconds: float = 2.0) -> dict:
@@ -197,8 +190,8 @@ def detection(trials: int, rate_mbps: float, out: Path, elephant_mbps: float, mi
     result = {
         "bench": "detection", "machine": machine(), "rate_mbps": rate_mbps, "elephant_mbps": elephant_mbps,
         "sflow": {"sampling": sflow.sampling, "polling_s": sflow.polling, "header": sflow.header},
-        "trials": rows, "detected": len(delays), "median_delay_s": _percentile(delays, 50),
-        "p95_delay_s": _percentile(delays, 95), "max_delay_s": max(delays) if delays else None,
+        "trials": rows, "detected": len(delays), "median_delay_s": percentile(delays, 50),
+        "p95_delay_s": percentile(delays, 95), "max_delay_s": max(delays) if delays else None,
         "mice": {"flows": len(done), "completed": sum(1 for d in done if d.get("ok")), "min_size": min(sizes),
                  "max_size": max(sizes),
                  "wrongly_flagged": len(flagged), "fraction_flagged": round(len(flagged) / max(1, len(done)), 4)},
@@ -343,11 +336,11 @@ def handshake_latency(rates: list[int], seconds: float, out: Path, punt_pps: int
                 row = {"rate_per_s": rate, "api_poll_s": api_poll_s if polled else None,
                        "sent": sum(p["sent"] for p in parts), "acks": sum(p["acks"] for p in parts),
                        "nacks": sum(p["nacks"] for p in parts), "unanswered": sum(p["unanswered"] for p in parts),
-                       "p50_ms": _percentile(lat, 50), "p99_ms": _percentile(lat, 99), "max_ms": lat[-1] if lat else None}
+                       "p50_ms": percentile(lat, 50), "p99_ms": percentile(lat, 99), "max_ms": lat[-1] if lat else None}
                 hists1 = _histograms(f"http://{api}")
                 if polled:
                     row |= {"api_polls": len(poller.times), "api_poll_errors": poller.errors,
-                            "api_poll_p50_ms": _percentile([1000 * t for t in poller.times], 50),
+                            "api_poll_p50_ms": percentile([1000 * t for t in poller.times], 50),
                             "api_loop_ms_per_poll": 1000 * _delta(hists0, hists1, "freeway_api_request_duration_seconds",
                                                                   "sum") / max(1, len(poller.times))}
                 b0, b1 = (h.get("freeway_handshake_latency_seconds", _NO_HISTOGRAM)["buckets"] for h in (hists0, hists1))
@@ -479,7 +472,7 @@ def scale(k: int, pairs: int, placements: int, seed: int, out: Path, exact_k: in
             quiet_lend.append(time.perf_counter() - t)
     del lent
     print(f"[bench scale] quiet periods with lending ({core.cfg.lend}): median "
-          f"{_percentile(quiet_lend[1:], 50) * 1e3:.1f} ms", flush=True)
+          f"{percentile(quiet_lend[1:], 50) * 1e3:.1f} ms", flush=True)
     # Bin-Pack against the exact solver of Eq. 1 on smaller instances
     small = fattree(exact_k, 10)
     sc = FreewayState(small)
@@ -518,15 +511,15 @@ def scale(k: int, pairs: int, placements: int, seed: int, out: Path, exact_k: in
         "bench": "scale", "machine": machine(), "k": k, "switches": len(fabric.switches), "hosts": len(fabric.hosts),
         "model_build_s": round(build_s, 3), "partition_init_s": round(init_s, 3),
         "placement": {"n": placements, "placed": placed, "refused": refused,
-                      "median_ms": round(_percentile(times, 50) * 1e3, 3), "p99_ms": round(_percentile(times, 99) * 1e3, 3)},
+                      "median_ms": round(percentile(times, 50) * 1e3, 3), "p99_ms": round(percentile(times, 99) * 1e3, 3)},
         "mice_groups_initial_s": round(mice_initial_s, 2),
-        "partition_period": {"active_pairs": pairs, "median_ms": round(_percentile(periods, 50) * 1e3, 2),
+        "partition_period": {"active_pairs": pairs, "median_ms": round(percentile(periods, 50) * 1e3, 2),
                              "max_ms": round(max(periods) * 1e3, 2), "changes": changes,
                              "includes": "partition step, moves off new LOL links, every switch's mice group updates",
                              "all_ms": [round(x * 1e3, 2) for x in periods],
-                             "quiet_median_ms": round(_percentile(quiet[1:], 50) * 1e3, 2),
+                             "quiet_median_ms": round(percentile(quiet[1:], 50) * 1e3, 2),
                              "quiet_all_ms": [round(x * 1e3, 2) for x in quiet], "lend": "off",
-                             "quiet_lend_median_ms": round(_percentile(quiet_lend[1:], 50) * 1e3, 2),
+                             "quiet_lend_median_ms": round(percentile(quiet_lend[1:], 50) * 1e3, 2),
                              "quiet_lend": lend_default.lend},
         "mice_groups_one_switch_ms": round(mice_switch_s * 1e3, 2),
         "collector": collector,
@@ -656,7 +649,7 @@ def reroute(trials: int, size: int, modes: list[str], out: Path) -> dict:
         table[test_no] = row
     good = [d for d in delays if d is not None]
     result = {"bench": "reroute", "machine": machine(), "fabric": "fattree k=4, 10 Mbit/s", "flow_bytes": size,
-              "reroute_delay_s": {"trials": delays, "median": _percentile(good, 50), "max": max(good) if good else None},
+              "reroute_delay_s": {"trials": delays, "median": percentile(good, 50), "max": max(good) if good else None},
               "tests": tests, "gain_vs_ecmp": table}
     (out / "reroute.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
@@ -717,7 +710,7 @@ def isolation_bench(seconds: float, mice_rate: float, elephants: int, out: Path)
                     fn.host(s).waitOutput()
             fn.host(server).cmd("kill %1")
         row = {"mice": len(fcts), "mice_p50_ms": round(statistics.median(fcts) * 1e3, 2) if fcts else None,
-               "mice_p99_ms": round(_percentile(fcts, 99) * 1e3, 2) if fcts else None,
+               "mice_p99_ms": round(percentile(fcts, 99) * 1e3, 2) if fcts else None,
                "bottleneck_utilisation": round(util, 4)}
         runs[name] = row
         print(f"[bench isolation] {name}: {row}", flush=True)
@@ -846,11 +839,11 @@ def failover(modes: list[str], trials: int, out: Path) -> dict:
 
     def stat(mode, cut, key):
         xs = [r[key] for r in rows if r["mode"] == mode and r["cut"] == cut and r.get(key) is not None]
-        return {"median": _percentile(xs, 50), "worst": max(xs) if xs else None, "n": len(xs)}
+        return {"median": percentile(xs, 50), "worst": max(xs) if xs else None, "n": len(xs)}
 
     def low(mode, cut, key):  # for ratios the bad end is the lowest
         xs = [r[key] for r in rows if r["mode"] == mode and r["cut"] == cut and r.get(key) is not None]
-        return {"median": _percentile(xs, 50), "worst": min(xs) if xs else None, "n": len(xs)}
+        return {"median": percentile(xs, 50), "worst": min(xs) if xs else None, "n": len(xs)}
 
     restart = "controller SIGKILL + restart"
     summary = {m: {c: {k: stat(m, c, k) for k in ("all_pairs_answer_s", "worst_ping_gap_ms", "elephant_moved_s")}
@@ -998,7 +991,7 @@ def hook_latency(connects: int, rounds: int, out: Path) -> dict:
 
     def summary(xs: list[float]) -> dict:
         ms = [1000 * x for x in xs]
-        return {"connects": len(ms), "p50_ms": _percentile(ms, 50), "p99_ms": _percentile(ms, 99),
+        return {"connects": len(ms), "p50_ms": percentile(ms, 50), "p99_ms": percentile(ms, 99),
                 "max_ms": max(ms) if ms else None}
     rows = {k: summary(v) | {"hook_stats": stats[k]} for k, v in times.items()}
     result = {"bench": "hook", "machine": machine(), "fabric": "fattree k=4, 10 Mbit/s, freeway mode",
@@ -1116,7 +1109,7 @@ def cluster_failover(trials: int, ttl: float, out: Path) -> dict:
 
     def stat(key):
         xs = [r[key] for r in rows if r[key] is not None]
-        return {"median": _percentile(xs, 50), "worst": max(xs) if key != "elephant_worst_second_vs_allocation"
+        return {"median": percentile(xs, 50), "worst": max(xs) if key != "elephant_worst_second_vs_allocation"
                 else min(xs), "n": len(xs)} if xs else None
     result = {"bench": "failover-cluster", "machine": machine(), "fabric": "fattree k=4, 10 Mbit/s, freeway with "
               "isolation, two controllers, etcd x3", "lease_ttl_s": ttl, "trials": rows,

@@ -314,8 +314,11 @@ class Emulator:
         lat = sorted((self.answers[x][1] - self.asked[x]) * 1000 for x in nonces if x in self.answers)
         kinds = [self.answers[x][0] for x in nonces if x in self.answers]
 
-        def pct(q):
-            return round(lat[min(len(lat) - 1, int(q * len(lat)))], 2) if lat else None
+        def pct(q):  # (the one percentile: nearest rank, experiments.stats)
+            from experiments.stats import percentile
+
+            v = percentile(lat, 100 * q)
+            return None if v is None else round(v, 2)
 
         start = min((self.asked[x] for x in nonces if x in self.asked), default=0.0)
         slowest = sorted(((self.answers[x][1] - self.asked[x]) * 1000, self.asked[x] - start, x) for x in nonces
@@ -336,11 +339,17 @@ class Emulator:
                             for ms, at, x in reversed(slowest)],
                 # how long what the controller sent waited for the emulated switches, which apply it in turn on
                 # one core (a real fabric's switches each have their own): the generator's part of an answer
-                "generator_queue_ms": {"p50": round(1000 * queue[len(queue) // 2], 1) if queue else None,
-                                       "p99": round(1000 * queue[int(0.99 * len(queue))], 1) if queue else None,
+                "generator_queue_ms": {"p50": _ms(queue, 50), "p99": _ms(queue, 99),
                                        "max": round(1000 * queue[-1], 1) if queue else None},
                 # the generator's own: its loop woken late, its collector's pauses (s into the window, ms)
                 "generator_stalls": stalls.report(start)}
+
+
+def _ms(xs: list[float], q: float) -> float | None:
+    from experiments.stats import percentile
+
+    v = percentile(xs, q)
+    return None if v is None else round(1000 * v, 1)
 
 
 class _GeneratorStalls:

@@ -16,9 +16,11 @@ then every ``CHECK_S``; sooner again after an error) and what it says of
 what it found: a port set the first time, a repair, an error.
 
 The DSCP ``tc`` filters that make queues work on the userspace datapath
-(where ``set_queue`` does not steer) cannot be set through OVSDB: they stay
-an emulator-only step of the fabric builder. What a port must hold, and
-reading what it holds, is ``topology.queues`` (the builder checks it too).
+(where ``set_queue`` does not steer) cannot be set through OVSDB: the
+fabric builder sets them, and for ports on the controller's own host (the
+local OVSDB) the keeper adds those a fabric built without isolation lacks.
+What a port must hold, and reading what it holds, is ``topology.queues``
+(the builder checks it too).
 """
 
 from __future__ import annotations
@@ -117,11 +119,46 @@ def keep(fabric: Fabric, cfg: IsolationConfig, dbs: list[str | None], timeout: f
                 batches += [[item] for item in batch]
             else:
                 errors.append(f"{where}: repairing {batch[0][0][0]} port {batch[0][0][1]}: {r.stderr.strip()}")
+        if db is None:  # the fabric's ports on this very host: their DSCP filters too (userspace datapath)
+            done += _dscp_filters(cfg, {key: h for key, h in have.items() if key in want})
     lost = sorted({sw for sw, _ in want} - {sw for sw, _ in seen})
     if lost and not errors:
         errors.append(f"no OVSDB holds switch{'es' if len(lost) > 1 else ''} {', '.join(lost[:5])}"
                       + (f" and {len(lost) - 5} more" if len(lost) > 5 else "") + " (give every switch host in --ovsdb)")
     return done, errors, seen
+
+
+def _filtered(dev: str, cfg: IsolationConfig) -> bool:
+    """Whether ``dev`` has the tc filters that map both DSCPs to their HTB classes."""
+    r = subprocess.run(["tc", "filter", "show", "dev", dev, "parent", "1:"], capture_output=True, text=True,
+                       timeout=10)
+    return all(f"{dscp << 2:02x}0000/00fc0000" in r.stdout for dscp in (cfg.mice_dscp, cfg.elephant_dscp))
+
+
+def _dscp_filters(cfg: IsolationConfig, have: dict) -> list[tuple[tuple[str, int], str]]:
+    """On the userspace datapath ``set_queue`` steers nothing: a port's packets reach their HTB class only
+    through tc filters on their DSCP, which OVSDB cannot hold. A fabric built without isolation has none
+    (the README's recipe once started the controller with isolation on and the fabric without, and
+    isolation did nothing): every port of this host that lacks them gets them, as the builder sets them."""
+    import os
+
+    from topology.queues import tc_commands
+
+    out = []
+    for key, h in sorted(have.items()):
+        dev = h.port_name
+        if not dev or not os.path.exists(f"/sys/class/net/{dev}") or _filtered(dev, cfg):
+            continue
+        try:
+            mtu = int(open(f"/sys/class/net/{dev}/mtu").read())
+        except (OSError, ValueError):
+            mtu = 1500
+        for cmd in tc_commands(dev, cfg, max(1500, min(mtu, 9000))):
+            subprocess.run(cmd, capture_output=True, timeout=10)
+        if _filtered(dev, cfg):
+            out.append((key, f"{key[0]} port {key[1]} ({dev}): DSCP filters added (isolation on, the fabric "
+                             "built without its filters)"))
+    return out
 
 
 class QueueKeeper:

@@ -147,3 +147,27 @@ def test_a_metered_elephant_is_held_to_its_allocation(tmp_path):
     assert ack["answer"] == "ack" and ack["rate_mbps"] == 4.0
     assert abs(got - 4e6) / 4e6 <= 0.15, got  # sent unthrottled, held by the meter
     assert re.search(r"meter:1001 .*?0: packet_count:([1-9]\d*)", meters, re.S), meters  # the meter dropped some
+
+
+def test_a_controller_with_isolation_gives_a_fabric_built_without_it_its_dscp_filters(tmp_path):
+    """Issue 61: the README's recipe started the controller with isolation on and built the fabric without;
+    the builder then set no DSCP filters and, on the userspace datapath, isolation silently did nothing.
+    The controller's queue keeper now sets each port's queues and, on its own host, the filters too."""
+    fabric = operator_fattree()
+    fabric.save(tmp_path / "f.json")
+    iso = IsolationConfig()
+    devs = [f"{ln.a}-eth{ln.a_port}" for ln in fabric.links] + [f"{h.switch}-eth{h.port}" for h in fabric.hosts]
+
+    def filtered(dev):
+        out = subprocess.run(["tc", "filter", "show", "dev", dev, "parent", "1:"], capture_output=True, text=True).stdout
+        return all(f"{d << 2:02x}0000/00fc0000" in out for d in (iso.mice_dscp, iso.elephant_dscp))
+
+    with ControllerProcess(tmp_path / "f.json", extra=["--isolation", "on"]) as ctl, \
+            FabricNet(fabric, ctl.address) as fn:  # built without isolation: no filters, no queues
+        fn.wait_reachable(30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not all(filtered(d) for d in devs):
+            time.sleep(1)
+        missing = [d for d in devs if not filtered(d)]
+        assert not missing, missing[:5]
+        assert "DSCP filters added" in ctl.log_text()

@@ -71,6 +71,10 @@ class PartitionConfig:
                              "on a fat-tree the k/2 fixed low-latency paths all go up through a ToR's first "
                              "aggregation switch, one uplink of k/2) or spread (one core of each aggregation switch "
                              "in turn: the fixed ones leave by every uplink)", choices=("paper", "spread"))
+    mice_paths: str = setting("lol", "the paths mice take: lol (the paper: the low-latency paths only) or all (every "
+                              "live path, weighted by load, as ECMP spreads them: with isolation the queues keep "
+                              "them apart from elephants; elephants still go on high-throughput paths first)",
+                              choices=("lol", "all"))
     path_load: str = setting("mean", "a low-latency path's load, against lol_high and lol_low: mean (the paper: the "
                              "average of its links) or max (its busiest link: a burst that fills one link of four "
                              "reads a quarter of itself in the mean)", choices=("mean", "max"), live=True)
@@ -267,6 +271,8 @@ class Partition:
         return not self.is_lol(link) and link not in self.dead
 
     def mice_usable(self, link: Link) -> bool:
+        if self.cfg.mice_paths == "all":  # (isolation keeps them apart in the queues: every live link)
+            return self.dead is None or link not in self.dead
         return self.counter.get(link, 0) > 0
 
     # ----- add / remove ----------------------------------------------------------
@@ -425,6 +431,9 @@ class Partition:
         dead = frozenset(dead)
         if dead == self.dead:
             return res
+        if self.cfg.mice_paths == "all":  # the mice's usable links are the live ones: those changed
+            self.touched |= dead ^ (self.dead or frozenset())
+            self.mice_version += 1
         if self.dead is None:  # a recount of every pair (``restore``)
             self.dead, self._live = dead, {}
             new: Counter[Link] = Counter()

@@ -155,3 +155,22 @@ def test_a_dead_link_takes_its_buckets_out_of_the_groups():
         t = sim.send(src.name, ft)
         if src.switch == "e0_0" and dst.switch != "e0_0":
             assert t.delivered_to == dst.name and t.path[1] == "a0_1"
+
+
+@pytest.mark.parametrize("name", list(FABRICS))
+def test_with_mice_on_every_path_every_host_reaches_every_host_around_a_dead_link(name):
+    """Issue 58's ``mice_paths: all``: mice spread over every live uplink (their queue keeps them apart with
+    isolation), still reach every host, and a dead link takes them off it at once."""
+    fabric = FABRICS[name]()
+    pol = policy("freeway", fabric, ISO, FreewayConfig(mice_paths="all"))
+    sim = SimFabric(fabric, pol)
+    flows = mice_flows(fabric, limit=3000)
+    assert not unreachable(sim, flows)
+    firsts = {sim.send(src.name, ft).path[1] for src, dst, ft in flows if src.switch == fabric.tors()[0]
+              and dst.switch != src.switch}
+    lol_only = {p[1] for p in pol.state.partition.lol_paths((fabric.tors()[0], fabric.tors()[-1]))}
+    assert len(firsts) > len(lol_only)  # more uplinks than the low-latency paths alone would give them
+    up = (fabric.tors()[0], fabric.up_neighbors(fabric.tors()[0])[0])
+    sim.react(pol.on_links(1.0, frozenset({up, up[::-1]})))
+    assert not unreachable(sim, flows)
+    assert all(up not in sim.send(src.name, ft).links() for src, _, ft in flows if src.switch == up[0])

@@ -412,7 +412,7 @@ def add_commands(sub) -> None:
                         "fewer packets for the same bytes; port buffers stay the same in bytes)")
     x.add_argument("--switch-processes", type=int, default=1,
                    help="mixed: spread the fabric's switches over this many Open vSwitch processes, 1-8 (1; each "
-                        "process's forwarding thread reads every port it has for every packet: docs/experiments.md)")
+                        "process's forwarding thread reads every port it has for every packet: docs/lab/experiments-history.md)")
     x.add_argument("--announce", choices=["send", "hook", "none"], default="send",
                    help="how Freeway modes announce the elephants: the host agent 'freeway send' (default), "
                         "the connect() hook under 'freeway run' with iperf3 unmodified, or none (they do not "

@@ -357,7 +357,7 @@ class _GeneratorStalls:
     (a probe every 10 ms) and its cyclic collector's pauses over ``LATE_S``; each with when it began. An
     answer timed by the generator is late by as much as either, whatever the controller did. Its cyclic
     collector is off meanwhile (what the window left is collected after it): with the heap frozen once the
-    fabric was programmed (27. in docs/benchmarks.md), a generation-1 collection of what the handshakes and
+    fabric was programmed (27. in docs/lab/benchmarks-history.md), a generation-1 collection of what the handshakes and
     the emulated switches' new entries built still held the generator 96-237 ms once in a 10 s window, and
     every answer under way waited as long (k=48, 2026-11-27)."""
     LATE_S = 0.02

@@ -143,7 +143,7 @@ class CollectorPace:
     in its steady state mostly replaces what it holds (an LLDP record, a wait of each connection's
     send loop, a message), so that count stays low while the objects allocated since the last pass
     pile up: at k=48 a pass found 166,348 of them and held the event loop 107 ms in the handshakes'
-    window (2026-11-27, docs/benchmarks.md item 38). Collected every tenth of a second they are a
+    window (2026-11-27, docs/lab/benchmarks-history.md item 38). Collected every tenth of a second they are a
     tenth of a second's worth, and the middle generation every half second half a second's: no pass
     over 50 ms in the k=48 windows since, for about three times the collector's time (objects living
     a tenth of a second to a second are walked now, where they used to die unwalked). Pure but for the

@@ -35,7 +35,7 @@ EARLY_PORTMAP_S = 2.0  # an unknown ifIndex has the map read again after this lo
 # (11 counter samples a datagram, 6,300 datagrams a second, half of the controller's core) a turn of 32
 # datagrams (2-3 ms) was waited behind at every step of a handshake (its packet-in, each switch's barrier
 # reply): p50 23-31 ms, p99 57-85 ms; with this turn 5.8 / 43.4 ms, and 6.5 / 50.9 ms in the bench, while the
-# datagrams lost in that window rose to 14-19% (docs/benchmarks.md, item 39).
+# datagrams lost in that window rose to 14-19% (docs/lab/benchmarks-history.md, item 39).
 YIELD_AFTER_S = 0.0003
 
 

@@ -154,7 +154,7 @@ class LinkCheck:
         self._odd: set[PortRef] = set()
         # the latest probe heard at each port: where it left from (``_pack``) and when. Numbers in two maps, not
         # an object per probe: at k=48 a thousand probes a second replaced records that lived a round (110 s),
-        # each one more object for the cyclic collector to walk until then (docs/benchmarks.md, item 38)
+        # each one more object for the cyclic collector to walk until then (docs/lab/benchmarks-history.md, item 38)
         self.heard_peer: dict[PortRef, int] = {}
         self.heard_time: dict[PortRef, float] = {}
         self.since: dict[PortRef, float] = {}

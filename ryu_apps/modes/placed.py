@@ -5,7 +5,7 @@ Kept up to date by ``sync``, a pass over the elephants that works out again only
 changed (``Elephant.placements`` and ``Elephant.subflows`` are replaced when they change, never changed in
 place, so a change shows as a new object). Walking every placement's path afresh each period took 22-43 ms
 of the period's first part at k=48 with 1,000-2,000 elephants, while the handshakes waited behind it
-(docs/benchmarks.md, item 39)."""
+(docs/lab/benchmarks-history.md, item 39)."""
 from __future__ import annotations
 
 from monitoring.sflow import FiveTuple

@@ -71,7 +71,7 @@ class PartitionConfig:
                              "on a fat-tree the k/2 fixed low-latency paths all go up through a ToR's first "
                              "aggregation switch, one uplink of k/2) or spread (one core of each aggregation switch "
                              "in turn: the fixed ones leave by every uplink)", choices=("paper", "spread"))
-    mice_paths: str = setting("lol", "the paths mice take: lol (the paper: the low-latency paths only) or all (every "
+    mice_paths: str = setting("all", "the paths mice take: lol (the paper: the low-latency paths only) or all (every "
                               "live path, weighted by load, as ECMP spreads them: with isolation the queues keep "
                               "them apart from elephants; elephants still go on high-throughput paths first)",
                               choices=("lol", "all"))

@@ -65,7 +65,9 @@ def start_fabric(tmp_path_factory, name, fabric, mode="ecmp", extra=None):
 
 @pytest.fixture(scope="module")
 def k4_freeway(tmp_path_factory):
-    fn, ctl = start_fabric(tmp_path_factory, "k4fw", operator_fattree(), mode="freeway")
+    # its tests read an announced elephant's entries seconds after it went quiet: they outlive 2 s idle
+    fn, ctl = start_fabric(tmp_path_factory, "k4fw", operator_fattree(), mode="freeway",
+                           extra=["--freeway-set", "elephant_idle_s=10"])
     try:
         yield fn, ctl
     finally:

@@ -1,4 +1,5 @@
-"""Induced mice load adds a low-latency path and its end removes it (leaf-spine, 4 spines: 2 dynamic paths)."""
+"""Induced mice load adds a low-latency path and its end removes it (leaf-spine, 4 spines: 2 dynamic paths).
+The paper's mice (``mice_paths: lol``): their groups follow the low-latency paths, so the test can see them."""
 
 import re
 import sys
@@ -17,7 +18,8 @@ PY = sys.executable
 
 @pytest.fixture(scope="module")
 def ls4(tmp_path_factory):
-    fn, ctl = start_fabric(tmp_path_factory, "ls4", leafspine(4, 3, 2, 10), mode="freeway")
+    fn, ctl = start_fabric(tmp_path_factory, "ls4", leafspine(4, 3, 2, 10), mode="freeway",
+                          extra=["--freeway-set", "mice_paths=lol"])
     try:
         yield fn, ctl
     finally:

@@ -325,13 +325,13 @@ def test_a_switch_holding_one_mice_group_per_destination_is_brought_to_shared_gr
     entries of the others are pointed at it before their groups go, the pods whose ToRs share a group
     get one entry before their ToRs' own go, and every host still reaches every host."""
     fabric = fattree(6)
-    pol, sim, _ = _placed_state("freeway", fabric, None, FreewayConfig(mice_prefixes="tor"))
+    pol, sim, _ = _placed_state("freeway", fabric, None, FreewayConfig(mice_prefixes="tor", mice_paths="lol"))
     mice = pipeline.MICE_GROUPS
     for sw in fabric.switches:
         _renumber(sim, sw, lambda gid, j: mice.first + j)
     held = {sw: sum(mice.first <= g <= mice.last for g in s.groups) for sw, s in sim.switches.items()}
     assert held["e0_0"] == len(fabric.tors()) - 1
-    fresh = policy("freeway", fabric, None)
+    fresh = policy("freeway", fabric, None, FreewayConfig(mice_paths="lol"))
     for i, sw in enumerate(sorted(fabric.switches)):
         ops = _read_back(sim, fresh, sw, 5.0 + 0.01 * i)
         sim.switches[sw].apply(ops)  # in order: an entry pointing at a missing group fails here
@@ -523,11 +523,12 @@ def test_meters_and_entries_do_not_leak_over_re_announces_and_rollbacks():
 
 def test_a_draining_link_carries_no_mouse_at_once_it_only_stays_closed_to_elephants():
     """Issue 13 item 6: the select-group change moves every mouse off a link whose counter fell to 0 at
-    once (a mouse is not pinned to its link); draining only keeps elephants off it for a while."""
+    once (a mouse is not pinned to its link); draining only keeps elephants off it for a while (the
+    paper's mice, on the low-latency paths only)."""
     from monitoring.sflow import FiveTuple
 
     fabric = fattree(6)
-    pol = policy("freeway", fabric, None)
+    pol = policy("freeway", fabric, None, FreewayConfig(mice_paths="lol"))
     sim = SimFabric(fabric, pol)
     part, pair = pol.state.partition, ("e0_0", "e3_1")
     part.add_path(pair)

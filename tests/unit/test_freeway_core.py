@@ -28,7 +28,9 @@ def _ann(rate_kbps=3000, sports=(40001,), nonce=9, size=10_000_000, src=SRC):
 
 
 def _core(k=6):
-    return FreewayState(fattree(k, 10))
+    """The paper's Freeway: mice on the low-latency paths only (``mice_paths: all``, the default, is
+    tested on the simulated switch in test_simswitch_programs)."""
+    return FreewayState(fattree(k, 10), FreewayConfig(mice_paths="lol"))
 
 
 def test_edge_program_has_mice_groups_punt_meter_and_service_drop():

@@ -59,8 +59,11 @@ def test_k8_adds_paths_5_to_12_in_turn_then_stops_and_deletes_in_reverse():
     assert not part.remove_path(pair, now=0.0)  # never fewer than the fixed ones
 
 
+PAPER = PartitionConfig(mice_paths="lol")  # the paper's mice: on the low-latency paths only
+
+
 def test_counters_turn_links_lol_and_back_through_draining():
-    part = Partition(fattree(6))
+    part = Partition(fattree(6), PAPER)
     pair = ("e0_0", "e5_2")
     res = StepResult()
     part.add_path(pair, res)  # path 4: via a0_1 and core c4
@@ -134,7 +137,7 @@ def test_step_adds_when_more_than_half_congested_and_removes_when_idle():
 
 
 def test_intra_pod_pairs_follow_the_inter_pod_partition():
-    part = Partition(fattree(6))
+    part = Partition(fattree(6), PAPER)
     pair = ("e0_0", "e0_1")
     assert [p[1] for p in part.lol_paths(pair)] == ["a0_0"]
     part.add_path(("e0_0", "e5_2"))  # makes e0_0->a0_1 LOL, but not a0_1->e0_1
@@ -145,12 +148,25 @@ def test_intra_pod_pairs_follow_the_inter_pod_partition():
 
 
 def test_mice_next_hops_only_along_lol_links():
-    part = Partition(fattree(4))
+    part = Partition(fattree(4), PAPER)
     assert part.mice_next_hops("e0_0", "e3_1") == ["a0_0"]
     assert part.mice_next_hops("a0_0", "e3_1") == ["c1", "c2"]
     assert part.mice_next_hops("a1_1", "e3_1") == []  # a1_1's uplinks are HOL
     assert part.mice_next_hops("a0_0", "e0_1") == []  # below: prefix routes go down
     assert part.mice_next_hops("e0_0", "e0_1") == ["a0_0"]
+
+
+def test_mice_on_all_paths_take_every_live_uplink_and_leave_a_dead_one():
+    """The default (``mice_paths: all``): mice go up every live link, LOL or HOL; a dead one is left
+    at once; the partition's counters (where elephants go first) are the paper's all the same."""
+    part = Partition(fattree(4))
+    assert part.mice_next_hops("e0_0", "e3_1") == ["a0_0", "a0_1"]
+    assert part.mice_next_hops("a1_1", "e3_1") == ["c3", "c4"]  # HOL uplinks carry mice too
+    assert part.mice_next_hops("a0_0", "e0_1") == []  # below: prefix routes go down
+    assert part.is_hol(("e0_0", "a0_1")) and part.mice_usable(("e0_0", "a0_1"))
+    part.set_dead(1.0, {("e0_0", "a0_1"), ("a0_1", "e0_0")})
+    assert part.mice_next_hops("e0_0", "e3_1") == ["a0_0"]
+    assert not part.mice_usable(("e0_0", "a0_1"))
 
 
 def test_leafspine_rule_and_config_errors():

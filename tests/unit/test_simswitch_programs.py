@@ -71,9 +71,9 @@ def test_every_host_reaches_every_host(name, mode, iso):
 @pytest.mark.parametrize("order", ["paper", "spread"])
 @pytest.mark.parametrize("iso", [None, ISO], ids=["plain", "isolation"])
 @pytest.mark.parametrize("name", list(FABRICS))
-def test_freeway_mice_never_cross_a_hol_link_and_carry_the_mice_marks(name, iso, order):
+def test_freeway_mice_on_lol_paths_never_cross_a_hol_link_and_carry_the_mice_marks(name, iso, order):
     fabric = FABRICS[name]()
-    pol = policy("freeway", fabric, iso, FreewayConfig(lol_order=order))
+    pol = policy("freeway", fabric, iso, FreewayConfig(lol_order=order, mice_paths="lol"))
     sim = SimFabric(fabric, pol)
     lol = pol.state.partition.lol_links()
     for src, dst, ft in mice_flows(fabric, limit=3000):

@@ -133,6 +133,9 @@ def idle_fct(rates: list[float], size: int, mtu: int = 1500, link_delay_s: float
     return 2 * small + body
 
 
+TIMED = "timed"  # the bucket of a flow that sends for a time rather than a size (no slowdown: its goodput)
+
+
 def bucket_of(size: int) -> str:
     return next(name for lo, hi, name in SLOWDOWN_BUCKETS if lo <= size < hi)
 
@@ -141,9 +144,17 @@ def flow_rows(run: dict, fabric: Fabric, flows: list[Flow], mtu: int, link_delay
     """One row per flow of a run: its size, bucket, FCT, idle FCT on ``fabric`` and slowdown (None when it
     did not finish), retransmission timeouts and the handshake's answer."""
     by_id = {b["id"]: b for b in run.get("bulk", [])}
+    timed = {e["id"]: e for e in run.get("elephants", []) if "id" in e}
     cache: dict[tuple[str, str], list[float]] = {}
     rows = []
     for n, f in enumerate(flows):
+        if f.bytes == 0:  # a flow that sends for a time (a permutation's): what it delivered, at what rate
+            e = timed.get(n, {})
+            rows.append({"flow": n, "src": f.src, "dst": f.dst, "start_s": f.start, "bytes": 0, "bucket": TIMED,
+                         "announce": f.announced, "hops": None, "fct_s": None, "idle_fct_s": None,
+                         "slowdown": None, "done": n in timed, "rto": None, "answer": e.get("announced"),
+                         "delivered": e.get("bytes"), "goodput_mbps": e.get("goodput_mbps")})
+            continue
         key = (fabric.host(f.src).switch, fabric.host(f.dst).switch)
         rates = cache.get(key)
         if rates is None:
@@ -163,10 +174,14 @@ def summarise(rows: list[dict]) -> dict:
     goodput share too."""
     out = {}
     for name in ["all"] + [b[2] for b in SLOWDOWN_BUCKETS]:
-        sel = [r for r in rows if name == "all" or r["bucket"] == name]
+        sel = [r for r in rows if (name == "all" and r["bucket"] != TIMED) or r["bucket"] == name]
         sd = [r["slowdown"] for r in sel if r["slowdown"] is not None]
         out[name] = {"flows": len(sel), "done": len(sd), "mean": sum(sd) / len(sd) if sd else None,
                      "p50": stats.percentile(sd, 50), "p99": stats.percentile(sd, 99)}
+    timed = [r["goodput_mbps"] for r in rows if r["bucket"] == TIMED and r.get("goodput_mbps") is not None]
+    out[TIMED] = {"flows": sum(1 for r in rows if r["bucket"] == TIMED), "done": len(timed),
+                  "mean": sum(timed) / len(timed) if timed else None, "min": min(timed) if timed else None,
+                  "p50": stats.percentile(timed, 50), "p1": stats.percentile(timed, 1)}
     big = [r["slowdown"] for r in rows if r["bytes"] >= 1_000_000 and r["slowdown"] is not None]
     out[">=1MB"] = {"flows": sum(1 for r in rows if r["bytes"] >= 1_000_000), "done": len(big),
                     "mean": sum(big) / len(big) if big else None, "p50": stats.percentile(big, 50),

@@ -20,9 +20,10 @@ from experiments.sweep.runs import BUCKET_COLUMNS
 
 BUCKETS = ["<100KB", "100KB-1MB", "1-10MB", ">10MB"]
 CELL_KEYS = ("scenario", "workload", "k", "topo", "link_mbps", "duration", "announce_above", "local_share",
-             "queues", "tcp", "mtu", "max_bytes", "hosts_per_edge", "variant")
+             "queues", "tcp", "mtu", "max_bytes", "hosts_per_edge", "variant", "announce", "flow_list")
 HEADLINE = (("<100KB", "p99"), (">=1MB", "mean"))  # the field's two headline figures
 PAPER_FIGURES = ("mice_fct_mean_s", "mice_fct_p99_s", "mice_rto", "elephant_bytes", "core_drops", "unfinished")
+TIMED_FIGURES = ("goodput_mean_mbps", "goodput_min_mbps", "goodput_p1_mbps")  # flows that send for a time
 
 
 class ReportError(ValueError):
@@ -45,6 +46,10 @@ def _cell_name(cell: dict) -> str:
         parts.append("unannounced" if not a else f"announced >= {a / 1e6:g} MB")
     if keep.get("local_share"):
         parts.append(f"{keep.pop('local_share'):g} local")
+    if keep.pop("announce", False) is True:
+        parts.append("announced")
+    if "flow_list" in keep:
+        parts.append(Path(str(keep.pop("flow_list"))).name)
     for k in ("variant", "queues"):
         if k in keep:
             parts.append(f"{k} {keep.pop(k)}")
@@ -81,7 +86,7 @@ def build(store, x: str = "load") -> dict:
     for ckey, group in runs.groupby(keys, dropna=False, sort=True):
         cell = dict(zip(keys, ckey if isinstance(ckey, tuple) else (ckey,), strict=True))
         name = _cell_name(cell)
-        xs = sorted(group[x].dropna().unique().tolist()) if x in group.columns else [None]
+        xs = (sorted(group[x].dropna().unique().tolist()) if x in group.columns else []) or [None]
         modes = _mode_order(group["mode"].unique().tolist())
         out = {"cell": {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in cell.items()},
                "x": x, "xs": xs, "modes": modes, "rows": []}
@@ -99,8 +104,9 @@ def build(store, x: str = "load") -> dict:
                     col = BUCKET_COLUMNS[b]
                     row["per_seed"][b] = {stat: dict(zip(mine["seed"].astype(int), mine[f"{col}_{stat}"],
                                                          strict=True)) for stat in ("mean", "p99")}
-                for fig in PAPER_FIGURES:
-                    vals = [v for v in mine[fig].tolist() if v is not None and not _nan(v)]
+                for fig in PAPER_FIGURES + TIMED_FIGURES:
+                    vals = [v for v in (mine[fig].tolist() if fig in mine.columns else [])
+                            if v is not None and not _nan(v)]
                     row[fig] = sum(vals) / len(vals) if vals else None
                     row[f"{fig}_seeds"] = [min(vals), max(vals)] if vals else None
                 row["unfinished_total"] = int(mine["unfinished"].sum())
@@ -121,8 +127,8 @@ def _shared_runs(runs):
     if "announce_above" not in runs.columns or runs.empty:
         return runs
     values = runs["announce_above"].dropna().unique().tolist()
-    quiet = ~runs["mode"].str.partition("+")[0].isin(ANNOUNCING)
-    copies = [runs[~quiet]]
+    quiet = ~runs["mode"].str.partition("+")[0].isin(ANNOUNCING) & runs["announce_above"].notna()
+    copies = [runs[~quiet]]  # (a scenario without announce_above, a permutation's, as it is)
     for v in values:
         copies.append(runs[quiet].assign(announce_above=v))
     out = pd.concat(copies, ignore_index=True)
@@ -163,6 +169,7 @@ def markdown(rep: dict) -> str:
     for name, cell in rep["cells"].items():
         lines += [f"### {name}", ""]
         paper = cell["cell"].get("scenario") == "paper"
+        timed = cell["cell"].get("scenario") == "permutation"
         for xv in cell["xs"]:
             rows = [r for r in cell["rows"] if r["x"] == xv]
             if not rows:
@@ -171,7 +178,17 @@ def markdown(rep: dict) -> str:
             head = f"{cell['x']} {xv}, " if xv is not None else ""
             lines.append(f"{head}seeds {', '.join(map(str, seeds))} pooled (each seed's low-high in brackets):")
             lines.append("")
-            if paper:
+            if timed:
+                ideal = next((r for r in rows if r["mode"].partition("+")[0] == IDEAL), None)
+                lines += ["| mode | goodput mean Mbit/s | x ideal | min | p1 | core drops |",
+                          "|---|---|---|---|---|---|"]
+                for r in rows:
+                    share = (r["goodput_mean_mbps"] / ideal["goodput_mean_mbps"]
+                             if ideal and r["goodput_mean_mbps"] and ideal["goodput_mean_mbps"] else None)
+                    lines.append(f"| {r['mode']} | {_fmt(r['goodput_mean_mbps'])}{_seeds(r, 'goodput_mean_mbps')} | "
+                                 f"{_fmt(share)} | {_fmt(r['goodput_min_mbps'])} | {_fmt(r['goodput_p1_mbps'])} | "
+                                 f"{_fmt(r['core_drops'], 0)} |")
+            elif paper:
                 lines += ["| mode | mice mean FCT ms | mice p99 ms | mice RTOs | elephant MB | core drops | "
                           "unfinished |", "|---|---|---|---|---|---|---|"]
                 for r in rows:
@@ -193,17 +210,22 @@ def markdown(rep: dict) -> str:
                                  f"{r['unfinished_total']}/{r['flows_total']} |")
             lines.append("")
         rat = [q for q in cell["ratios"] if q["pooled"] is not None]
-        if rat and not paper:
+        if rat and not paper and not timed:
             lines += ["Ratios (pooled; each seed's low-high):", "",
                       "| " + cell["x"] + " | mode | against | <100KB p99 | >=1MB mean |", "|---|---|---|---|---|"]
             keyed: dict = {}
             for q in rat:
                 keyed.setdefault((q["x"], q["mode"], q["vs"]), {})[q["figure"]] = q
             for (xv, mode, vs), figs in keyed.items():
-                lines.append(f"| {xv} | {mode} | {vs} | {_ratio_cell(figs, '<100KB p99')} | "
+                lines.append(f"| {'-' if xv is None else xv} | {mode} | {vs} | {_ratio_cell(figs, '<100KB p99')} | "
                              f"{_ratio_cell(figs, '>=1MB mean')} |")
             lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def _seeds(r: dict, fig: str) -> str:
+    s = r.get(f"{fig}_seeds")
+    return f" ({s[0]:.2f}-{s[1]:.2f})" if s and s[0] != s[1] else ""
 
 
 def _ratio_cell(figs: dict, figure: str) -> str:
@@ -240,7 +262,7 @@ def plot(rep: dict, out: Path, store) -> list[str]:
     for name, cell in rep["cells"].items():
         slug = _slug(name)
         modes, xs = cell["modes"], cell["xs"]
-        if cell["cell"].get("scenario") != "paper" and xs != [None]:
+        if cell["cell"].get("scenario") in ("fct", "flows") and xs != [None]:
             fig, axes = plt.subplots(2, len(BUCKETS), figsize=(4 * len(BUCKETS), 7), squeeze=False)
             for j, b in enumerate(BUCKETS):
                 for i, stat in enumerate(("mean", "p99")):
@@ -265,7 +287,7 @@ def plot(rep: dict, out: Path, store) -> list[str]:
             axes[0][0].legend(fontsize=7)
             fig.suptitle(f"FCT slowdown against {cell['x']}: {name}")
             names.append(save(fig, out / f"{slug}-slowdown.png"))
-        if not flows.empty:
+        if not flows.empty and cell["cell"].get("scenario") != "permutation":
             fig, axes = plt.subplots(1, len(xs), figsize=(5 * len(xs), 3.8), squeeze=False)
             for j, xv in enumerate(xs):
                 ax = axes[0][j]

@@ -18,7 +18,8 @@ BUCKET_COLUMNS = {"all": "all", "<100KB": "lt100KB", "100KB-1MB": "100KB_1MB", "
 MICE_BYTES = 1_000_000  # the Freeway paper's mice: flows under 1 MB
 ANNOUNCING = ("freeway", "freeway-paper")  # the modes whose hosts announce (the others take no handshake)
 POINT_COLUMNS = ("scenario", "mode", "variant", "workload", "load", "seed", "k", "topo", "link_mbps", "duration",
-                 "announce_above", "local_share", "queues", "hosts_per_edge", "tcp", "mtu", "max_bytes")
+                 "announce_above", "local_share", "queues", "hosts_per_edge", "tcp", "mtu", "max_bytes",
+                 "announce", "flow_list")
 
 
 def label(point: dict) -> str:
@@ -44,6 +45,17 @@ def flows_of(point: dict, fabric) -> list:
         from experiments.swim import Derivation, derive, load
 
         return derive(load(), fabric, Derivation(duration_s=point["duration"], seed=point["seed"]))
+    if point["scenario"] == "permutation":
+        from experiments.flowlist import permutation
+
+        return permutation(fabric, point["seed"], point["duration"], announce=bool(point["announce"]))
+    if point["scenario"] == "flows":  # the user's own list; every sized flow a one-way transfer
+        from dataclasses import replace
+
+        from experiments.flowlist import read_csv
+
+        flows = read_csv(point["flow_list"], {h.name for h in fabric.hosts})
+        return [replace(f, kind="bulk") if f.bytes > 0 else f for f in flows]
     return fct.poisson_flows(fabric, point["workload"], point["load"], point["duration"], point["seed"],
                              local_share=point["local_share"], local_scope=point["local_scope"],
                              announce_above=point["announce_above"] or None,
@@ -122,7 +134,8 @@ def analyse(point: dict, spec: dict, result: dict) -> tuple[dict[str, list[dict]
         "mice_fct_mean_s": sum(mice_fct) / len(mice_fct) if mice_fct else None,
         "mice_fct_p99_s": stats.percentile(mice_fct, 99),
         "mice_rto": sum(r["rto"] or 0 for r in mice),
-        "elephant_bytes": sum(bulk[n]["bytes"] for n, f in enumerate(flows) if f.bytes >= MICE_BYTES and n in bulk),
+        "elephant_bytes": sum(bulk[n]["bytes"] for n, f in enumerate(flows) if f.bytes >= MICE_BYTES and n in bulk)
+        + sum(e.get("bytes") or 0 for e in result.get("elephants", [])),  # (and what flows sent for a time delivered)
         "elephant_rto": sum(r["rto"] or 0 for r in rows if r["bytes"] >= MICE_BYTES),
         "core_drops": sum(result.get("core_drops", {}).values()), "all_drops": result.get("all_drops"),
         "core_drops_by_switch": json.dumps(_by_switch(result.get("core_drops", {}))),
@@ -131,6 +144,9 @@ def analyse(point: dict, spec: dict, result: dict) -> tuple[dict[str, list[dict]
         "unanswered": sum(1 for r in rows if r["answer"] == "none"),
         "simulated_s": result.get("simulated_s"), "engine_wall_s": result.get("seconds"),
     })
+    t = summary[fct.TIMED]
+    row.update({"timed_flows": t["flows"], "goodput_mean_mbps": t["mean"], "goodput_min_mbps": t["min"],
+                "goodput_p1_mbps": t["p1"]})
     links, pairs = _series(result, fabric, keys)
     return {"flows": flow_rows, "links": links, "pairs": pairs}, row
 

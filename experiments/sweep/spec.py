@@ -3,8 +3,8 @@ of the controller's settings, and what to report. Checked before anything runs: 
 mode, engine or setting, or a value of the wrong kind, is refused with its line and why.
 
 ```yaml
-scenario: fct                 # fct (Poisson flows, FCT slowdown) or paper (the Freeway paper's SWIM run)
-engine: ns3
+scenario: fct                 # fct (Poisson flows, FCT slowdown), paper (the Freeway paper's SWIM run),
+engine: ns3                   # permutation (every host one long flow to another pod: goodput), flows (a CSV)
 grid:                         # every combination is one run
   mode: [ideal, ecmp, ecmp+isolation, freeway+isolation]
   workload: [websearch, datamining]
@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-SCENARIOS = ("fct", "paper")
+SCENARIOS = ("fct", "paper", "permutation", "flows")
 ENGINES = ("ns3",)
 TOP_KEYS = ("scenario", "engine", "grid", "fixed", "variants", "report", "store")
 REPORT_KEYS = ("x", "title")
@@ -36,27 +36,32 @@ class SpecError(ValueError):
     """A spec that cannot run; the message names the line and the problem."""
 
 
+ANY = SCENARIOS  # (a parameter every scenario takes)
 # parameter -> (kind, default, scenarios that take it, help)
 PARAMS: dict[str, tuple[str, object, tuple[str, ...], str]] = {
-    "mode": ("mode", "ecmp", ("fct", "paper"), "a mode (with +isolation), or ideal (ideal+isolation: its ports strict)"),
-    "seed": ("int", 1, ("fct", "paper"), "the workload's and the engine's seed"),
-    "k": ("int", 8, ("fct", "paper"), "fat-tree arity"),
-    "topo": ("choice:fattree,leafspine", "fattree", ("fct",), "fabric"),
-    "link_mbps": ("float", 100.0, ("fct", "paper"), "every link's rate, Mbit/s"),
+    "mode": ("mode", "ecmp", ANY, "a mode (with +isolation), or ideal (ideal+isolation: its ports strict)"),
+    "seed": ("int", 1, ANY, "the workload's and the engine's seed"),
+    "k": ("int", 8, ANY, "fat-tree arity"),
+    "topo": ("choice:fattree,leafspine", "fattree", ("fct", "permutation", "flows"), "fabric"),
+    "link_mbps": ("float", 100.0, ANY, "every link's rate, Mbit/s"),
     "workload": ("choice:websearch,datamining", "websearch", ("fct",), "flow sizes"),
     "load": ("fraction", 0.5, ("fct",), "offered load, a fraction of each access link"),
-    "duration": ("float", 2.0, ("fct", "paper"), "seconds of arrivals (paper: the trace hour compressed)"),
+    "duration": ("float", 2.0, ("fct", "paper", "permutation"), "seconds of arrivals (paper: the trace hour "
+                 "compressed; permutation: how long every flow sends)"),
+    "announce": ("bool", False, ("permutation",), "the permutation's flows announce themselves (rate-less)"),
+    "flow_list": ("path", "", ("flows",), "a flow list (CSV: start_s, src, dst, bytes, ...; docs/ns3.md), "
+                  "relative to the spec's directory"),
     "max_bytes": ("float", 30_000_000.0, ("fct",), "sizes conditioned on at most this (0: the whole distribution)"),
     "local_share": ("fraction0", 0.0, ("fct",), "share of flows kept inside the source's rack or pod"),
     "local_scope": ("choice:rack,pod", "rack", ("fct",), "where local flows stay"),
     "announce_above": ("float", 1_000_000.0, ("fct",), "flows of this many bytes or more announce (0: none)"),
     "hosts_per_edge": ("int", 10, ("paper",), "servers a ToR"),
-    "queues": ("str", "", ("fct", "paper"), "every port's discipline ('' = strict with isolation, else fifo)"),
-    "tcp": ("choice:cubic,newreno,bbr,dctcp", "cubic", ("fct", "paper"), "the hosts' congestion control"),
-    "mtu": ("int", 1500, ("fct", "paper"), "frame size"),
-    "link_delay_us": ("float", 5.0, ("fct", "paper"), "one-way delay of every link, us"),
-    "grace": ("float", 30.0, ("fct", "paper"), "seconds after the last arrival a run waits for the rest"),
-    "variant": ("variant", "default", ("fct", "paper"), "a named set of controller settings (variants:)"),
+    "queues": ("str", "", ANY, "every port's discipline ('' = strict with isolation, else fifo)"),
+    "tcp": ("choice:cubic,newreno,bbr,dctcp", "cubic", ANY, "the hosts' congestion control"),
+    "mtu": ("int", 1500, ANY, "frame size"),
+    "link_delay_us": ("float", 5.0, ANY, "one-way delay of every link, us"),
+    "grace": ("float", 30.0, ANY, "seconds after the last arrival a run waits for the rest"),
+    "variant": ("variant", "default", ANY, "a named set of controller settings (variants:)"),
 }
 
 
@@ -143,6 +148,14 @@ def check_value(name: str, value, kind: str, where: str, variants: dict) -> obje
             except QueueError as e:
                 raise SpecError(f"{where}: queues: {e}") from None
         return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise bad("true or false")
+        return value
+    if kind == "path":
+        if not isinstance(value, str) or not value.strip():
+            raise bad("a file's path")
+        return value
     if kind == "mode":
         known = _known_modes()
         if value not in known:
@@ -205,7 +218,38 @@ def parse(text: str, origin: str = "spec") -> Spec:
         if "x" in report and report["x"] not in PARAMS:
             raise SpecError(f"{origin}:{_line(node)}: report.x: {report['x']!r} is not a parameter")
     store = _scalar(top["store"][1]) if "store" in top else None
-    return Spec(scenario, engine, grid, fixed, variants, report, store)
+    spec = Spec(scenario, engine, grid, fixed, variants, report, store)
+    if scenario == "flows":
+        _check_flow_lists(spec, origin)
+    return spec
+
+
+def _check_flow_lists(spec: Spec, origin: str) -> None:
+    """Every flow list a ``flows`` sweep names, resolved against the spec's directory and read against
+    the fabric of each point that uses it: a missing file or a bad line refused before anything runs."""
+    import os
+
+    from experiments.flowlist import FlowListError, read_csv
+    from experiments.sweep.runs import fabric_of
+
+    base = os.path.dirname(os.path.abspath(origin)) if os.path.isfile(origin) else os.getcwd()
+    for section in (spec.grid, spec.fixed):
+        if "flow_list" in section:
+            vals = section["flow_list"]
+            resolved = [os.path.join(base, v) for v in (vals if isinstance(vals, list) else [vals])]
+            section["flow_list"] = resolved if isinstance(vals, list) else resolved[0]
+    if "flow_list" not in spec.grid and "flow_list" not in spec.fixed:
+        raise SpecError(f"{origin}: flow_list: scenario flows needs one (in fixed or grid)")
+    seen = set()
+    for p in spec.points():
+        key = (p["flow_list"], p["k"], p["topo"], p["link_mbps"])
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            read_csv(p["flow_list"], {h.name for h in fabric_of(p).hosts})
+        except FlowListError as e:
+            raise SpecError(f"{origin}: flow_list: {e}") from None
 
 
 def _section(entry, name: str, scenario: str, origin: str, variants: dict, lists: bool) -> dict:

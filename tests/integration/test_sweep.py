@@ -190,3 +190,42 @@ def test_a_spec_with_a_bad_line_runs_nothing(tmp_path):
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 2 and f"{spec}:3:" in out and "'warp'" in out, out
     assert not (tmp_path / "store").exists()
+
+
+def test_a_permutation_and_a_flow_list_of_ones_own_are_swept_and_reported_beside_the_ideal(tmp_path):
+    """The existing scenarios write into a store too: a permutation (every host one flow to another pod,
+    goodput against the ideal's) and a user's CSV flow list (slowdowns by bucket), each through
+    ``freeway sweep`` on a local cluster, each read back by ``freeway report``."""
+    import pandas as pd
+
+    perm = tmp_path / "perm.yaml"
+    perm.write_text("scenario: permutation\ngrid:\n  mode: [ideal, ecmp]\nfixed:\n  k: 4\n  link_mbps: 10\n"
+                    "  duration: 1.0\n  grace: 3\n")
+    (tmp_path / "lists").mkdir()
+    (tmp_path / "lists" / "mine.csv").write_text(
+        "start_s,src,dst,bytes\n0.0,h0_0_0,h3_1_1,200000\n0.0,h1_0_0,h3_1_1,200000\n0.1,h2_0_0,h0_1_0,30000\n")
+    own = tmp_path / "own.yaml"
+    own.write_text("scenario: flows\ngrid:\n  mode: [ideal, ecmp]\nfixed:\n  k: 4\n  link_mbps: 10\n"
+                   "  flow_list: lists/mine.csv\n  grace: 3\n")
+    store = tmp_path / "store"
+    for spec in (perm, own):
+        proc = _sweep(spec, store, "--workers", "2")
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out
+    runs = pd.concat(pd.read_parquet(f) for f in (store / "runs").glob("*.parquet"))
+    assert sorted(runs["scenario"]) == ["flows", "flows", "permutation", "permutation"]
+    p = runs[runs["scenario"] == "permutation"].set_index("mode")
+    assert (p["timed_flows"] == 16).all()
+    ideal, ecmp = p.loc["ideal", "goodput_mean_mbps"], p.loc["ecmp", "goodput_mean_mbps"]
+    assert 6 < ideal <= 10 and ecmp <= 1.05 * ideal, (ideal, ecmp)
+    f = runs[runs["scenario"] == "flows"]
+    assert (f["all_flows"] == 3).all() and (f["unfinished"] == 0).all(), f
+    assert f.set_index("mode").loc["ecmp", "lt100KB_mean"] >= 0.97  # (never faster than alone on its fabric)
+    tables = _tables(store, tmp_path / "report")
+    assert "### permutation k=4" in tables and "| ideal | " in tables and "### flows k=4 mine.csv" in tables, tables
+    assert f"| ecmp | {ecmp:,.2f} | {ecmp / ideal:,.2f} |" in tables, tables  # goodput, and as a share of the ideal's
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(own.read_text().replace("lists/mine.csv", "lists/none.csv"))
+    proc = _sweep(bad, tmp_path / "store2")
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "none.csv" in out and "cannot read" in out, out

@@ -176,3 +176,32 @@ def test_a_run_is_known_by_every_setting_it_runs_with_defaults_included():
 
     assert h("{freeway: {elephant_idle_s: 2}}") == h("{}")  # 2 is the default
     assert h("{freeway: {elephant_idle_s: 10}}") != h("{}")
+
+
+def test_a_flow_list_sweep_reads_its_list_beside_the_spec_and_refuses_a_bad_one(tmp_path):
+    (tmp_path / "mine.csv").write_text("start_s,src,dst,bytes\n0.0,h0_0_0,h3_1_1,200000\n")
+    spec = tmp_path / "own.yaml"
+    spec.write_text("scenario: flows\ngrid:\n  mode: [ecmp]\nfixed:\n  k: 4\n  flow_list: mine.csv\n")
+    from experiments.sweep.spec import load
+
+    (p,) = load(str(spec)).points()
+    assert p["flow_list"] == str(tmp_path / "mine.csv")
+    flows = runs.flows_of(p, runs.fabric_of(p))
+    assert [(f.src, f.dst, f.bytes, f.kind) for f in flows] == [("h0_0_0", "h3_1_1", 200000, "bulk")]
+    (tmp_path / "mine.csv").write_text("start_s,src,dst,bytes\n0.0,h0_0_0,h9_9_9,200000\n")
+    with pytest.raises(SpecError, match=r"own.yaml: flow_list: .*line 2: 'h9_9_9' is not a host"):
+        load(str(spec))
+    spec.write_text("scenario: flows\ngrid:\n  mode: [ecmp]\nfixed:\n  k: 4\n")
+    with pytest.raises(SpecError, match="flow_list: scenario flows needs one"):
+        load(str(spec))
+    with pytest.raises(SpecError, match=":5: fixed.workload: scenario permutation does not take it"):
+        parse("scenario: permutation\ngrid:\n  mode: [ecmp]\nfixed:\n  workload: websearch\n", "p.yaml")
+
+
+def test_a_permutation_point_sends_one_flow_from_and_to_every_host_across_pods():
+    (p,) = parse("scenario: permutation\ngrid:\n  mode: [ecmp]\nfixed:\n  k: 4\n  duration: 3\n").points()
+    fabric = runs.fabric_of(p)
+    flows = runs.flows_of(p, fabric)
+    pod = {h.name: fabric.switches[h.switch].pod for h in fabric.hosts}
+    assert sorted(f.src for f in flows) == sorted(pod) == sorted(f.dst for f in flows)
+    assert all(pod[f.src] != pod[f.dst] and f.bytes == 0 and f.stop == 3.0 for f in flows)

@@ -137,6 +137,12 @@ def cmd_bench(args) -> int:
             print(f"freeway+isolation {key}: emulator {c['emulator']}, ns-3 {c['ns3']}"
                   + ("" if rel is None else f" (ns-3 differs by {rel:+.0%})"))
         print(f"cross-validation {'met' if r['met'] else 'NOT met'}; results in {Path(args.out) / 'crossval.json'}")
+    elif args.bench == "sweep":
+        from experiments.sweep import bench as sweep_bench
+
+        r = sweep_bench.run(Path(args.out), args.duration, args.workers)
+        print(f"overhead {r['overhead']['ratio']}x ({'met' if r['overhead']['met'] else 'NOT met'}); resume "
+              f"{'met' if r['resume']['met'] else 'NOT met'}; results in {Path(args.out) / 'sweep.json'}")
     elif args.bench == "exhaustion":
         from experiments import exhaustion
 
@@ -501,6 +507,12 @@ def add_commands(sub) -> None:
     bx.add_argument("--emulator", required=True, help="a 'freeway experiment mixed' output directory")
     bx.add_argument("--ns3", required=True, help="the same with --engine ns3")
     bx.add_argument("--out", default="results/crossval", help="output directory (results/crossval)")
+    bw = bsub.add_parser("sweep", help="a sweep of 8 short ns-3 runs on a Dask scheduler and two workers started as "
+                                       "processes: its overhead over the runs' own time, and an interrupted "
+                                       "sweep started again (runs only what is missing, the same tables)")
+    bw.add_argument("--duration", type=float, default=0.4, help="seconds of arrivals a run (0.4)")
+    bw.add_argument("--workers", type=int, default=2, help="worker processes (2)")
+    bw.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     bz = bsub.add_parser("exhaustion", help="handshakes and the API while unadmitted OpenFlow connections and a "
                                             "slowloris on the API hold what they can, beside the same unloaded "
                                             "(the controller against a fat-tree emulated at the socket)")

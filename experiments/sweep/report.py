@@ -143,15 +143,19 @@ def _nan(v) -> bool:
 def _ratios(cell: dict) -> list[dict]:
     """Each mode against the ideal and against ECMP, per headline figure: pooled, and per seed (low-high)."""
     out = []
-    refs = [r for r in (next((m for m in cell["modes"] if m.partition("+")[0] == IDEAL), None), "ecmp")
-            if r in cell["modes"]]
+    ideals = [m for m in cell["modes"] if m.partition("+")[0] == IDEAL]
+
+    def ideal_of(mode: str) -> str | None:
+        """A mode's ideal: the one with its queues (ideal+isolation for a mode with isolation)."""
+        want = f"{IDEAL}+isolation" if mode.endswith("+isolation") else IDEAL
+        return want if want in ideals else (ideals[0] if ideals else None)
+
     for xv in cell["xs"]:
         rows = {r["mode"]: r for r in cell["rows"] if r["x"] == xv}
-        for ref in refs:
-            if ref not in rows:
-                continue
+        for kind in ("ideal", "ecmp"):
             for mode, r in rows.items():
-                if mode == ref or mode.partition("+")[0] == IDEAL:
+                ref = ideal_of(mode) if kind == "ideal" else "ecmp"
+                if ref is None or ref not in rows or mode == ref or mode.partition("+")[0] == IDEAL:
                     continue
                 for b, stat in HEADLINE:
                     a, base = (r["pooled"][b] or {}).get(stat), (rows[ref]["pooled"][b] or {}).get(stat)

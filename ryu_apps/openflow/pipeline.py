@@ -58,7 +58,9 @@ _BANDS = (
     Band("classify", 100, INGRESS, "isolation: mark host traffic as mice (DSCP, queue), go to forward"),
     Band("guard-pass", 110, GUARD, "a host's own packets (source MAC and IP; ARP: source MAC and sender IP), "
                                    "and everything from an uplink: go to ingress"),
-    Band("lldp", 120, GUARD, "LLDP from a port that faces neither a switch nor a host of the description: dropped"),
+    Band("lldp", 120, GUARD, "LLDP from a port that faces neither a switch nor a host of the description: to the "
+         "controller through the stray-LLDP meter (a miswired cable is reported; a flood there cannot starve the "
+         "probes)"),
     Band("lldp-host", 121, GUARD, "LLDP probes from a port facing a switch to the controller (the link check), "
                                   "through the switch's LLDP meter; at a ToR, from a host port, through that "
                                   "host's punt meter"),
@@ -141,7 +143,8 @@ UPLINK_GROUP = IdRange("uplink group", 1, 1)  # ECMP over the uplinks
 MICE_GROUPS = IdRange("mice groups", 1000, 1000 + 0xFFFF)  # one per distinct set of next hops at a switch
 AVOID_GROUPS = IdRange("failure groups", 70000, 70000 + 0xFFFF)  # + index of the destination ToR
 LLDP_METER = IdRange("lldp meter", 1, 1)  # the LLDP probes a switch punts
-HOST_PUNT_METERS = IdRange("host punt meters", 2, 99)  # + the host's place on its ToR (1..): what one host may
+STRAY_LLDP_METER = IdRange("stray lldp meter", 2, 2)  # LLDP from a port the description has nothing on
+HOST_PUNT_METERS = IdRange("host punt meters", 3, 99)  # + the host's place on its ToR (0..): what one host may
 # send to the controller (ARP, handshakes, Hedera's first packets), so that one host cannot starve its neighbours'
 MICE_METERS = IdRange("mice meters", 100, 999)  # + host port (isolation's optional mice cap)
 
@@ -149,12 +152,12 @@ MICE_METERS = IdRange("mice meters", 100, 999)  # + host port (isolation's optio
 def host_punt_meter(slot: int) -> int:
     """The punt meter of the host at ``slot`` (1..) on its ToR: its own for the first 97 hosts; a ToR with
     more (the ideal's one switch carries every host of a fabric) shares them round (host 98 with host 1)."""
-    return HOST_PUNT_METERS.id((slot - 1) % (HOST_PUNT_METERS.last - HOST_PUNT_METERS.first) + 1)
+    return HOST_PUNT_METERS.id((slot - 1) % (HOST_PUNT_METERS.last - HOST_PUNT_METERS.first + 1))
 
 
 ELEPHANT_METERS = IdRange("elephant meters", 1000, 0xFFFF0000)  # + elephant id
 GROUP_RANGES = (UPLINK_GROUP, MICE_GROUPS, AVOID_GROUPS)
-METER_RANGES = (LLDP_METER, HOST_PUNT_METERS, MICE_METERS, ELEPHANT_METERS)
+METER_RANGES = (LLDP_METER, STRAY_LLDP_METER, HOST_PUNT_METERS, MICE_METERS, ELEPHANT_METERS)
 
 
 def describe() -> str:

@@ -222,15 +222,18 @@ def tor_tables(fabric: Fabric, switch: str, flows: list[Flow]) -> list[Flow]:
 
 
 LLDP_PPS, LLDP_BURST = 200, 100  # a switch's LLDP probes to the controller (k=48: 48 ports at 1 s are 48/s)
+STRAY_PPS, STRAY_BURST = 10, 10  # LLDP from ports the description has nothing on (a few cables' probes a second)
 
 
 def lldp_program(fabric: Fabric, switch: str) -> list:
     """Every switch punts the LLDP probes it receives on a port facing another switch through its LLDP
     meter; at a ToR, those from a host port go through that host's punt meter instead (a host cannot
-    starve the link check); on any other port (unused, undescribed) LLDP is dropped: a flood there
-    shared the switch's LLDP meter with the real probes (issue 60 item 6)."""
-    lldp = pipeline.LLDP_METER.id(0)
-    out: list = [Meter(lldp, LLDP_PPS, LLDP_BURST, pktps=True), Flow(PRIO_LLDP, match(eth_type=ETH_LLDP), ())]
+    starve the link check); on any other port (unused, undescribed) LLDP goes to the controller through a
+    meter of its own, a few a second, so that a cable the description lacks is still reported while a
+    flood there no longer shares the probes' meter (issue 60 item 6)."""
+    lldp, stray = pipeline.LLDP_METER.id(0), pipeline.STRAY_LLDP_METER.id(0)
+    out: list = [Meter(lldp, LLDP_PPS, LLDP_BURST, pktps=True), Meter(stray, STRAY_PPS, STRAY_BURST, pktps=True),
+                 Flow(PRIO_LLDP, match(eth_type=ETH_LLDP), (ToController(),), meter_id=stray)]
     out += [Flow(PRIO_LLDP_HOST, match(in_port=fabric.port_to(switch, n), eth_type=ETH_LLDP), (ToController(),),
                  meter_id=lldp) for n in fabric.neighbors(switch) if n in fabric.switches]
     out += [Flow(PRIO_LLDP_HOST, match(in_port=h.port, eth_type=ETH_LLDP), (ToController(),),

@@ -194,7 +194,44 @@ def test_a_cable_the_description_does_not_have_is_reported_and_never_used(k4):
         for sw, port in (("e0_0", 200), ("e1_0", 201)):
             assert f"output:{port}" not in ofctl("dump-flows", sw) + ofctl("dump-groups", sw)
         assert fn.ping_matrix([("h0_0_0", "h1_0_0")]) == []
+        _stray_lldp_flood_leaves_the_probes_alone(ctl)
     finally:
         subprocess.run(["ovs-vsctl", "--if-exists", "del-port", "e0_0", "fwl0", "--", "--if-exists", "del-port",
-                        "e1_0", "fwl1"])
+                        "e1_0", "fwl1", "--", "--if-exists", "del-port", "e0_0", "fwl2"])
         subprocess.run(["ip", "link", "del", "fwl0"])
+        subprocess.run(["ip", "link", "del", "fwl2"], capture_output=True)
+
+
+def _stray_lldp_flood_leaves_the_probes_alone(ctl):
+    """Issue 60 item 6: 2,000 LLDP frames a second for 4 s into an unused port of e0_0 (a veth whose
+    other end this test holds): they go through the stray-LLDP meter, which drops most of them, and
+    every link's check stays verified (the probes' own meter is not shared with them)."""
+    import socket
+
+    from ryu_apps.openflow import pipeline
+
+    subprocess.run(["ip", "link", "add", "fwl2", "type", "veth", "peer", "name", "fwl3"], check=True)
+    for dev in ("fwl2", "fwl3"):
+        subprocess.run(["ip", "link", "set", dev, "up"], check=True)
+    subprocess.run(["ovs-vsctl", "add-port", "e0_0", "fwl2", "--", "set", "interface", "fwl2", "ofport_request=202"],
+                   check=True)
+    meter = pipeline.STRAY_LLDP_METER.id(0)
+
+    def dropped():
+        out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "meter-stats", "e0_0", f"meter={meter}"],
+                             capture_output=True, text=True).stdout
+        m = re.search(r"0:\s*packet_count:(\d+)", out)
+        return int(m.group(1)) if m else 0
+
+    before = dropped()
+    frame = bytes.fromhex("0180c200000e" "020000ffee01" "88cc") + b"\x02\x07\x04" + bytes(60)
+    with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as s:
+        s.bind(("fwl3", 0))
+        t0 = time.monotonic()
+        for n in range(400):  # 20 frames every 10 ms
+            for _ in range(20):
+                s.send(frame)
+            time.sleep(max(0.0, t0 + (n + 1) * 0.01 - time.monotonic()))
+    time.sleep(1.5)
+    assert dropped() - before > 4000, (before, dropped())
+    assert set(_checks(ctl)[0].values()) == {"verified"}, _checks(ctl)[0]

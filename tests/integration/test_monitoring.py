@@ -135,14 +135,25 @@ def test_a_datagram_from_an_agent_not_in_the_fabric_is_counted_and_dropped(k4):
     port = fn.fabric.port_to("c1", "a0_0")
     ifindex = int(subprocess.run(["ovs-vsctl", "get", "interface", f"c1-eth{port}", "ifindex"], capture_output=True,
                                  text=True, check=True).stdout)
+    deadline = time.monotonic() + 20  # the agents' port maps read (until then every agent is taken)
+    while not ctl.events(("links",)) or not ctl.events(("links",))[-1]["stats"].get("ports_mapped"):
+        assert time.monotonic() < deadline, ctl.log_tail()
+        time.sleep(0.5)
     before = ctl.events(("links",))[-1]["stats"]
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.66", 0))  # (a loopback address of its own, which it names as its agent)
+        for n in range(5):
+            forged = enc.counter_sample([enc.if_counters(ifindex, out_octets=10**10 * (n + 1))], seq=n)
+            s.sendto(enc.datagram([forged], agent="127.0.0.66", seq=n), ("127.0.0.1", ctl.sflow_port))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:  # issue 60: an agent the source does not carry
         for n in range(5):
             forged = enc.counter_sample([enc.if_counters(ifindex, out_octets=10**10 * (n + 1))], seq=n)
             s.sendto(enc.datagram([forged], agent="192.0.2.66", seq=n), ("127.0.0.1", ctl.sflow_port))
     time.sleep(2.2)  # the next snapshot
     after = ctl.events(("links",))[-1]["stats"]
-    assert after["unknown_agent"] - before["unknown_agent"] == 5, after
+    assert after["unknown_agent"] - before["unknown_agent"] == 5, json.dumps([before, after])
+    assert after["agent_not_source"] - before["agent_not_source"] == 5, json.dumps([before, after])
     assert after["unmapped_ifindex"] == before["unmapped_ifindex"]
-    assert "dropped sFlow datagram from agent 192.0.2.66, not a switch of the fabric" in ctl.log_text()
+    assert "dropped sFlow datagram from agent 127.0.0.66, not a switch of the fabric" in ctl.log_text()
+    assert "dropped sFlow datagram naming agent 192.0.2.66 from 127.0.0.1" in ctl.log_text()
     assert fn.ping_matrix([("h0_0_0", "h1_1_1")]) == []

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from experiments.sweep.cluster import Cluster, stop
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -30,54 +31,6 @@ fixed:
   duration: 0.4
   grace: 5
 """
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start(args: list[str], log: Path) -> subprocess.Popen:
-    return subprocess.Popen(args, stdout=open(log, "w"), stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-
-
-class Cluster:
-    """``dask scheduler`` and ``dask worker`` processes, each a single-threaded worker without a nanny (a
-    killed worker stays dead, as a lost machine)."""
-
-    def __init__(self, tmp: Path, workers: int):
-        self.port = _port()
-        self.address = f"tcp://127.0.0.1:{self.port}"
-        self.scheduler = _start([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
-                                 "--dashboard-address", ":0"], tmp / "scheduler.log")
-        self.workers = [_start([str(BIN / "dask"), "worker", self.address, "--nthreads", "1", "--no-nanny",
-                                "--name", f"w{i}", "--memory-limit", "0"], tmp / f"worker{i}.log")
-                        for i in range(workers)]
-        from distributed import Client
-
-        deadline = time.time() + 60
-        while True:
-            try:
-                with Client(self.address, timeout="5s") as c:
-                    if len(c.scheduler_info()["workers"]) == workers:
-                        return
-            except OSError:
-                pass
-            if time.time() > deadline:
-                self.close()
-                raise RuntimeError(f"the cluster did not come up: {(tmp / 'scheduler.log').read_text()[-2000:]}")
-            time.sleep(0.5)
-
-    def close(self) -> None:
-        for p in [*self.workers, self.scheduler]:
-            _stop(p)
 
 
 def _children(pid: int) -> list[int]:
@@ -155,7 +108,7 @@ def test_an_interrupted_sweep_started_again_runs_only_what_is_missing_and_report
         os.killpg(proc.pid, signal.SIGINT)  # the user's ^C
         proc.wait(120)
     finally:
-        _stop(proc)
+        stop(proc)
     first = _stored(again)
     assert 1 <= len(first) < 4, first
     proc = _sweep(spec, again, "--workers", "2")
@@ -175,7 +128,7 @@ def test_a_sweep_whose_scheduler_goes_away_says_what_was_stored_and_exits_non_ze
     try:
         proc = _sweep(spec, store, "--scheduler", cluster.address)
         _wait_for(lambda: _children(cluster.workers[0].pid), 180, "a run under way")
-        _stop(cluster.scheduler)
+        stop(cluster.scheduler)
         out, _ = proc.communicate(timeout=180)
     finally:
         cluster.close()

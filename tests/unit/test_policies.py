@@ -153,14 +153,16 @@ def test_everything_sent_to_the_controller_goes_through_the_sending_hosts_own_pu
         meters = {m.meter_id: m for m in prog if isinstance(m, Meter)}
         punts = [f for f in prog if isinstance(f, Flow) and any(isinstance(a, ToController) for a in f.actions)]
         # the fabric's LLDP probes, from each port facing a switch: the switch's own meter (issue 60 item 6:
-        # LLDP from any other port is dropped, not punted through it)
+        # LLDP from any other port goes through a meter of its own, a few a second, not through it)
         switch_ports = {fabric.port_to(sw, n) for n in fabric.neighbors(sw) if n in fabric.switches}
         probes = [f for f in punts if f.priority == lldp and dict(f.match).get("in_port") in switch_ports]
         assert sorted((dict(f.match)["in_port"], f.meter_id) for f in probes) == sorted(
             (p, pipeline.LLDP_METER.id(0)) for p in switch_ports)
         assert all(dict(f.match)["eth_type"] == 0x88CC for f in probes) and meters[pipeline.LLDP_METER.id(0)].pktps
-        assert not [f for f in prog if isinstance(f, Flow) and f.priority == pipeline.prio("lldp") and f.actions]
-        punts = [f for f in punts if f not in probes]
+        (stray,) = [f for f in prog if isinstance(f, Flow) and f.priority == pipeline.prio("lldp")]
+        assert "in_port" not in dict(stray.match) and stray.meter_id == pipeline.STRAY_LLDP_METER.id(0)
+        assert meters[stray.meter_id].pktps and meters[stray.meter_id].rate <= 10
+        punts = [f for f in punts if f not in probes and f is not stray]
         if not fabric.switches[sw].is_tor:
             assert not punts
             continue
@@ -168,8 +170,9 @@ def test_everything_sent_to_the_controller_goes_through_the_sending_hosts_own_pu
         assert punts and all(dict(f.match).get("in_port") in hosts for f in punts), sw
         for f in punts:
             m = meters[f.meter_id]
-            assert m.pktps and f.meter_id == pipeline.HOST_PUNT_METERS.id(
+            assert m.pktps and f.meter_id == pipeline.host_punt_meter(
                 fabric.host_slot(next(h for h in fabric.hosts_on(sw) if h.port == dict(f.match)["in_port"])))
+            assert pipeline.HOST_PUNT_METERS.first <= f.meter_id <= pipeline.HOST_PUNT_METERS.last
 
 
 def test_a_link_is_stale_after_a_few_of_the_agents_counter_intervals_when_they_poll_slowly():

@@ -52,10 +52,10 @@ def sweep(spec: Spec, store: Store, scheduler: str | None = None, workers: int =
 
     store.check_writable()
     points = spec.points()
-    planned = [(p, plan(p)[1]) for p in points]
-    todo = [(p, h) for p, h in planned if rerun or not store.has(h)]
-    out = Outcome(len(points), len(points) - len(todo))
-    progress(f"[sweep] {len(points)} runs: {out.stored_before} already stored, {len(todo)} to run; store "
+    planned = list({h: (p, h) for p, h in ((p, plan(p)[1]) for p in points)}.values())  # points that are the
+    todo = [(p, h) for p, h in planned if rerun or not store.has(h)]  # same run (a mode that announces nothing,
+    out = Outcome(len(planned), len(planned) - len(todo))  # under two announce thresholds) run once
+    progress(f"[sweep] {len(planned)} runs: {out.stored_before} already stored, {len(todo)} to run; store "
              f"{store.root}")
     if not todo:
         return out

@@ -92,6 +92,8 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self._portmap_took = 0.0  # how long the last reading of the map took
         self._unmapped_seen = 0
         self._early_gap = EARLY_PORTMAP_S
+        self._described_ports = {(ln.a, ln.a_port) for ln in self.fabric.links} | {
+            (ln.b, ln.b_port) for ln in self.fabric.links} | {(h.switch, h.port) for h in self.fabric.hosts}
         self._snapshot_sources = []  # callables returning dicts merged into each snapshot (other apps' state)
         self._next_poll = self._next_snapshot = 0.0
         self.loop_errors = 0
@@ -171,8 +173,10 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             LOG.info("ifIndex map: %d switch ports known", len(ifmap))
         # a reading that an unknown ifIndex asked for, and that found the map as it was, makes the next such
         # reading wait twice as long (issue 60: any datagram can carry an unknown ifIndex; a forger's made
-        # OVSDB be read every 2 s); a reading that changed the map (an OVS restart renumbers) resets it
-        self._early_gap = EARLY_PORTMAP_S if ifmap != self.estimator.ifmap else min(
+        # OVSDB be read every 2 s); a reading that changed the map (an OVS restart renumbers), or one that
+        # still lacks a port the description has (a fabric coming up: its ports appear one by one), keeps it
+        missing = bool(self._described_ports - set(ifmap.values()))
+        self._early_gap = EARLY_PORTMAP_S if ifmap != self.estimator.ifmap or missing else min(
             2 * self._early_gap, PORTMAP_REFRESH_S)
         self.estimator.set_ifmap(ifmap)
 

@@ -18,6 +18,9 @@ def _wait_for(ctl, pred, timeout):
 def test_elephant_detected_with_rate_and_link_occupancy_close_to_iperf(k4):
     fn, ctl = k4
     fn.wait_reachable(30)
+    # the steady state is measured here, not the start-up: the host's link has been read twice already
+    assert _wait_for(ctl, lambda e: e.get("type") == "links" and "h0_0_0>e0_0" in e["utilisation"], 20), \
+        ctl.log_tail()
     dst = fn.host("h3_1_1")
     dst.cmd("iperf3 -s -1 -p 5401 -D >/dev/null 2>&1")
     time.sleep(0.3)

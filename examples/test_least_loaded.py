@@ -3,7 +3,7 @@ alone: Freeway is not edited to know it. On ns-3 (``ns3_fabric``) and on Open vS
 
 import pytest
 
-from experiments.flowlist import Flow
+from experiments.workloads.flowlist import Flow
 
 
 @pytest.mark.fabric("fattree", k=4, rate_mbps=10)

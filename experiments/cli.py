@@ -7,7 +7,7 @@ import sys
 
 
 def cmd_demo(args) -> int:
-    from experiments.demo import run
+    from experiments.scenarios.demo import run
 
     return run(args)
 
@@ -26,7 +26,8 @@ def _mice_sizes(text: str) -> tuple[int, int]:
 def cmd_bench(args) -> int:
     from pathlib import Path
 
-    from experiments import bench
+    from experiments.benches import controller as bench
+    from experiments.benches import failover, reroute
 
     if args.bench == "startup":
         ks = [int(x) for x in args.k.split(",")]
@@ -59,7 +60,7 @@ def cmd_bench(args) -> int:
               f"{r['partition_period']['median_ms']} ms; Bin-Pack / optimum {r['binpack_vs_exact']['mean_ratio']}")
         print(f"results in {Path(args.out) / 'scale.json'}")
     elif args.bench == "fabric-scale":
-        from experiments import fabricscale
+        from experiments.benches import fabricscale
 
         for k in [int(x) for x in args.k.split(",")]:
             r = fabricscale.run(k, Path(args.out), args.topo, args.pairs, mode=args.mode, timeout=args.timeout,
@@ -81,37 +82,37 @@ def cmd_bench(args) -> int:
         if drawn:
             print(f"plot in {drawn}")
     elif args.bench == "failover" and args.cluster:
-        r = bench.cluster_failover(args.trials, args.ttl, Path(args.out))
+        r = failover.cluster_failover(args.trials, args.ttl, Path(args.out))
         print(json.dumps(r["summary"]))
         print(f"results in {Path(args.out) / 'failover-cluster.json'}")
     elif args.bench == "failover":
-        r = bench.failover(args.modes.split(","), args.trials, Path(args.out))
+        r = failover.failover(args.modes.split(","), args.trials, Path(args.out))
         for mode, row in r["summary"].items():
             print(f"{mode}: {json.dumps(row)}")
         print(f"results in {Path(args.out) / 'failover.json'}")
     elif args.bench == "reroute":
         from ryu_apps.host.agent import parse_size
 
-        r = bench.reroute(args.trials, parse_size(args.size), args.modes.split(","), Path(args.out))
+        r = reroute.reroute(args.trials, parse_size(args.size), args.modes.split(","), Path(args.out))
         print(f"reroute delay median {r['reroute_delay_s']['median']} s over {args.trials} trials")
         for test_no, row in r["gain_vs_ecmp"].items():
             print(f"test {test_no}: " + ", ".join(f"{m} FCT {v['fct_gain_pct']}% throughput {v['throughput_gain_pct']}%"
                                                  for m, v in row.items()))
         print(f"results in {Path(args.out) / 'reroute.json'}")
     elif args.bench == "isolation":
-        r = bench.isolation_bench(args.seconds, args.mice_rate, args.elephants, Path(args.out))
+        r = reroute.isolation_bench(args.seconds, args.mice_rate, args.elephants, Path(args.out))
         for name, row in r["runs"].items():
             print(f"{name}: mice p50 {row['mice_p50_ms']} ms, p99 {row['mice_p99_ms']} ms, "
                   f"bottleneck {100 * row['bottleneck_utilisation']:.1f}%")
         print(f"mice latency with isolation: p50 -{r['mice_p50_reduction_pct']}%, p99 -{r['mice_p99_reduction_pct']}%")
         print(f"results in {Path(args.out) / 'isolation.json'}")
     elif args.bench == "hook":
-        r = bench.hook_latency(args.connects, args.rounds, Path(args.out))
+        r = failover.hook_latency(args.connects, args.rounds, Path(args.out))
         for kind, row in r["results"].items():
             print(f"{kind}: connect p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms over {row['connects']}")
         print(f"results in {Path(args.out) / 'hook.json'}")
     elif args.bench == "linkcheck":
-        r = bench.linkcheck(args.trials, args.seconds, Path(args.out))
+        r = failover.linkcheck(args.trials, args.seconds, Path(args.out))
         for k, v in r["cost"].items():
             print(f"{k}: controller CPU {v['cpu_pct']}%, {v['probes_per_s']} probes/s sent, {v['heard_per_s']}/s heard")
         s = r["summary"]
@@ -119,14 +120,14 @@ def cmd_bench(args) -> int:
               f"median {s['pings_lost_median']} pings lost")
         print(f"results in {Path(args.out) / 'linkcheck.json'}")
     elif args.bench == "state":
-        r = bench.state(args.flows, args.rate, args.waves, Path(args.out))
+        r = failover.state(args.flows, args.rate, args.waves, Path(args.out))
         print(f"RSS before {r['before']['rss_mib']} MiB; " + "; ".join(
             f"wave {w['wave']}: {w['flows_installed']} flows, peak {w['peak']['rss_mib'] if w['peak'] else None} "
             f"MiB, after {w['after']['rss_mib']} MiB with {w['after'].get('hedera_edges')} edge entries"
             for w in r["waves"]))
         print(f"results in {Path(args.out) / 'state.json'}")
     elif args.bench == "crossval":
-        from experiments import crossval
+        from experiments.analysis import crossval
 
         r = crossval.run(Path(args.emulator), Path(args.ns3), Path(args.out))
         for key, rk in r["ranking"].items():
@@ -144,7 +145,7 @@ def cmd_bench(args) -> int:
         print(f"overhead {r['overhead']['ratio']}x ({'met' if r['overhead']['met'] else 'NOT met'}); resume "
               f"{'met' if r['resume']['met'] else 'NOT met'}; results in {Path(args.out) / 'sweep.json'}")
     elif args.bench == "exhaustion":
-        from experiments import exhaustion
+        from experiments.benches import exhaustion
 
         r = exhaustion.run(args.k, Path(args.out), args.handshake_rate, args.window, args.unadmitted, args.slowloris)
         print(f"k={args.k}: unloaded {json.dumps(r.get('unloaded'))}")
@@ -152,7 +153,7 @@ def cmd_bench(args) -> int:
         print(f"targets: {json.dumps(r.get('targets'))}")
         print(f"results in {Path(args.out) / f'exhaustion_k{args.k}.json'}")
     elif args.bench == "emulator":
-        from experiments.emulator import emulator
+        from experiments.benches.emulator import emulator
 
         try:
             ports = [int(x) for x in args.ports.split(",")]
@@ -168,9 +169,9 @@ def cmd_bench(args) -> int:
 def cmd_experiment(args) -> int:
     from pathlib import Path
 
-    from experiments import scenarios
-    from experiments.runner import ExperimentError, print_table, run_experiment
-    from experiments.workload import WorkloadError
+    from experiments.engines.runner import ExperimentError, print_table, run_experiment
+    from experiments.scenarios import papers as scenarios
+    from experiments.workloads.workload import WorkloadError
 
     modes = [m for m in (args.modes or scenarios.DEFAULT_MODES[args.scenario]).split(",") if m]
     k = args.k if args.k is not None else (8 if args.scenario == "paper" else 4)
@@ -180,7 +181,7 @@ def cmd_experiment(args) -> int:
         if args.scenario == "fct":
             return _fct(args, modes)
         if args.scenario == "paper":
-            from experiments import paper
+            from experiments.scenarios import paper
 
             if args.engine != "ns3":
                 raise ExperimentError("paper: the paper's fabric (k=8, 320 servers) runs on --engine ns3 only")
@@ -199,7 +200,7 @@ def cmd_experiment(args) -> int:
             paper.print_table(r)
             return 0
         if args.scenario in ("cut-in", "flow-control"):
-            from experiments import queueing
+            from experiments.scenarios import queueing
 
             if args.engine != "ns3":
                 raise ExperimentError(f"{args.scenario}: needs --engine ns3 (this kernel has no prio, red or bpf "
@@ -237,7 +238,7 @@ def cmd_experiment(args) -> int:
             raise ExperimentError(f"--tcp: {args.scenario} on the emulator runs cubic (its hosts are set to it); "
                                   "other congestion controls: --engine ns3")
         if args.scenario == "flows":
-            from experiments.runner import build_fabric
+            from experiments.engines.runner import build_fabric
 
             if not args.flows_file:
                 raise ExperimentError("flows: give the flow list with --flows FILE")
@@ -530,3 +531,15 @@ def add_commands(sub) -> None:
     be.add_argument("--seconds", type=float, default=5.0, help="seconds per measurement (5)")
     be.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     b.set_defaults(func=cmd_bench)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The installed ``freeway`` command: the controller's commands (``ryu_apps.cli``) and the lab's."""
+    from experiments.sweep import cli as sweep_cli
+    from ryu_apps import cli
+
+    return cli.main(argv, extra=(sys.modules[__name__], sweep_cli))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

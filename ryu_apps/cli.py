@@ -1,11 +1,11 @@
 """The ``freeway`` command. ``controller`` is defined here; each other command lives beside what it runs:
-``fabric`` in topology/, ``send`` (the host agent) in ryu_apps/host/agent.py, ``demo``/``experiment``/``bench``
-in experiments/."""
+``fabric`` in topology/, ``send`` (the host agent) in ryu_apps/host/agent.py, ``status`` in operators/; the
+lab's ``demo``/``experiment``/``bench``/``sweep``/``report`` in experiments/, whose ``cli.main`` (the
+installed ``freeway``) hands them to ``main`` here."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from dataclasses import fields
 
@@ -162,28 +162,31 @@ def add_discover(sub) -> None:
     d.set_defaults(func=cmd_discover)
 
 
-# Each package adds its own commands; loaded by name, so no package imports one above it.
-COMMAND_MODULES = ("topology.cli", "ryu_apps.host.agent", "ryu_apps.host.hookrun", "ryu_apps.operators.status", "experiments.cli",
-                   "experiments.sweep.cli")
+def build_parser(extra=()) -> argparse.ArgumentParser:
+    """The controller's commands and those of the packages below it; ``extra``: modules above (the lab's
+    ``experiments.cli`` adds its own this way, so that no package imports one above it)."""
+    from ryu_apps.host import agent, hookrun
+    from ryu_apps.operators import status
+    from topology import cli as topology_cli
 
-
-def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="freeway", description="Freeway: mice/elephant path isolation for Clos fabrics")
     sub = p.add_subparsers(dest="command", required=True)
     add_controller(sub)
     add_discover(sub)
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).add_commands(sub)
+    for module in (topology_cli, agent, hookrun, status, *extra):
+        module.add_commands(sub)
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, extra=()) -> int:
+    """``freeway``: ``python -m ryu_apps.cli`` has the controller's commands; the installed ``freeway``
+    (``experiments.cli:main``) adds the lab's (``demo``, ``experiment``, ``bench``, ``sweep``, ``report``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     command: list[str] = []
     if argv[:1] in (["send"], ["run"]) and "--" in argv:
         i = argv.index("--")
         argv, command = argv[:i], argv[i + 1:]
-    args = build_parser().parse_args(argv)
+    args = build_parser(extra).parse_args(argv)
     args.trailing = command
     from ryu_apps.launcher import LaunchError
     from topology.builder import BuildError

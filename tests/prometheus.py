@@ -9,7 +9,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from experiments.procs import free_port
+from experiments.harness.procs import free_port
 
 
 class Prometheus:
@@ -44,7 +44,7 @@ class Prometheus:
         raise RuntimeError("prometheus did not become ready")
 
     def stop(self) -> None:
-        from experiments.procs import stop_process
+        from experiments.harness.procs import stop_process
 
         stop_process(self.proc)
         self.proc = None

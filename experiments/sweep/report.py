@@ -14,9 +14,9 @@ import json
 import math
 from pathlib import Path
 
-from experiments import stats
-from experiments.fct import IDEAL
+from experiments.analysis import stats
 from experiments.sweep.runs import BUCKET_COLUMNS
+from experiments.workloads.fct import IDEAL
 
 BUCKETS = ["<100KB", "100KB-1MB", "1-10MB", ">10MB"]
 CELL_KEYS = ("scenario", "workload", "k", "topo", "link_mbps", "duration", "announce_above", "local_share",
@@ -259,7 +259,7 @@ def plot(rep: dict, out: Path, store) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from experiments.plots import save
+    from experiments.analysis.plots import save
 
     names = []
     flows = store.table("flows")
@@ -342,7 +342,7 @@ def paper_figures(rep: dict, out: Path, store) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from experiments.plots import save
+    from experiments.analysis.plots import save
 
     names = []
     runs = store.index()

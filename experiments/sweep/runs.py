@@ -1,6 +1,6 @@
 """One point of a sweep as a run of the engine, and a run's results as the store's rows.
 
-``engine_spec(point)`` builds what ``experiments.ns3.engine`` runs (the fabric, the flows drawn with the
+``engine_spec(point)`` builds what ``experiments.engines.ns3.engine`` runs (the fabric, the flows drawn with the
 point's seed, the mode's controller and its settings); its hash identifies the run in the store.
 ``analyse(point, spec, result)`` turns the engine's results into per-flow rows (size, bucket, FCT,
 slowdown), per-second link and pair rows, and the run's summary row.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from experiments import fct
+from experiments.workloads import fct
 
 BUCKET_COLUMNS = {"all": "all", "<100KB": "lt100KB", "100KB-1MB": "100KB_1MB", "1-10MB": "1_10MB",
                   ">10MB": "gt10MB", ">=1MB": "ge1MB"}
@@ -42,17 +42,17 @@ def fabric_of(point: dict):
 
 def flows_of(point: dict, fabric) -> list:
     if point["scenario"] == "paper":
-        from experiments.swim import Derivation, derive, load
+        from experiments.workloads.swim import Derivation, derive, load
 
         return derive(load(), fabric, Derivation(duration_s=point["duration"], seed=point["seed"]))
     if point["scenario"] == "permutation":
-        from experiments.flowlist import permutation
+        from experiments.workloads.flowlist import permutation
 
         return permutation(fabric, point["seed"], point["duration"], announce=bool(point["announce"]))
     if point["scenario"] == "flows":  # the user's own list; every sized flow a one-way transfer
         from dataclasses import replace
 
-        from experiments.flowlist import read_csv
+        from experiments.workloads.flowlist import read_csv
 
         flows = read_csv(point["flow_list"], {h.name for h in fabric.hosts})
         return [replace(f, kind="bulk") if f.bytes > 0 else f for f in flows]
@@ -81,8 +81,8 @@ def merge_settings(*parts: dict) -> dict:
 
 def engine_spec(point: dict) -> dict:
     """The engine's spec for one point (deterministic: the same point gives the same spec)."""
-    from experiments.ns3.engine import Settings, spec_of
-    from experiments.runner import _controller_mode, _controller_settings, _mode_parts
+    from experiments.engines.ns3.engine import Settings, spec_of
+    from experiments.engines.runner import _controller_mode, _controller_settings, _mode_parts
     from ryu_apps.config import load_mapping
 
     fabric = fabric_of(point)
@@ -110,7 +110,7 @@ def engine_spec(point: dict) -> dict:
 
 def analyse(point: dict, spec: dict, result: dict) -> tuple[dict[str, list[dict]], dict]:
     """The run's tables (flows, links, pairs) and its summary row."""
-    from experiments.flowlist import Flow
+    from experiments.workloads.flowlist import Flow
 
     fabric = fabric_of(point)
     flows = [Flow(**f) for f in spec["flows"]]
@@ -126,7 +126,7 @@ def analyse(point: dict, spec: dict, result: dict) -> tuple[dict[str, list[dict]
                     f"{col}_p50": s["p50"], f"{col}_p99": s["p99"]})
     mice = [r for r in rows if r["bytes"] < MICE_BYTES]
     mice_fct = [r["fct_s"] for r in mice if r["fct_s"] is not None]
-    from experiments import stats
+    from experiments.analysis import stats
 
     bulk = {b["id"]: b for b in result.get("bulk", [])}
     row.update({
@@ -177,6 +177,6 @@ def _series(result: dict, fabric, keys: dict) -> tuple[list[dict], list[dict]]:
 
 
 def settings_of(spec: dict) -> dict:
-    from experiments.ns3.engine import Settings
+    from experiments.engines.ns3.engine import Settings
 
     return asdict(Settings(**spec["settings"]))

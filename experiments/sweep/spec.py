@@ -101,8 +101,8 @@ def _scalar(node):
 
 
 def _known_modes() -> tuple[str, ...]:
-    from experiments.fct import IDEAL
-    from experiments.runner import MODES
+    from experiments.engines.runner import MODES
+    from experiments.workloads.fct import IDEAL
 
     return (IDEAL, f"{IDEAL}+isolation", *MODES)
 
@@ -229,8 +229,8 @@ def _check_flow_lists(spec: Spec, origin: str) -> None:
     the fabric of each point that uses it: a missing file or a bad line refused before anything runs."""
     import os
 
-    from experiments.flowlist import FlowListError, read_csv
     from experiments.sweep.runs import fabric_of
+    from experiments.workloads.flowlist import FlowListError, read_csv
 
     base = os.path.dirname(os.path.abspath(origin)) if os.path.isfile(origin) else os.getcwd()
     for section in (spec.grid, spec.fixed):

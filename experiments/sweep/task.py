@@ -30,7 +30,7 @@ class RunError(RuntimeError):
 def plan(point: dict) -> tuple[dict, str]:
     """The point's engine spec and its hash: of the spec and of every controller setting as the run will
     have it (defaults included), so that a run stored before a default changed is not taken for this one."""
-    from experiments.ns3.engine import _config
+    from experiments.engines.ns3.engine import _config
     from ryu_apps.config import sections
 
     spec = runs.engine_spec(point)
@@ -84,7 +84,7 @@ def run_point(point: dict, store_root: str, expect_hash: str | None = None, reru
         spec_path, out_path = Path(d) / "spec.json", Path(d) / "run.json"
         spec_path.write_text(json.dumps(spec))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        proc = subprocess.Popen([sys.executable, "-m", "experiments.ns3.engine", str(spec_path), str(out_path)],
+        proc = subprocess.Popen([sys.executable, "-m", "experiments.engines.ns3.engine", str(spec_path), str(out_path)],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                                 cwd=str(ROOT), preexec_fn=_die_with_parent)
         tail: list[str] = []

@@ -70,7 +70,7 @@ class Controllers:
 
     def freeway(self, mode: str = "freeway", *args: str, isolation: bool = False):
         """Freeway's controller process, as ``freeway controller`` starts it."""
-        from experiments.procs import ControllerProcess
+        from experiments.harness.procs import ControllerProcess
 
         d = self.tmp / f"freeway-{len(self.procs)}"
         d.mkdir(parents=True, exist_ok=True)
@@ -170,10 +170,10 @@ def sim_fabric(fabric):
 @pytest.fixture
 def ns3_fabric(fabric, tmp_path):
     """``ns3_fabric(mode, flows, isolation=False, **settings)``: the engine's results for the flows
-    (``experiments.flowlist.Flow``) on ``fabric`` under ``mode``, each run its own process."""
+    (``experiments.workloads.flowlist.Flow``) on ``fabric`` under ``mode``, each run its own process."""
 
     def run(mode: str, flows, isolation: bool = False, **settings):
-        from experiments.ns3.engine import Settings, run_one, spec_of
+        from experiments.engines.ns3.engine import Settings, run_one, spec_of
 
         label = f"{mode}-{len(list(tmp_path.iterdir()))}"
         st = Settings(**{"queues": "strict" if isolation else "fifo", "grace_s": 5.0, **settings})

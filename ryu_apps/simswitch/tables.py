@@ -13,7 +13,7 @@ A packet is a dict of OpenFlow match fields (``packet``). It goes through goto-t
 set_field, set_queue, output and group actions; a select group picks a live bucket (its watch port up)
 by a hash of the 5-tuple, weighted, as Open vSwitch does. The hash is ``flow_hash``: FNV-1a (finalized as MurmurHash3) over the
 switch's salt and the 5-tuple, so that switches do not all pick alike, and so that the packet-level
-engine (``experiments/ns3/fwsim.cc``) picks the same bucket for the same flow. Every change of the
+engine (``experiments/engines/ns3/fwsim.cc``) picks the same bucket for the same flow. Every change of the
 tables is told to ``listener`` when one is set (the packet-level engine mirrors the tables so). How messages reach the tables is
 ``simswitch.wire``'s business, not this module's.
 """

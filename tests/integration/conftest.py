@@ -2,7 +2,7 @@
 
 import pytest
 
-from experiments.procs import ControllerProcess, free_port
+from experiments.harness.procs import ControllerProcess, free_port
 from topology.builder import FabricNet
 from topology.fabric import fattree, leafspine, scramble
 from topology.sflow_agent import SFlowAgentConfig

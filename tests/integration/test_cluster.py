@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.procs import ControllerProcess, PortRate, free_port, ping_bg, start_elephant
+from experiments.harness.procs import ControllerProcess, PortRate, free_port, ping_bg, start_elephant
 from topology.builder import FabricNet, ofctl
 from topology.fabric import fattree
 from topology.queues import IsolationConfig
@@ -53,7 +53,7 @@ def _wait(pred, timeout, what, every=0.05):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    from experiments.etcd import EtcdCluster
+    from experiments.harness.etcd import EtcdCluster
 
     d = tmp_path_factory.mktemp("cluster")
     etcd = EtcdCluster(d / "etcd", 3)

@@ -3,7 +3,7 @@
 import json
 import subprocess
 
-from experiments.procs import free_port, freeway_command
+from experiments.harness.procs import free_port, freeway_command
 from topology.fabric import fattree
 
 
@@ -93,7 +93,7 @@ def test_plain_mininet_custom_topology(tmp_path):
     decodes the controller's HELLO as UTF-8 and failed once in 708 runs)."""
     from pathlib import Path
 
-    from experiments.procs import ControllerProcess
+    from experiments.harness.procs import ControllerProcess
 
     desc = tmp_path / "k4.json"
     fattree(4).save(desc)

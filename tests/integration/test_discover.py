@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from experiments.procs import ControllerProcess, free_port, freeway_command
+from experiments.harness.procs import ControllerProcess, free_port, freeway_command
 from topology.builder import FabricNet, ofctl
 from topology.discover import differences
 from topology.fabric import Fabric, fattree, leafspine, scramble

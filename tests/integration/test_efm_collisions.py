@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments import collisions
-from experiments.procs import ControllerProcess
+from experiments.harness.procs import ControllerProcess
+from experiments.workloads import collisions
 from tests.integration.conftest import start_fabric
 from topology.builder import ofctl
 from topology.fabric import fattree

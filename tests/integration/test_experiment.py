@@ -4,7 +4,7 @@ results, CSV and plots are written."""
 import csv
 import json
 
-from experiments.runner import run_experiment
+from experiments.engines.runner import run_experiment
 
 
 def test_mixed_smoke(tmp_path):

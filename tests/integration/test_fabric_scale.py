@@ -7,7 +7,7 @@ a synthetic load (the port map read from a real ovsdb-server), and hosts announc
 
 from pathlib import Path
 
-from experiments import fabricscale
+from experiments.benches import fabricscale
 
 
 def test_a_k8_fabric_emulated_at_the_socket_is_programmed_walked_and_read_back_unchanged(tmp_path, monkeypatch):

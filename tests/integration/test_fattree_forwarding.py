@@ -124,7 +124,7 @@ def test_unanswered_handshake_goes_on_as_an_unannounced_flow(k4):
 
     fn, _ = k4
     dst = fn.host("h1_1_0")
-    dst.cmd(f"{sys.executable} -m experiments.rr sink --port 5601 >/dev/null 2>&1 &")
+    dst.cmd(f"{sys.executable} -m experiments.hosts.rr sink --port 5601 >/dev/null 2>&1 &")
     time.sleep(0.5)
     out = fn.host("h0_0_0").cmd(f"{sys.executable} -m ryu_apps.cli send --to {dst.IP()} --port 5601 "
                                 "--size 1M --timeout 0.3 --retries 1 --json")

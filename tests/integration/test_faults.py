@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from experiments.procs import PortRate, busiest_link, ping_bg, start_elephant
+from experiments.harness.procs import PortRate, busiest_link, ping_bg, start_elephant
 from tests.integration.conftest import start_fabric
 from topology.builder import ofctl
 from topology.fabric import fattree
@@ -274,7 +274,7 @@ def test_rate_less_elephants_from_one_tor_all_get_a_fair_share(fabric):
     dsts = [next(h for h in fn.fabric.hosts if h.name == n) for n in ("h3_0_0", "h3_0_1", "h3_1_0", "h3_1_1")]
     for n, size, until in ((2, 5_000_000, 6.0), (4, 4_500_000, 10.0)):
         for i in range(n):
-            fn.host(dsts[i].name).cmd(f"{PY} -m experiments.rr sink --port {5600 + 10 * n + i} >/dev/null 2>&1 &")
+            fn.host(dsts[i].name).cmd(f"{PY} -m experiments.hosts.rr sink --port {5600 + 10 * n + i} >/dev/null 2>&1 &")
         time.sleep(0.5)
         rates = [PortRate(d.switch, d.port) for d in dsts[:n]]
         t0 = time.monotonic()
@@ -302,7 +302,7 @@ def test_thousands_of_short_flows_leave_the_controllers_tables_as_they_were(fabr
     size before, once they have expired (Hedera: an edge entry per flow, idle 10 s, forgotten at the next
     poll; the monitor's sampled flows, idle 3 s). ``freeway bench state`` runs 100,000 and reports RSS."""
     fn, ctl, mode = fabric
-    from experiments import flowgen
+    from experiments.hosts import flowgen
 
     time.sleep(2.0)
     before, installed0 = ctl.tables()

@@ -41,7 +41,7 @@ def test_announced_elephant_is_on_every_hop_of_a_hol_path_when_the_ack_arrives(k
 def test_elephant_entries_carry_the_transfer_and_expire(k4_freeway):
     fn, ctl = k4_freeway
     dst = fn.host("h3_0_1")
-    dst.cmd(f"{PY} -m experiments.rr sink --port 5002 >/dev/null 2>&1 &")
+    dst.cmd(f"{PY} -m experiments.hosts.rr sink --port 5002 >/dev/null 2>&1 &")
     time.sleep(0.5)
     reps = _send(fn, "h0_1_1", dst.IP(), 5002, "--size 3M --rate 5")
     assert reps[0]["answer"] == "ack" and reps[1]["sent"] == 3_000_000
@@ -71,9 +71,9 @@ def test_mice_spread_over_every_uplink_and_elephants_keep_the_hol_links(k4_freew
     assert any(part.is_hol(ln) for ln in links) and any(part.is_lol(ln) for ln in links)
     before = {sw: _tx(sw) for sw in fn.fabric.switches}
     srv = fn.host("h2_1_0")
-    srv.cmd(f"{PY} -m experiments.rr server --port 7002 >/dev/null 2>&1 &")
+    srv.cmd(f"{PY} -m experiments.hosts.rr server --port 7002 >/dev/null 2>&1 &")
     time.sleep(0.5)
-    out = fn.host("h1_0_1").cmd(f"{PY} -m experiments.rr client --to {srv.IP()} --port 7002 "
+    out = fn.host("h1_0_1").cmd(f"{PY} -m experiments.hosts.rr client --to {srv.IP()} --port 7002 "
                                 f"--sizes {','.join(['20000'] * 60)} --gap 0.02")
     srv.cmd("kill %1")
     assert sum(1 for x in out.splitlines() if '"ok": true' in x) == 60
@@ -286,7 +286,7 @@ def test_unmodified_iperf3_under_the_hook_is_announced_and_takes_its_entries_fro
 def test_the_hook_leaves_other_connections_alone_and_adds_nothing_to_their_connect_time(k4_freeway, tmp_path):
     fn, ctl = k4_freeway
     srv = fn.host("h2_0_1")
-    srv.cmd(f"{PY} -m experiments.rr server --port 7301 >/dev/null 2>&1 &")
+    srv.cmd(f"{PY} -m experiments.hosts.rr server --port 7301 >/dev/null 2>&1 &")
     time.sleep(0.5)
     script = tmp_path / "connects.py"
     script.write_text("import json, socket, time\nts = []\nfor i in range(60):\n    t = time.perf_counter()\n"
@@ -311,7 +311,7 @@ def test_the_hook_leaves_other_connections_alone_and_adds_nothing_to_their_conne
 def test_a_forking_and_a_threaded_program_under_the_hook_announce_every_connection(k4_freeway, tmp_path):
     fn, ctl = k4_freeway
     srv = fn.host("h3_0_0")
-    srv.cmd(f"{PY} -m experiments.rr server --port 7302 >/dev/null 2>&1 &")
+    srv.cmd(f"{PY} -m experiments.hosts.rr server --port 7302 >/dev/null 2>&1 &")
     time.sleep(0.5)
     script = tmp_path / "forks.py"
     script.write_text(
@@ -340,7 +340,7 @@ def test_a_forking_and_a_threaded_program_under_the_hook_announce_every_connecti
 def test_with_the_controller_down_a_hooked_program_still_connects_after_the_timeout(k4_freeway):
     fn, ctl = k4_freeway
     srv = fn.host("h2_1_1")
-    srv.cmd(f"{PY} -m experiments.rr server --port 7303 >/dev/null 2>&1 &")
+    srv.cmd(f"{PY} -m experiments.hosts.rr server --port 7303 >/dev/null 2>&1 &")
     time.sleep(0.5)
     probe = (f"{PY} -c \"import socket,time; t=time.perf_counter(); "
              f"s=socket.create_connection(('{srv.IP()}',7303)); print('took', time.perf_counter()-t)\"")

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from experiments.procs import ControllerProcess
+from experiments.harness.procs import ControllerProcess
 from ryu_apps.programs.isolation import IsolationConfig
 from tests.integration.conftest import operator_fattree
 from topology.builder import FabricNet
@@ -19,7 +19,7 @@ PY = sys.executable
 
 def _mice(fn, n=20, size=10_000):
     srv, cli = fn.host("h3_0_0"), fn.host("h2_0_0")
-    out = cli.cmd(f"{PY} -m experiments.rr client --to {srv.IP()} --port 7010 --sizes {','.join([str(size)] * n)}")
+    out = cli.cmd(f"{PY} -m experiments.hosts.rr client --to {srv.IP()} --port 7010 --sizes {','.join([str(size)] * n)}")
     fcts = [json.loads(x)["fct_s"] for x in out.splitlines() if x.startswith("{") and '"ok": true' in x]
     assert len(fcts) == n, out[-500:]
     return statistics.median(fcts)
@@ -43,7 +43,7 @@ def _measure(tmp_path, isolation: bool, mtu: int = 1500, check=None):
             check(fn)
         queues = subprocess.run(["ovs-vsctl", "--bare", "--columns=_uuid", "find", "queue", "external-ids:freeway=1"],
                                 capture_output=True, text=True).stdout.split()
-        fn.host("h3_0_0").cmd(f"{PY} -m experiments.rr server --port 7010 >/dev/null 2>&1 &")
+        fn.host("h3_0_0").cmd(f"{PY} -m experiments.hosts.rr server --port 7010 >/dev/null 2>&1 &")
         time.sleep(0.5)
         unloaded = _mice(fn)
         before = _tc_sent(f"e2_0-eth{next(h.port for h in fabric.hosts if h.name == 'h2_0_0')}")

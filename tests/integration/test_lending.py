@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from experiments.flowlist import permutation
+from experiments.workloads.flowlist import permutation
 from topology.fabric import fattree
 
 F = fattree(4, 10)
@@ -22,7 +22,7 @@ SECONDS = 8.0
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    from experiments.ns3.engine import Settings, run_one, spec_of
+    from experiments.engines.ns3.engine import Settings, run_one, spec_of
 
     out = tmp_path_factory.mktemp("lending")
     flows = permutation(F, 1, SECONDS, announce=True)

@@ -50,10 +50,10 @@ def test_short_request_response_flows_are_not_elephants(k4):
     fn, ctl = k4
     fn.wait_reachable(30)
     srv = fn.host("h2_1_0")
-    srv.cmd(f"{sys.executable} -m experiments.rr server --port 7001 >/dev/null 2>&1 &")
+    srv.cmd(f"{sys.executable} -m experiments.hosts.rr server --port 7001 >/dev/null 2>&1 &")
     time.sleep(1.0)
     t0 = time.time()
-    out = fn.host("h0_1_1").cmd(f"{sys.executable} -m experiments.rr client --to {srv.IP()} --port 7001 "
+    out = fn.host("h0_1_1").cmd(f"{sys.executable} -m experiments.hosts.rr client --to {srv.IP()} --port 7001 "
                                 f"--sizes {','.join(['10000'] * 40)} --gap 0.05")
     flows = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
     assert len(flows) == 40 and all(f["ok"] for f in flows)

@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from experiments.fct import flow_rows, ideal_fabric
-from experiments.flowlist import Flow
+from experiments.workloads.fct import flow_rows, ideal_fabric
+from experiments.workloads.flowlist import Flow
 from monitoring.sflow import FiveTuple
 from topology.fabric import fattree
 
@@ -26,7 +26,7 @@ LINK_MBPS = 10.0
 
 def _uplink_pair():
     """Two elephants from e0_0's hosts to other pods that the ECMP program sends up the same uplink."""
-    from experiments.flowlist import SINK_PORT
+    from experiments.workloads.flowlist import SINK_PORT
     from ryu_apps import modes
     from ryu_apps.simswitch.fabric import SimFabric
 
@@ -43,7 +43,7 @@ def _uplink_pair():
 
 
 def _runs(tmp_path):
-    from experiments.ns3.engine import Settings, run_one, spec_of
+    from experiments.engines.ns3.engine import Settings, run_one, spec_of
 
     fast = dict(grace_s=3.0)
     mice = [Flow(1.0 + 0.15 * i, "h2_0_0", "h3_0_0", 30_000, "rr") for i in range(16)]
@@ -90,8 +90,8 @@ def _busy_answers():
 def _pinned(settings):
     """The EFM paper's first collision (three flows pinned onto one uplink, as both engines pin them) under
     EFM, with every port's bytes read at 1 s and 3 s."""
-    from experiments import collisions
-    from experiments.ns3.engine import spec_of
+    from experiments.engines.ns3.engine import spec_of
+    from experiments.workloads import collisions
 
     steered, pins = collisions.pins(F, collisions.TESTS[1][1])
     flows = [Flow(0.5, f.src, f.dst, 3_000_000, "bulk", False, None, f.port + 1000, 0, f.port) for f in steered]
@@ -178,7 +178,7 @@ def test_a_flow_alone_takes_its_idle_completion_time(runs, label):
 
 @pytest.mark.parametrize("mode", ["ecmp", "freeway"])
 def test_ns3_forwards_every_host_pair_as_the_simulated_switch_walks_it(runs, mode):
-    from experiments.flowlist import RR_PORT
+    from experiments.workloads.flowlist import RR_PORT
     from ryu_apps import modes
     from ryu_apps.simswitch.fabric import SimFabric
 
@@ -202,7 +202,7 @@ def test_pinned_flows_start_on_their_pins_and_efm_moves_them_apart(runs):
     vSwitch: the three flows start on the one uplink they were pinned to, and that uplink, read between
     1 s and 3 s, carries no more than its rate; EFM then moves flows off it, and they finish sooner than
     three flows sharing 10 Mbit/s could."""
-    from experiments import collisions
+    from experiments.workloads import collisions
 
     _, done = runs
     res = done["pinned"]

@@ -12,7 +12,7 @@ FRAME = 1514
 
 @pytest.fixture(scope="module")
 def fw():
-    from experiments.ns3.native import load
+    from experiments.engines.ns3.native import load
 
     return load()[1]
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments.browser import chromium
-from experiments.procs import ControllerProcess, free_port
+from experiments.harness.browser import chromium
+from experiments.harness.procs import ControllerProcess, free_port
 from ryu_apps.openflow import pipeline
 from topology.builder import FabricNet, ofctl
 from topology.fabric import fattree
@@ -395,7 +395,7 @@ def test_sighup_applies_live_settings_names_the_others_and_an_invalid_file_chang
 
 
 def _hsload(fn, n_per_s, seconds, first_port):
-    out = fn.host("h3_0_0").cmd(f"{PY} -m experiments.hsload --to {fn.host('h1_1_1').IP()} --rate {n_per_s} "
+    out = fn.host("h3_0_0").cmd(f"{PY} -m experiments.hosts.hsload --to {fn.host('h1_1_1').IP()} --rate {n_per_s} "
                                 f"--duration {seconds} --first-port {first_port}")
     return json.loads(out.strip().splitlines()[-1])
 

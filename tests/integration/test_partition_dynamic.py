@@ -55,10 +55,10 @@ def test_mice_load_adds_a_path_and_its_end_removes_it(ls4):
     fn, ctl = ls4
     fn.wait_reachable(30)
     srv, cli = fn.host("h2_0"), fn.host("h0_0")  # responses flow l2 -> l0
-    srv.cmd(f"{PY} -m experiments.rr server --port 7003 >/dev/null 2>&1 &")
+    srv.cmd(f"{PY} -m experiments.hosts.rr server --port 7003 >/dev/null 2>&1 &")
     time.sleep(0.5)
     assert _buckets("l2", 0) == 1  # toward l0: only the fixed low-latency path (spine s1)
-    cli.sendCmd(f"{PY} -m experiments.rr client --to {srv.IP()} --port 7003 --sizes {','.join(['40000'] * 400)}")
+    cli.sendCmd(f"{PY} -m experiments.hosts.rr client --to {srv.IP()} --port 7003 --sizes {','.join(['40000'] * 400)}")
     t0 = time.monotonic()
     peak = 1
     while time.monotonic() - t0 < 25 and cli.waiting:

@@ -2,7 +2,7 @@
 
 import time
 
-from experiments.procs import ControllerProcess
+from experiments.harness.procs import ControllerProcess
 from tests.sflowrt_standin import StandIn
 from topology.fabric import fattree
 

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.procs import ControllerProcess
+from experiments.harness.procs import ControllerProcess
 from ryu_apps.programs.isolation import IsolationConfig
 from tests.integration.conftest import operator_fattree
 from topology.builder import FabricNet, queues_set
@@ -83,7 +83,7 @@ def test_a_fabric_over_two_switch_processes_works_as_one(tmp_path):
 
 def test_a_process_left_without_a_switch_is_harmless(tmp_path):
     """The mixed experiment's ceiling has three switches: with four processes, one of them holds nothing."""
-    from experiments.runner import non_blocking
+    from experiments.engines.runner import non_blocking
     from topology.fabric import fattree
 
     nb, _ = non_blocking(fattree(4, 10))

@@ -21,7 +21,7 @@ import urllib.request
 
 import pytest
 
-from experiments.procs import ControllerProcess, free_port, freeway_command
+from experiments.harness.procs import ControllerProcess, free_port, freeway_command
 from tests.integration.fakeswitch import FLOW_MOD, GROUP_MOD, HANDSHAKE, METER_MOD, FakeSwitch
 from topology.fabric import fattree
 from topology.pki import Pki, fabric_pki
@@ -349,7 +349,7 @@ def test_on_an_etcd_cluster_that_wants_client_certificates_members_elect_and_fai
     on): two controllers with certificates from its CA (and the user's password) elect one leader and the
     other takes over when it is killed; a controller without a certificate (or with a wrong password)
     reaches no member and never leads."""
-    from experiments.etcd import EtcdCluster
+    from experiments.harness.etcd import EtcdCluster
 
     pki = Pki.create(tmp_path / "pki")
     server = pki.issue("etcd", hosts=("127.0.0.1", "localhost"))

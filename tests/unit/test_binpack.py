@@ -2,7 +2,7 @@
 
 import pytest
 
-from experiments.optimum import Flow, solve
+from experiments.analysis.optimum import Flow, solve
 from ryu_apps.algorithms.binpack import (
     _SP,
     Allocations,

@@ -1,8 +1,8 @@
 """``freeway bench scale``'s measure of the sFlow collector: every port's counters, packed as the
 fabric-scale agents pack them, reach every directed link of the fabric."""
 
-from experiments.bench import collector_cost
-from experiments.sflowload import MAX_DATAGRAM
+from experiments.benches.controller import collector_cost
+from experiments.benches.sflowload import MAX_DATAGRAM
 from topology.fabric import fattree
 
 

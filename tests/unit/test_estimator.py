@@ -272,7 +272,7 @@ def test_samples_of_packets_the_switch_dropped_carry_no_flow():
 @pytest.mark.parametrize("sizes,needle", [("100,x", "MIN,MAX in whole bytes"), ("5000,100", "MIN <= MAX"),
                                           ("0,100", "1 <= MIN"), ("100", "MIN,MAX")])
 def test_the_detection_bench_refuses_bad_mice_sizes_before_starting_anything(sizes, needle):
-    from ryu_apps import cli
+    from experiments import cli
 
     with pytest.raises(SystemExit, match=needle):
         cli.main(["bench", "detection", "--mice-sizes", sizes, "--out", "/nonexistent/never-created"])
@@ -431,7 +431,7 @@ def test_a_link_already_over_is_news_again_when_an_elephant_is_found_on_it():
 
 @pytest.mark.parametrize("n", ["0", "9"])
 def test_the_handshake_bench_refuses_a_bad_switch_process_count_before_starting_anything(n):
-    from ryu_apps import cli
+    from experiments import cli
 
     with pytest.raises(SystemExit, match="switch-processes: must be a whole number from 1 to 8"):
         cli.main(["bench", "handshake", "--switch-processes", n, "--out", "/nonexistent/never-created"])

@@ -1,4 +1,4 @@
-"""The fabric-scale bench's sFlow agents (``experiments.sflowload``) read by the real collector and estimator:
+"""The fabric-scale bench's sFlow agents (``experiments.benches.sflowload``) read by the real collector and estimator:
 the counters give each port's rate, the flow samples the flow, its ingress port and its TCP progress; and
 the histogram quantile the steady state is judged by."""
 
@@ -6,7 +6,7 @@ import socket
 import threading
 import time
 
-from experiments import fabricload, sflowload
+from experiments.benches import fabricload, sflowload
 from monitoring.collector import Collector
 from monitoring.estimator import Estimator
 from monitoring.sflow import FiveTuple
@@ -66,7 +66,7 @@ def test_a_quantile_is_read_from_two_scrapes_of_a_histogram_as_prometheus_reads_
 
 
 def test_the_links_fabric_scale_cuts_are_distinct_uplinks_of_the_middle_tier_even_past_one_per_pod():
-    from experiments.fabricscale import _cut_links
+    from experiments.benches.fabricscale import _cut_links
 
     f = fattree(4, 10)
     got = _cut_links(f, 8)  # 4 pods x 2 uplinks of their first aggregation switch: all of them, once each
@@ -79,7 +79,7 @@ def test_the_generator_collects_no_cycles_while_a_measurement_runs_and_again_aft
     import asyncio
     import gc
 
-    from experiments.fabricscale import _GeneratorStalls
+    from experiments.benches.fabricscale import _GeneratorStalls
 
     loop = asyncio.new_event_loop()
     t = threading.Thread(target=loop.run_forever, daemon=True)
@@ -109,7 +109,7 @@ def test_the_handshakes_wait_until_the_emulated_switches_have_applied_what_the_l
     import http.server
     import json
 
-    from experiments.fabricscale import settle
+    from experiments.benches.fabricscale import settle
 
     class Status(http.server.BaseHTTPRequestHandler):
         def do_GET(self):

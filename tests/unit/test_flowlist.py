@@ -2,8 +2,8 @@
 
 import pytest
 
-from experiments.flowlist import Flow, FlowListError, from_mixed, mix, permutation, read_csv, write_csv
-from experiments.runner import mixed_workload
+from experiments.engines.runner import mixed_workload
+from experiments.workloads.flowlist import Flow, FlowListError, from_mixed, mix, permutation, read_csv, write_csv
 from topology.fabric import fattree, leafspine
 
 F = fattree(4, 10)

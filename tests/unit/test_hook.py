@@ -250,7 +250,7 @@ def test_freeway_run_says_what_is_missing(tmp_path, monkeypatch):
 
 
 def test_the_experiment_announces_with_the_hook_only_the_data_connection_and_reads_its_answer():
-    from experiments.runner import _iperf_result, elephant_command
+    from experiments.engines.runner import _iperf_result, elephant_command
 
     cmd = elephant_command("hook", "/v/bin/python", "10.3.0.2", 6001, 46001, 30)
     assert cmd == ("/v/bin/freeway run --stats --rule 'port=6001 sport=46001 size=1G' -- "

@@ -28,7 +28,16 @@ LAYERS = [
     "ryu_apps.config",  # the controller's configuration, every setting declared once
     "ryu_apps.operators",  # what the operator sees: API, OpenAPI, metrics, status, decision log, the view
     "ryu_apps",  # the process: the os-ken apps (thin), the launcher, the CLI, log format
-    "experiments",  # workloads, scenarios, runners, benchmarks, plots
+    "experiments.analysis",  # statistics (one percentile), result writers, plots: pure
+    "experiments.workloads",  # every generator and reader of flows, and their data: pure
+    "experiments.hosts",  # programs that run inside an emulated host
+    "experiments.harness",  # the processes a run starts: the controller, etcd, a browser
+    "experiments.engines",  # where flows run: the emulator (runner) and ns-3
+    "experiments.testing",  # the pytest plugin and its simulated fabric
+    "experiments.benches",  # freeway bench
+    "experiments.scenarios",  # freeway experiment's scenarios
+    "experiments.sweep",  # grids of runs on Dask, the results store, reports
+    "experiments",  # the commands (cli) that put the lab's rooms together
 ]
 PRIVATE = re.compile(r"\bpolicy\.(core|state|rerouter|scheduler)\b|isinstance\([^)]*\b(FreewayPolicy|HederaPolicy|"
                      r"EFMPolicy|Policy)\b|getattr\(\s*policy\s*,\s*[\"'](core|state|rerouter|scheduler)")
@@ -149,3 +158,19 @@ def test_every_module_says_what_it_is_for_and_every_folder_its_rule():
         elif path.name == "__init__.py" and "Rule:" not in doc and path.parent.name != "web":
             missing.append(f"{path.relative_to(ROOT)} (no 'Rule:')")
     assert not missing, missing
+
+
+def test_host_programs_need_only_the_standard_library_and_the_host_package():
+    """What runs in an emulated host's namespace imports nothing of the lab or the controller but
+    ``ryu_apps.host`` (the handshake's wire format) and its own room."""
+    mods = dict(_modules())
+    bad = [f"{mod} imports {t}" for mod, path in mods.items() if mod.startswith("experiments.hosts")
+           for name, _ in _imports(path, mod) if (t := _known(name, set(mods)))
+           and not t.startswith(("experiments.hosts", "ryu_apps.host"))]
+    assert not bad, bad
+
+
+def test_every_experiments_module_lives_in_a_room():
+    """experiments/ keeps only its commands at the top: every other module is in a room by role."""
+    loose = sorted(p.name for p in (ROOT / "experiments").glob("*.py") if p.name not in ("__init__.py", "cli.py"))
+    assert not loose, loose

@@ -1,6 +1,6 @@
 """The program a switch holds, compiled for the ns-3 engine (pure): what ``fw::Switch::Apply`` reads."""
 
-from experiments.ns3.compile import F_NEVER, Mirror, entry_line, group_line, match_fields
+from experiments.engines.ns3.compile import F_NEVER, Mirror, entry_line, group_line, match_fields
 from ryu_apps.openflow import intents as it
 from ryu_apps.simswitch.tables import SwitchTables
 
@@ -43,7 +43,7 @@ def test_a_run_written_before_a_setting_existed_is_kept_while_the_setting_is_at_
     import json
     from dataclasses import asdict, replace
 
-    from experiments.ns3.engine import Settings, written
+    from experiments.engines.ns3.engine import Settings, written
 
     old = asdict(Settings())
     del old["first_flight_bytes"]  # a run.json written before the setting was added

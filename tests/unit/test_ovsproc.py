@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from experiments.procs import SwitchCpu, SwitchesCpu
+from experiments.harness.procs import SwitchCpu, SwitchesCpu
 from topology.fabric import fattree
 from topology.ovsproc import ProcessError, SwitchProcesses, assign, check_count
 

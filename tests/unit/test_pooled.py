@@ -1,9 +1,9 @@
-"""experiments.pooled: permutation runs pooled against the non-blocking ideal and the better of Hedera
+"""experiments.analysis.pooled: permutation runs pooled against the non-blocking ideal and the better of Hedera
 and EFM, per run."""
 
 import json
 
-from experiments import pooled
+from experiments.analysis import pooled
 
 
 def _run(tmp_path, name, seed, aggregates, lowest=5.0):

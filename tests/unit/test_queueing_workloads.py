@@ -1,6 +1,6 @@
 """The queueing experiments' workloads (pure): who sends what, marked how."""
 
-from experiments.queueing import ELEPHANT, MICE, cut_in_flows, flow_control_flows
+from experiments.scenarios.queueing import ELEPHANT, MICE, cut_in_flows, flow_control_flows
 
 
 def test_cut_in_has_two_long_flows_and_bursts_of_marked_short_ones():
@@ -38,7 +38,7 @@ def test_run_at_starts_each_job_at_its_time_in_its_own_thread_and_prints_each_re
     import json
     import time
 
-    from experiments.rr import run_at
+    from experiments.hosts.rr import run_at
 
     t0 = time.monotonic()
     started = {}

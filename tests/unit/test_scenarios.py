@@ -1,7 +1,7 @@
 import pytest
 
-from experiments import scenarios
-from experiments.collisions import aggregate_mbps
+from experiments.scenarios import papers as scenarios
+from experiments.workloads.collisions import aggregate_mbps
 
 
 def test_modes_are_checked_per_scenario_and_ecmp_comes_first():

@@ -163,7 +163,7 @@ def test_a_long_read_back_comes_in_several_replies_flagged_more():
 
 
 def test_a_packet_in_the_emulated_switches_send_parses_as_the_controller_parses_it():
-    from experiments.fabricscale import packet_in
+    from experiments.benches.fabricscale import packet_in
     from ryu_apps.openflow.framework import ofproto as ofp
     from ryu_apps.openflow.framework import parser
 

@@ -8,10 +8,10 @@ import random
 
 import pytest
 
-from experiments import fct
 from experiments.sweep import runs
 from experiments.sweep.spec import SpecError, parse
 from experiments.sweep.store import Store, StoreError, config_hash
+from experiments.workloads import fct
 from topology.fabric import fattree
 
 GOOD = """\

@@ -2,8 +2,8 @@
 
 import pytest
 
-from experiments.flowlist import mix
-from experiments.swim import MIB, Derivation, Job, SwimError, derive, load
+from experiments.workloads.flowlist import mix
+from experiments.workloads.swim import MIB, Derivation, Job, SwimError, derive, load
 from topology.fabric import fattree
 
 F = fattree(8, 100, 10)

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from experiments import stats
-from experiments.workload import SizeCDF, WorkloadError, poisson_schedule
+from experiments.analysis import stats
+from experiments.workloads.workload import SizeCDF, WorkloadError, poisson_schedule
 
 
 def test_shipped_distributions_have_their_published_means():
@@ -73,7 +73,7 @@ def test_writers(tmp_path):
 
 
 def test_ceiling_workload_is_the_same_traffic_on_the_non_blocking_switch():
-    from experiments.runner import mixed_workload, non_blocking, remap_workload
+    from experiments.engines.runner import mixed_workload, non_blocking, remap_workload
     from topology.fabric import fattree
 
     ft = fattree(4, 10.0)
@@ -102,7 +102,7 @@ def _analysis(fcts, agg, per_flow, util, cpu, drops=0, mode="ecmp"):
 
 
 def test_repeats_pool_the_mice_and_average_the_elephants():
-    from experiments.runner import merge_repeats
+    from experiments.engines.runner import merge_repeats
 
     a = _analysis([0.01] * 98 + [0.5] * 2, 20.0, [10.0, 10.0], [0.2, 0.4], {"mean": 0.5, "max": 0.6}, drops=3)
     b = _analysis([0.02] * 100, 30.0, [12.0, 18.0], [0.6], {"mean": 0.7, "max": 0.9}, drops=4)
@@ -119,7 +119,7 @@ def test_repeats_pool_the_mice_and_average_the_elephants():
 
 
 def test_spread_takes_each_repeat_against_its_own_references():
-    from experiments.runner import add_spread, comparison
+    from experiments.engines.runner import add_spread, comparison
 
     def repeat(floor99, ceil, ecmp99, ecmp_agg, fw99, fw_agg):
         return {"floor (mice alone)": _analysis([floor99] * 100, 0.0, [], [], None),
@@ -140,7 +140,7 @@ def test_spread_takes_each_repeat_against_its_own_references():
 def test_a_broken_floor_is_said_and_gets_no_ratio(capsys):
     """Issue 16: mice alone that take timeouts, or whose median is far above the non-blocking switch's,
     mean the emulator could not carry the workload: the run says so and shows no ratio to that floor."""
-    from experiments.runner import comparison, floor_check, print_table
+    from experiments.engines.runner import comparison, floor_check, print_table
 
     def results(floor_fcts, rto, ceil_fcts):
         floor = _analysis(floor_fcts, 0.0, [], [], None)
@@ -162,8 +162,8 @@ def test_a_broken_floor_is_said_and_gets_no_ratio(capsys):
 
 
 def test_repeated_runs_are_plotted(tmp_path):
-    from experiments.plots import plot_all
-    from experiments.runner import merge_repeats
+    from experiments.analysis.plots import plot_all
+    from experiments.engines.runner import merge_repeats
 
     reps = [_analysis([0.01 * (i + 1)] * 50, agg, [agg], [0.3], None) for i, agg in enumerate((20.0, 26.0))]
     results = {"ecmp": merge_repeats(reps)}
@@ -175,7 +175,7 @@ def test_repeated_runs_are_plotted(tmp_path):
 def test_the_switch_thread_counts_as_saturated_when_busy_and_waiting_for_a_cpu_together_reach_the_limit():
     """Issue 16: at k=6 and k=8 the forwarding thread showed only 65-75% busy while packets waited
     seconds inside the emulator: it also waited for a CPU the machine's other processes held."""
-    from experiments.runner import cpu_warnings
+    from experiments.engines.runner import cpu_warnings
 
     w = cpu_warnings({"floor": {"switch_cpu": {"mean": 0.7, "waiting": 0.22}},
                       "ecmp": {"switch_cpu": {"mean": 0.6, "waiting": 0.1}}})
@@ -189,7 +189,7 @@ def test_the_switch_thread_reading_gives_its_cpu_share_and_its_wait():
     import os
     import time
 
-    from experiments.procs import SwitchCpu
+    from experiments.harness.procs import SwitchCpu
 
     cpu = SwitchCpu(pid=os.getpid())  # this process's main thread, spinning
     t = time.monotonic()
@@ -202,7 +202,7 @@ def test_the_switch_thread_reading_gives_its_cpu_share_and_its_wait():
 
 
 def test_a_bad_controller_config_is_refused_before_any_run_naming_the_key(tmp_path):
-    from experiments.runner import ExperimentError, run_experiment
+    from experiments.engines.runner import ExperimentError, run_experiment
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("controller:\n  lldp_intervall_s: 0\n")
@@ -215,7 +215,7 @@ def test_a_bad_controller_config_is_refused_before_any_run_naming_the_key(tmp_pa
 
 
 def test_a_bad_mtu_is_refused_before_any_run(tmp_path):
-    from experiments.runner import ExperimentError, run_experiment
+    from experiments.engines.runner import ExperimentError, run_experiment
 
     for bad in (1499, 9001, 0):
         with pytest.raises(ExperimentError, match=rf"--mtu: must be a whole number of bytes from 1500 to 9000, "

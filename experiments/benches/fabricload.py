@@ -1,0 +1,326 @@
+"""The steady state of ``freeway bench fabric-scale`` (issue 41): sFlow from every port of the emulated fabric
+and elephants announced by its hosts, against the real controller process.
+
+- ``EmulatedOVSDB``: a real ``ovsdb-server`` holding the emulated switches' bridges, ports and interfaces
+  (datapath id, OpenFlow port, ifIndex), as one Open vSwitch host holds Mininet's: the controller's port map
+  reads it with ``ovs-vsctl``, as it reads any switch host's (``--ovsdb tcp:127.0.0.1:PORT``).
+- ``Load``: a synthetic load on ``pairs`` active ToR pairs (one elephant and a few mice each), every flow
+  walked through the emulated tables to find the ports it crosses: the counters each port reports and the
+  flow samples each switch takes follow the program the controller installed.
+- ``ladder``: the load at the product's defaults (counters every second from every port, flow samples 1-in-10),
+  then, if the controller does not keep up, longer counter intervals and sparser sampling until it does:
+  the shortest counter interval and densest sampling it sustains, and why the others fail (the kernel's
+  drops on its sFlow socket, its event loop's lag).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from monitoring.sflow import FiveTuple
+from topology.fabric import Fabric
+
+WINDOW_S = 10.0  # one level of the ladder
+SUSTAINED_LOSS = 0.01  # a level is sustained when at most this share of the datagrams sent is lost
+COUNTER_LADDER = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0)
+SAMPLING_LADDER = (10, 100, 1000)
+
+
+class EmulatedOVSDB:
+    """``ovsdb-server`` on a fresh database in ``d``, holding every switch of ``fabric`` as a bridge: its
+    ports (to switches and to hosts) with an ifIndex unique on the host. ``endpoint`` is what the
+    controller's ``--ovsdb`` takes; ``ifindex[(switch, port)]`` what each port reports in sFlow."""
+
+    def __init__(self, fabric: Fabric, d: Path):
+        self.fabric, self.d = fabric, d.resolve()  # (ovsdb-server takes a relative unixctl path under its rundir)
+        self.proc: subprocess.Popen | None = None
+        self.ifindex: dict[tuple[str, int], int] = {}
+        self.endpoint = ""
+
+    def start(self, timeout: float = 120.0) -> EmulatedOVSDB:
+        from experiments.harness.procs import free_port
+
+        db = self.d / "ovsdb.db"
+        db.unlink(missing_ok=True)
+        subprocess.run(["ovsdb-tool", "create", str(db), "/usr/share/openvswitch/vswitch.ovsschema"], check=True,
+                       capture_output=True)
+        port = free_port()
+        self.proc = subprocess.Popen(["ovsdb-server", str(db), f"--remote=ptcp:{port}:127.0.0.1",
+                                      f"--unixctl={self.d / 'ovsdb.ctl'}", f"--log-file={self.d / 'ovsdb.log'}"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        self.endpoint = f"tcp:127.0.0.1:{port}"
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self._transact(port, self._rows(), timeout)
+                return self
+            except ConnectionRefusedError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise
+                time.sleep(0.1)
+
+    def _rows(self) -> list[dict]:
+        f = self.fabric
+        ports: dict[str, list[int]] = {sw: [f.port_to(sw, n) for n in f.neighbors(sw)] for sw in f.switches}
+        for h in f.hosts:
+            ports[h.switch].append(h.port)
+        ops, bridges, ix = [], [], 1000
+        for n, sw in enumerate(sorted(f.switches)):
+            refs = []
+            for p in sorted(ports[sw]):
+                ix += 1
+                self.ifindex[(sw, p)] = ix
+                ops.append({"op": "insert", "table": "Interface", "uuid-name": f"i{ix}",
+                            "row": {"name": f"{sw}-eth{p}", "ifindex": ix, "ofport": p}})
+                ops.append({"op": "insert", "table": "Port", "uuid-name": f"p{ix}",
+                            "row": {"name": f"{sw}-eth{p}", "interfaces": ["named-uuid", f"i{ix}"]}})
+                refs.append(["named-uuid", f"p{ix}"])
+            ops.append({"op": "insert", "table": "Bridge", "uuid-name": f"b{n}",
+                        "row": {"name": sw, "datapath_id": "%016x" % f.switches[sw].dpid, "ports": ["set", refs]}})
+            bridges.append(["named-uuid", f"b{n}"])
+        ops.append({"op": "insert", "table": "Open_vSwitch", "row": {"bridges": ["set", bridges]}})
+        return ops
+
+    @staticmethod
+    def _transact(port: int, ops: list[dict], timeout: float) -> None:
+        """One OVSDB transaction over JSON-RPC (RFC 7047); every operation must succeed."""
+        import socket
+
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(json.dumps({"method": "transact", "params": ["Open_vSwitch", *ops], "id": 1}).encode())
+            dec, buf = json.JSONDecoder(), b""
+            while True:
+                chunk = s.recv(1 << 20)
+                if not chunk:
+                    raise RuntimeError("ovsdb-server closed the connection during the transaction")
+                buf += chunk
+                try:
+                    reply, _ = dec.raw_decode(buf.decode())
+                    break
+                except ValueError:
+                    continue
+        bad = [r for r in reply.get("result") or [] if isinstance(r, dict) and "error" in r]
+        if reply.get("error") or bad:
+            raise RuntimeError(f"ovsdb transaction failed: {reply.get('error') or bad[:3]}")
+
+    def stop(self) -> None:
+        from experiments.harness.procs import stop_process
+
+        stop_process(self.proc)
+        self.proc = None
+
+
+class Load:
+    """A synthetic load on ``pairs`` active ToR pairs drawn with ``seed``: per pair, one elephant at
+    ``elephant`` of the access rate and ``mice`` flows at ``mouse`` of it each, from a host of one ToR to a
+    host of the other, walked through the emulated tables (``sim``): which ports each flow crosses."""
+
+    def __init__(self, fabric: Fabric, sim, ifindex: dict, pairs: int = 2000, seed: int = 1,
+                 elephant: float = 0.2, mice: int = 4, mouse: float = 0.01):
+        rng = random.Random(seed)
+        first: dict[str, list] = {}
+        for h in fabric.hosts:
+            first.setdefault(h.switch, []).append(h)
+        tors = sorted(first)
+        all_pairs = [(a, b) for a in tors for b in tors if a != b]
+        chosen = all_pairs if pairs <= 0 or pairs >= len(all_pairs) else rng.sample(all_pairs, pairs)
+        self.pairs = chosen
+        self.hosts = [(rng.choice(first[a]), rng.choice(first[b])) for a, b in chosen]
+        self.port_bps: dict[tuple[str, int], list[float]] = {key: [0.0, 0.0] for key in ifindex}  # in, out
+        self.streams: list[list] = []
+        self.unrouted = 0
+        self.flows = 0
+        for n, (src, dst) in enumerate(self.hosts):
+            rate = fabric.host_rate_bps(src.ip)
+            for j, share in enumerate([elephant] + [mouse] * mice):
+                flow = FiveTuple(src.ip, dst.ip, 6, 10000 + (n * (mice + 1) + j) % 50000, 5001)
+                t = sim.send(src.name, flow)
+                self.flows += 1
+                if t.delivered_to != dst.name:
+                    self.unrouted += 1
+                    continue
+                for hop in t.hops:
+                    self.port_bps[(hop.switch, hop.in_port)][0] += share * rate
+                    self.port_bps[(hop.switch, hop.out_port)][1] += share * rate
+                    self.streams.append([ifindex[(hop.switch, hop.in_port)], ifindex[(hop.switch, hop.out_port)],
+                                         flow.src, flow.dst, flow.sport, flow.dport, share * rate])
+        self.ports = [[ix, fabric.capacity_bps(self._link(fabric, sw, p)), *self.port_bps[(sw, p)]]
+                      for (sw, p), ix in sorted(ifindex.items(), key=lambda kv: kv[1])]
+
+    @staticmethod
+    def _link(fabric: Fabric, sw: str, port: int) -> tuple[str, str]:
+        peer = fabric.peer(sw, port)
+        return (sw, peer[0]) if peer else (sw, sw)
+
+    def spec(self, collector: tuple[str, int], seconds: float, counter_interval_s: float, sampling: int,
+             seed: int = 1) -> dict:
+        return {"collector": list(collector), "agent": "127.0.0.1", "duration_s": seconds,
+                "counter_interval_s": counter_interval_s, "sampling": sampling, "frame_bytes": 1500, "seed": seed,
+                "ports": self.ports, "streams": self.streams}
+
+
+def start_agents(spec: dict, d: Path, name: str) -> subprocess.Popen:
+    """The sFlow agents (``experiments.benches.sflowload``) in a process of their own; read with ``agents_done``."""
+    path = d / f"sflow-{name}.json"
+    path.write_text(json.dumps(spec))
+    return subprocess.Popen([sys.executable, "-m", "experiments.benches.sflowload", str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=str(Path(__file__).resolve().parents[2]))
+
+
+def agents_done(proc: subprocess.Popen, timeout: float) -> dict:
+    out, err = proc.communicate(timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"sFlow agents failed ({proc.returncode}): {err[-500:]}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def udp_drops(port: int) -> int:
+    """The kernel's drop count for the UDP socket bound to ``port`` on 127.0.0.1 (its receive buffer was full)."""
+    want = f"0100007F:{port:04X}"
+    for line in Path("/proc/net/udp").read_text().splitlines()[1:]:
+        cols = line.split()
+        if cols[1] == want:
+            return int(cols[-1])
+    return 0
+
+
+def scrape(api: str) -> dict:
+    """The counters and histograms the steady state is judged by, from one ``/metrics`` scrape."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://{api}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    want = {"freeway_sflow_datagrams", "freeway_sflow_flow_samples", "freeway_sflow_interface_samples",
+            "freeway_sflow_decode_errors", "freeway_sflow_unmapped_samples", "freeway_period_duration_seconds", "freeway_event_loop_lag_seconds",
+            "freeway_elephants", "freeway_handshake_latency_seconds", "freeway_install_confirm_seconds",
+            "freeway_gc_pause_seconds"}
+    out: dict = {}
+    for fam in text_string_to_metric_families(text):
+        if fam.name not in want:
+            continue
+        for s in fam.samples:
+            if fam.name == "freeway_gc_pause_seconds":  # by generation: its count, its sum, those over 50 ms
+                g = s.labels.get("generation")
+                if s.name.endswith("_count") or s.name.endswith("_sum"):
+                    out[f"gc{g}{s.name[len(fam.name):]}"] = s.value
+                elif s.name.endswith("_bucket") and float(s.labels["le"]) == 0.05:
+                    out[f"gc{g}_within_50ms"] = s.value
+            elif s.name.endswith("_bucket"):
+                out.setdefault(fam.name + ":buckets", {})[float(s.labels["le"])] = s.value
+            elif fam.name == "freeway_elephants":
+                out["elephants"] = out.get("elephants", 0) + s.value
+            else:
+                out[s.name] = s.value
+    return out
+
+
+def quantile(q: float, before: dict, after: dict, name: str) -> float | None:
+    """The ``q`` quantile of what a histogram observed between two scrapes, interpolated within its bucket
+    as Prometheus's ``histogram_quantile`` does; None if it observed nothing."""
+    b0, b1 = before.get(name + ":buckets", {}), after.get(name + ":buckets", {})
+    les = sorted(b1)
+    counts = [b1[le] - b0.get(le, 0.0) for le in les]
+    if not counts or counts[-1] <= 0:
+        return None
+    rank, lo, below = q * counts[-1], 0.0, 0.0
+    for le, c in zip(les, counts, strict=True):
+        if c >= rank:
+            if le == float("inf"):
+                return lo
+            return lo + (le - lo) * ((rank - below) / (c - below) if c > below else 1.0)
+        lo, below = le, c
+    return lo
+
+
+def level(api: str, sflow_port: int, load: Load, d: Path, interval: float, sampling: int, seconds: float,
+          during=None) -> dict:
+    """One level: the agents send for ``seconds``; what they sent, what the controller took in and lost,
+    its periods and its loop's lag meanwhile. ``during()`` (optional) runs while they send; its answer is
+    kept under "during"."""
+    before, drops0 = scrape(api), udp_drops(sflow_port)
+    proc = start_agents(load.spec(("127.0.0.1", sflow_port), seconds, interval, sampling), d,
+                        f"{interval:g}s-1in{sampling}")
+    extra = during() if during is not None else None
+    sent = agents_done(proc, seconds + 120)
+    time.sleep(1.0)  # what is still in the socket's buffer is read
+    after, drops = scrape(api), udp_drops(sflow_port) - drops0
+    got = after.get("freeway_sflow_datagrams_total", 0) - before.get("freeway_sflow_datagrams_total", 0)
+    lost = max(0, sent["datagrams"] - got)
+    out = {"counter_interval_s": interval, "sampling": sampling, "sent": sent, "received_datagrams": int(got),
+           "kernel_drops": drops, "lost_share": round(lost / sent["datagrams"], 4) if sent["datagrams"] else 0.0,
+           "interface_samples": int(after.get("freeway_sflow_interface_samples_total", 0)
+                                    - before.get("freeway_sflow_interface_samples_total", 0)),
+           "flow_samples": int(after.get("freeway_sflow_flow_samples_total", 0)
+                               - before.get("freeway_sflow_flow_samples_total", 0)),
+           "decode_errors": int(after.get("freeway_sflow_decode_errors_total", 0)
+                                - before.get("freeway_sflow_decode_errors_total", 0)),
+           "unmapped_samples": int(after.get("freeway_sflow_unmapped_samples_total", 0)
+                                   - before.get("freeway_sflow_unmapped_samples_total", 0)),
+           "elephants": after.get("elephants", 0),
+           "periods": int(after.get("freeway_period_duration_seconds_count", 0)
+                          - before.get("freeway_period_duration_seconds_count", 0)),
+           # the controller's cyclic collections meanwhile, by generation (its loop does nothing during one)
+           "gc": {g: {"collections": int(after.get(f"gc{g}_count", 0) - before.get(f"gc{g}_count", 0)),
+                      "pause_ms": round(1000 * (after.get(f"gc{g}_sum", 0) - before.get(f"gc{g}_sum", 0)), 1),
+                      "over_50ms": int((after.get(f"gc{g}_count", 0) - before.get(f"gc{g}_count", 0))
+                                       - (after.get(f"gc{g}_within_50ms", 0) - before.get(f"gc{g}_within_50ms", 0)))}
+                  for g in "012"}}
+    for q in (0.5, 0.99):
+        for key, name in (("period", "freeway_period_duration_seconds"), ("loop_lag", "freeway_event_loop_lag_seconds"),
+                          ("controller_handshake", "freeway_handshake_latency_seconds"),
+                          ("install_confirm", "freeway_install_confirm_seconds")):
+            v = quantile(q, before, after, name)
+            out[f"{key}_p{int(q * 100)}_ms"] = None if v is None else round(v * 1000, 1)
+    out["sustained"] = bool(sent["datagrams"]) and out["lost_share"] <= SUSTAINED_LOSS and out["decode_errors"] == 0
+    if extra is not None:
+        out["during"] = extra
+    return out
+
+
+def ladder(api: str, sflow_port: int, load: Load, d: Path, seconds: float = WINDOW_S, progress=print,
+           only: list[tuple[float, int]] | None = None) -> dict:
+    """The product's defaults first (counters every 1 s, flow samples 1-in-10); if they are not sustained,
+    counters alone at longer intervals until one is, then flow samples at sparser rates over it. ``only``:
+    these (interval, sampling) levels instead, in order (the shortest and densest sustained among them is
+    reported)."""
+    levels = []
+
+    def run(interval, sampling):
+        r = level(api, sflow_port, load, d, interval, sampling, seconds)
+        levels.append(r)
+        progress(f"[fabric-scale] sFlow counters every {interval:g} s, flow samples "
+                 f"{'1-in-%d' % sampling if sampling else 'off'}: sent {r['sent']['datagrams_per_s']} datagrams/s "
+                 f"({r['sent']['counter_samples_per_s']} counter, {r['sent']['flow_samples_per_s']} flow samples/s, "
+                 f"sender behind {r['sent']['behind_s']} s), lost {100 * r['lost_share']:.1f}% "
+                 f"(kernel drops {r['kernel_drops']}), period p50 {r['period_p50_ms']} ms, loop lag p99 "
+                 f"{r['loop_lag_p99_ms']} ms: {'sustained' if r['sustained'] else 'NOT sustained'}")
+        return r
+
+    best_interval = best_sampling = None
+    if only:
+        for interval, sampling in only:
+            r = run(interval, sampling)
+            if r["sustained"] and (best_interval is None or interval < best_interval):
+                best_interval = interval
+            if r["sustained"] and sampling and (best_sampling is None or sampling < best_sampling):
+                best_sampling = sampling
+    elif run(COUNTER_LADDER[0], SAMPLING_LADDER[0])["sustained"]:
+        best_interval, best_sampling = COUNTER_LADDER[0], SAMPLING_LADDER[0]
+    else:
+        for interval in COUNTER_LADDER:
+            if run(interval, 0)["sustained"]:
+                best_interval = interval
+                break
+        if best_interval is not None:  # (the densest sampling at the shortest interval already failed)
+            for sampling in SAMPLING_LADDER[1:] if best_interval == COUNTER_LADDER[0] else SAMPLING_LADDER:
+                if run(best_interval, sampling)["sustained"]:
+                    best_sampling = sampling
+                    break
+    return {"levels": levels, "shortest_counter_interval_s": best_interval, "densest_sampling": best_sampling,
+            "window_s": seconds, "sustained_if_lost_at_most": SUSTAINED_LOSS}

@@ -1,0 +1,427 @@
+"""One run on the packet-level engine: a fabric, a mode and a flow list on ns-3, the results in the shape
+the emulator's runs have (so that ``runner.analyse`` reads both).
+
+A run is one process (ns-3's simulator is one per process, and runs of a sweep go in parallel, one per
+core): ``run_one`` writes the run's spec as JSON, starts ``python -m experiments.engines.ns3.engine SPEC OUT``,
+passes its progress lines on, and reads its results. In the process: the network (``net.build``), TCP
+as Linux hosts run it (settings below), the mode's policy (``ryu_apps.modes``) made from the same
+configuration as ``freeway controller``, the same ``Estimator`` monitoring runs, the controller on
+simulated time (``control.Controller``), each host's flows (``fw::Host``), and at the end every flow's
+outcome, the core switches' drops and the events.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from experiments.workloads.flowlist import MICE_BOUNDARY, RR_PORT, Flow, dport_of
+from ryu_apps.host import handshake as hs
+from topology.fabric import Fabric
+
+TCPS = {"cubic": "ns3::TcpCubic", "newreno": "ns3::TcpNewReno", "bbr": "ns3::TcpBbr", "dctcp": "ns3::TcpDctcp"}
+
+
+class EngineError(RuntimeError):
+    pass
+
+
+@dataclass
+class Settings:
+    """How the engine models what the papers leave open (every one in results.json)."""
+
+    mtu: int = 1500
+    link_delay_s: float = 5e-6  # per link, one way (the emulator's veth and switch hop, roughly)
+    tcp: str = "cubic"  # the hosts' congestion control (Linux's default: Cubic)
+    min_rto_s: float = 0.2  # Linux's
+    queues: str = "fifo"  # every switch port's discipline; with isolation: strict
+    sampling: int = 0  # sFlow 1-in-N (0: the emulator's default for the link rate and MTU)
+    polling_s: float = 1.0  # sFlow counter interval
+    install_s: float = 0.0005
+    barrier_s: float = 0.0002
+    seed: int = 1
+    grace_s: float = 30.0  # after the last flow's start, the longest a run waits for the rest
+    paths: bool = False  # record every flow's path (every packet sampled: for checks, not for speed)
+    own_queues: bool = False  # every port on fw::PortQueue, with its counters (plain fifo and strict too)
+    rr_dscp: int = 0  # the DSCP request/response servers mark their answers with (hosts marking priorities)
+    host_send: str = "link"  # hosts send at their link's rate; "unshaped": as the emulator's, into the switch
+    # a new connection's first flight: 0 is ten segments (Linux's initial cwnd); N bytes caps it, standing in
+    # for a Linux receiver's first advertised window (35,840 bytes on these machines, 4 jumbo segments)
+    first_flight_bytes: int = 0
+    controller: dict = field(default_factory=dict)  # settings of the controller's config (sections)
+
+
+def _config(mode: str, iso: bool, extra: dict):
+    """The controller's configuration, as ``freeway controller`` would make it: ``extra`` is what a config
+    file gives (``config.load_file``: settings by name, module sections as pairs), the run's mode over it."""
+    from ryu_apps import config
+
+    values = {k: (tuple(tuple(kv) for kv in v) if k in config.SECTIONS or k == "mode_settings" else v)
+              for k, v in (extra or {}).items()}
+    values.update({"fabric": "(the ns-3 engine)", "mode": mode, "isolation": iso, "monitor": "sflow"})
+    return config.Config.from_mapping(values)
+
+
+def run_spec(spec: dict, progress=print) -> dict:
+    """The run a spec describes, in this process; its results."""
+    from experiments.engines.ns3 import control
+    from experiments.engines.ns3 import net as netmod
+    from experiments.engines.ns3.native import load
+    from monitoring.estimator import Estimator
+    from ryu_apps import modes
+    from topology.sflow_agent import SFlowAgentConfig
+
+    t_wall = time.time()
+    fabric = Fabric.from_dict(spec["fabric"])
+    st = Settings(**spec["settings"])
+    flows = [Flow(**f) for f in spec["flows"]]
+    mode, iso = spec["mode"], spec["isolation"]
+    per_packet = mode == "perpkt"
+    cfg = _config("ecmp" if per_packet else mode, iso, st.controller)
+    ns, fw = load()
+    ns.RngSeedManager.SetSeed(st.seed)
+    _tcp_defaults(ns, st)
+    sampling = 1 if st.paths else st.sampling or SFlowAgentConfig.for_rate(fabric.link_rate_mbps, st.mtu).sampling
+    net = netmod.build(fabric, link_delay_s=st.link_delay_s, mtu=st.mtu, queues=st.queues,
+                       iso=cfg.isolation_config(), sampling=sampling, seed=st.seed, per_packet=per_packet,
+                       own_queues=st.own_queues, host_send=st.host_send)
+    policy = modes.make(cfg, fabric)
+    ctl = control.Controller(net, policy, Estimator(fabric, cfg.monitor_config()),
+                             control.Delays(st.install_s, st.barrier_s), st.polling_s, sampling, st.paths)
+    ctl.program()
+    for pin in spec.get("pins", []):
+        ctl.install(pin["switch"], [_pin_flow(pin)])
+    port_tx: list[dict] = []
+    for t in spec.get("tx_at", []):
+        ctl.at(t, lambda now: port_tx.append({"t": round(now, 6), "tx": {
+            f"{sw}-eth{port}": int(net.switches[sw].txBytes(port)) for (sw, port) in net.ports}}))
+    apps = _hosts(net, fabric, flows, policy.takes_announces, st.rr_dscp, st.seed, ecn=st.tcp == "dctcp")
+    last_start = max((f.start for f in flows), default=0.0)
+    stops = [f.stop for f in flows if f.stop is not None]
+    until = max([last_start] + stops + spec.get("tx_at", [])) + st.grace_s
+    wall_at = [time.time()]
+    pending = _Pending(apps, flows, {h.name: _int(h.ip) for h in fabric.hosts})
+
+    def done(now: float) -> bool:
+        return now > last_start and now >= max(stops + spec.get("tx_at", []), default=0.0) and pending.empty()
+
+    def show(now: float) -> None:
+        if time.time() - wall_at[0] >= 10 or now >= until:
+            wall_at[0] = time.time()
+            finished = len(flows) - pending.left()
+            progress(f"[{spec['label']}] simulated {now:6.2f} s, wall {time.time() - t_wall:6.0f} s, "
+                     f"{finished}/{len(flows)} flows done")
+
+    at_stop: dict[int, int] = {}  # an elephant's bytes received when its sender stopped (as iperf3 -t counts)
+
+    def received(now: float, which: list[int]) -> None:
+        for n in which:
+            f = flows[n]
+            app = apps[f.src]
+            if app.Has(n):
+                at_stop[n] = int(apps[f.dst].Sunk(_int(_ip_of(fabric, f.src)), app.Result(n).sport))
+
+    for stop in sorted({f.stop for f in flows if f.stop is not None and f.bytes == 0}):
+        ctl.at(stop, lambda now, st=stop: received(now, [n for n, f in enumerate(flows)
+                                                          if f.stop == st and f.bytes == 0]))
+    end = ctl.run(until, done, show)
+    wall = time.time() - t_wall
+    out = _collect(spec, net, fabric, flows, apps, ctl, end, at_stop)
+    out["port_tx"] = port_tx
+    out.update(seconds=round(wall, 1), simulated_s=round(end, 3), wall_per_simulated_s=round(wall / max(end, 1e-9), 2),
+               engine="ns3", settings=asdict(st) | {"sampling": sampling}, counters=ctl.counters,
+               policy_time=_timing(ctl.timing))
+    ns.Simulator.Destroy()
+    return out
+
+
+def _pin_flow(pin: dict):
+    """A scenario's pinning entry as the switches are sent it: the flow's 5-tuple out of one port."""
+    from ryu_apps.openflow import intents as it
+
+    return it.Flow(pin["priority"], it.match(eth_type=0x0800, ip_proto=6, ipv4_src=pin["src_ip"],
+                                             ipv4_dst=pin["dst_ip"], tcp_src=pin["sport"], tcp_dst=pin["dport"]),
+                   (it.Output(pin["out_port"]),), table_id=pin["table"])
+
+
+def _timing(timing: dict[str, list[float]]) -> dict:
+    """The policy's own time per call (the controller's decisions, without the simulation): count, median,
+    p99 and the largest, in ms."""
+    from experiments.analysis.stats import percentile
+
+    return {k: {"calls": len(v), "median_ms": round(percentile(v, 50) * 1e3, 3) if v else None,
+                "p99_ms": round(percentile(v, 99) * 1e3, 3) if v else None,
+                "max_ms": round(max(v) * 1e3, 3) if v else None} for k, v in timing.items()}
+
+
+def _tcp_defaults(ns, st: Settings) -> None:
+    """TCP as a Linux host runs it, where ns-3's defaults differ."""
+    if st.tcp not in TCPS:
+        raise EngineError(f"tcp: unknown {st.tcp!r} (known: {', '.join(TCPS)})")
+    d = ns.Config.SetDefault
+    d("ns3::TcpL4Protocol::SocketType", ns.TypeIdValue(ns.TypeId.LookupByName(TCPS[st.tcp])))
+    d("ns3::TcpSocket::SegmentSize", ns.UintegerValue(st.mtu - 52))  # IP, TCP and timestamps
+    segment = st.mtu - 52
+    first = 10 if not st.first_flight_bytes else max(1, min(10, st.first_flight_bytes // segment))
+    d("ns3::TcpSocket::InitialCwnd", ns.UintegerValue(first))
+    d("ns3::TcpSocket::SndBufSize", ns.UintegerValue(4 << 20))
+    d("ns3::TcpSocket::RcvBufSize", ns.UintegerValue(6 << 20))
+    d("ns3::TcpSocket::DelAckTimeout", ns.TimeValue(ns.MilliSeconds(40)))
+    d("ns3::TcpSocket::ConnTimeout", ns.TimeValue(ns.Seconds(1.0)))
+    d("ns3::TcpSocketBase::MinRto", ns.TimeValue(ns.Seconds(st.min_rto_s)))
+    d("ns3::TcpSocketBase::MaxSegLifetime", ns.DoubleValue(1.0))  # TIME_WAIT: short, or endpoints pile up
+    if st.tcp == "dctcp":
+        d("ns3::TcpSocketBase::UseEcn", ns.StringValue("On"))
+
+
+def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool, rr_dscp: int = 0, seed: int = 1,
+           ecn: bool = False) -> dict:
+    """One ``fw::Host`` per host with its flows (announced ones carry their handshake's bytes). A flow
+    without a source port of its own gets one drawn from Linux's ephemeral range (seeded), as a Linux
+    host's connect() does: ns-3 would give every host the same ports in the same order, and the same
+    hash in every run."""
+    import random
+
+    ns, fw = net.ns, net.fw
+    rng = random.Random(seed)
+    used: dict[str, set[int]] = {}
+    ip = {h.name: h.ip for h in fabric.hosts}
+    apps = {}
+    for h in fabric.hosts:
+        app = ns.CreateObject[fw.Host]()
+        app.Configure(_int(hs.SERVICE_IP), RR_PORT, rr_dscp << 2)
+        if ecn:  # ns-3's TCP sends a socket with a TOS of its own Not-ECT: hosts mark at their egress instead
+            app.MarkAtEgress(net.host_queues[h.name])
+        net.nodes[h.name].AddApplication(app)
+        app.SetStartTime(ns.Seconds(0.0))
+        apps[h.name] = app
+    sinks: dict[str, set[int]] = {}
+    for n, f in enumerate(flows):
+        spec = fw.FlowSpec()
+        spec.id = n
+        spec.start = f.start
+        spec.kind = 0 if f.kind == "rr" else 1
+        spec.dst = _int(ip[f.dst])
+        spec.size = f.bytes
+        spec.stop = -1.0 if f.stop is None else f.stop
+        sport = f.sport
+        while not sport or sport in used.setdefault(f.src, set()):
+            sport = rng.randint(32768, 60999)
+        used.setdefault(f.src, set()).add(sport)
+        spec.sport = sport
+        spec.tos = f.dscp << 2
+        if f.kind == "bulk":
+            spec.dport = dport_of(n, f)
+            spec.rate = f.rate_mbps * 1e6
+            sinks.setdefault(f.dst, set()).add(spec.dport)
+        if f.announced and announces:
+            spec.sport = sport
+            ann = hs.Announce(n + 1, f.bytes or 1_000_000_000, 0,
+                              (hs.Subflow(ip[f.src], ip[f.dst], 6, spec.sport, spec.dport or RR_PORT),))
+            spec.announce = hs.encode(ann)
+        apps[f.src].Add(spec)
+    for host, ports in sinks.items():
+        for p in sorted(ports):
+            apps[host].AddSinkPort(p)
+    return apps
+
+
+def _int(ip: str) -> int:
+    a, b, c, d = (int(x) for x in ip.split("."))
+    return a << 24 | b << 16 | c << 8 | d
+
+
+class _Pending:
+    """The flows not yet done: a mouse when its answer is in, a sized bulk flow when its receiver has every
+    byte (its sender is done sooner: when the last byte is in its socket's buffer), a bulk flow of no size
+    when its sender stopped."""
+
+    def __init__(self, apps: dict, flows: list[Flow], ip: dict[str, int]):
+        self.apps, self.flows, self.ip = apps, flows, ip
+        self.todo = set(range(len(flows)))
+
+    def _done(self, n: int) -> bool:
+        f = self.flows[n]
+        app = self.apps[f.src]
+        if not app.Has(n):
+            return False
+        r = app.Result(n)
+        if f.kind == "bulk" and f.bytes:
+            return r.sport != 0 and self.apps[f.dst].SunkDone(self.ip[f.src], r.sport) >= 0
+        return bool(r.ok)
+
+    def left(self) -> int:
+        self.todo = {n for n in self.todo if not self._done(n)}
+        return len(self.todo)
+
+    def empty(self) -> bool:
+        return self.left() == 0
+
+
+def _ip_of(fabric: Fabric, host: str) -> str:
+    return next(h.ip for h in fabric.hosts if h.name == host)
+
+
+def _collect(spec: dict, net, fabric: Fabric, flows: list[Flow], apps: dict, ctl, end: float,
+             at_stop: dict[int, int] | None = None) -> dict:
+    """Every flow's outcome in the emulator's shapes: mice (request/response flows and sized bulk flows
+    under the boundary) with their completion time and timeouts; elephants with their goodput."""
+    ip = {h.name: h.ip for h in fabric.hosts}
+    boundary = spec.get("mice_boundary", MICE_BOUNDARY)
+    mice, elephants, bulk = [], [], []
+    for n, f in enumerate(flows):
+        app = apps[f.src]
+        if not app.Has(n):
+            continue
+        r = app.Result(n)
+        if f.kind == "rr":
+            rto = int(r.rto) + int(apps[f.dst].ServerRto(_int(ip[f.src]), r.sport))
+            mice.append({"client": f.src, "server": ip[f.dst], "size": f.bytes, "start": f.start,
+                         "fct_s": round(r.end - f.start, 6) if r.ok else None, "ok": bool(r.ok), "rto": rto,
+                         "sport": int(r.sport), "id": n})
+            continue
+        sink = apps[f.dst]
+        got = int(sink.Sunk(_int(ip[f.src]), r.sport))
+        finished = float(sink.SunkDone(_int(ip[f.src]), r.sport))
+        finished = None if finished < 0 else finished
+        started = float(r.answered) if r.answered >= 0 else f.start
+        answer = {-1: None, 0: "none", 1: "ack", 2: "nack"}[int(r.answer)]
+        if f.bytes == 0:
+            got = (at_stop or {}).get(n, got)  # what had arrived when the sender stopped
+            span = (f.stop or end) - f.start
+            elephants.append({"id": n, "src": f.src, "dst": f.dst, "goodput_mbps": got * 8 / span / 1e6 if span > 0
+                              else 0.0, "bytes": got, "announced": answer, "sport": int(r.sport)})
+        else:
+            rec = {"id": n, "src": f.src, "dst": f.dst, "size": f.bytes, "start": f.start, "bytes": got,
+                   "fct_s": round(finished - f.start, 6) if finished is not None else None,
+                   "ok": finished is not None, "rto": int(r.rto), "announced": answer,
+                   "goodput_mbps": got * 8 / (finished - started) / 1e6 if finished and finished > started else None}
+            bulk.append(rec)
+            if f.bytes < boundary:
+                mice.append({"client": f.src, "server": ip[f.dst], "size": f.bytes, "start": f.start,
+                             "fct_s": rec["fct_s"], "ok": rec["ok"], "rto": rec["rto"]})
+    paths = None
+    if spec["settings"].get("paths"):
+        paths = {}
+        for n, f in enumerate(flows):
+            app = apps[f.src]
+            if app.Has(n):
+                dport = dport_of(n, f)
+                hops = ctl.paths.get((ip[f.src], ip[f.dst], 6, int(app.Result(n).sport), dport), [])
+                first = {sw: t for t, sw in reversed(hops)}  # each switch's first packet of the flow
+                paths[str(n)] = sorted(first, key=first.get)
+    top = max(s.level for s in fabric.switches.values())
+    drops = {f"{sw}-eth{port}": int(net.fw.Dropped(p.queue)) for (sw, port), p in net.ports.items()
+             if fabric.switches[sw].level == top and fabric.links}  # (one switch, the ideal: no core)
+    queues = {}
+    for (sw, port), p in net.ports.items():
+        q = p.queue
+        if hasattr(q, "evictions"):  # fw::PortQueue: its own counters
+            queues[f"{sw}-eth{port}"] = {
+                "drops": [int(q.drops[0]), int(q.drops[1])], "marks": [int(q.marks[0]), int(q.marks[1])],
+                "sent": [int(q.sent[0]), int(q.sent[1])], "evictions": int(q.evictions), "cut_ins": int(q.cutIns),
+                "ect": int(q.ect), "backed_off": int(q.backedOff), "backoff_peak_bytes": int(q.backoffPeak),
+                "blocked": int(q.blocked), "pauses": [int(q.pauses[0]), int(q.pauses[1])],
+                "paused_s": [round(q.PausedTime(0), 6), round(q.PausedTime(1), 6)], "peak_bytes": int(q.peak),
+                "average_bytes": round(q.AverageBytes(), 1),
+                "tx_bytes": int(net.switches[sw].txBytes(port))}
+    pfc = {name: {"pause_frames": int(sw.pauseFrames), "resume_frames": int(sw.resumeFrames)}
+           for name, sw in net.switches.items() if sw.pfc}
+    switch_drops = {"meter": sum(int(sw.meterDrops) for sw in net.switches.values()),
+                    "table": sum(int(sw.tableDrops) for sw in net.switches.values())}
+    return {"label": spec["label"], "mode": spec["label_mode"], "mice": mice, "elephants": elephants, "bulk": bulk,
+            "queues": queues, "pfc": pfc, "switch_drops": switch_drops,
+            "core_drops": drops, "events": ctl.events, "switch_cpu": None, "paths": paths,
+            "all_drops": sum(int(net.fw.Dropped(p.queue)) for p in net.ports.values())}
+
+
+# ----- one run, in its own process -----------------------------------------------------------------
+def spec_of(label: str, mode_label: str, fabric: Fabric, mode: str, iso: bool, flows: list[Flow],
+            settings: Settings, mice_boundary: int = MICE_BOUNDARY, pins: list | None = None,
+            tx_at: list[float] | None = None) -> dict:
+    """A run: ``pins`` are entries a scenario puts in the switches besides the controller's program
+    (``collisions.Pin``: an unlucky hash made every time), ``tx_at`` times at which every switch port's
+    transmitted bytes are read (``port_tx`` in the results)."""
+    spec = {"label": label, "label_mode": mode_label, "fabric": fabric.to_dict(), "mode": mode, "isolation": iso,
+            "flows": [asdict(f) for f in flows], "settings": asdict(settings), "mice_boundary": mice_boundary}
+    if pins:
+        spec["pins"] = [asdict(p) for p in pins]
+    if tx_at:
+        spec["tx_at"] = sorted(tx_at)
+    return spec
+
+
+def run_all(out: Path, specs: list[dict], jobs: int = 0, tag: str = "engine",
+            timeout_s: float = 24 * 3600) -> list[dict]:
+    """Every spec's run, ``jobs`` at once (0: one per core), each its own process; a run already written
+    under ``out`` with the same spec is read back, not run again (an interrupted sweep resumes)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(spec):
+        done = written(out, spec)
+        if done is not None:
+            print(f"[{tag}] {spec['label']}: already run", flush=True)
+            return done
+        print(f"[{tag}] {spec['label']}: {len(spec['flows'])} flows", flush=True)
+        return run_one(out, spec, timeout_s=timeout_s)
+
+    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+        return list(pool.map(one, specs))
+
+
+def written(out: Path, spec: dict) -> dict | None:
+    """The results of a run already written under ``out`` with this very spec (an interrupted sweep resumes),
+    else None."""
+    d = out / spec["label"]
+    if not ((d / "run.json").exists() and (d / "spec.json").exists()):
+        return None
+    old, new = json.loads((d / "spec.json").read_text()), json.loads(json.dumps(spec))
+    if isinstance(old.get("settings"), dict):  # a setting added since, at its default, changes nothing
+        defaults = json.loads(json.dumps(asdict(Settings())))
+        old["settings"] = {**{k: v for k, v in defaults.items() if k not in old["settings"]}, **old["settings"]}
+    return json.loads((d / "run.json").read_text()) if old == new else None
+
+
+def run_one(out: Path, spec: dict, timeout_s: float = 6 * 3600) -> dict:
+    """Run a spec in a child process (its progress lines passed on); its results (also ``run.json``)."""
+    d = out / spec["label"]
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "spec.json").write_text(json.dumps(spec))
+    result = d / "run.json"
+    result.unlink(missing_ok=True)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "experiments.engines.ns3.engine", str(d / "spec.json"), str(result)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            cwd=str(Path(__file__).resolve().parents[3]))
+    tail: list[str] = []
+    deadline = time.time() + timeout_s
+    for line in proc.stdout:
+        if "runStaticInitializersOnce" in line:
+            continue  # cling's notice when ns-3 loads: harmless
+        tail = (tail + [line.rstrip()])[-20:]
+        if line.startswith("["):
+            print(line.rstrip(), flush=True)
+        if time.time() > deadline:
+            proc.kill()
+            raise EngineError(f"{spec['label']}: no result within {timeout_s:.0f} s")
+    proc.wait()
+    if proc.returncode != 0 or not result.exists():
+        raise EngineError(f"{spec['label']}: the engine failed (exit {proc.returncode}):\n" + "\n".join(tail))
+    return json.loads(result.read_text())
+
+
+def main(argv=None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    spec = json.loads(Path(args[0]).read_text())
+    res = run_spec(spec, progress=lambda s: print(s, flush=True))
+    Path(args[1]).write_text(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -26,6 +26,7 @@ def load() -> tuple:
         from ns import ns  # noqa: F401  (ns-3's own loader: every module's library and header)
     except (ImportError, SystemExit) as e:  # ns3's stub exits when its package is missing
         raise Ns3Unavailable(f"ns-3 is not available: {e} (make install puts ns3 from PyPI in .venv)") from None
+    cppyy.add_include_path(str(SOURCE.parent))  # fwsim.cc includes its parts, fwsim/*.h
     cppyy.cppdef(SOURCE.read_text())
     fw = cppyy.gbl.fw
     fw.Register()

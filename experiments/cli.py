@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
+from topology import options
+
 
 def cmd_demo(args) -> int:
     from experiments.scenarios.demo import run
@@ -30,11 +32,10 @@ def cmd_bench(args) -> int:
     from experiments.benches import failover, reroute
 
     if args.bench == "startup":
-        ks = [int(x) for x in args.k.split(",")]
-        bench.startup(ks, args.rate, Path(args.out))
+        bench.startup(args.ks, args.link_mbps, Path(args.out))
         print(f"results in {Path(args.out) / 'startup.json'}")
     elif args.bench == "detection":
-        r = bench.detection(args.trials, args.rate, Path(args.out), args.elephant_mbps, args.mice, args.seed,
+        r = bench.detection(args.trials, args.link_mbps, Path(args.out), args.elephant_mbps, args.mice, args.seed,
                             _mice_sizes(args.mice_sizes))
         print(f"elephants detected {r['detected']}/{len(r['trials'])}: median {r['median_delay_s']} s, "
               f"p95 {r['p95_delay_s']} s; mice flagged {r['mice']['wrongly_flagged']}/{r['mice']['flows']}; "
@@ -47,7 +48,7 @@ def cmd_bench(args) -> int:
             check_count(args.switch_processes)
         except ProcessError as e:
             raise SystemExit(f"freeway bench handshake: --{e}") from None
-        r = bench.handshake_latency([int(x) for x in args.rates.split(",")], args.seconds, Path(args.out),
+        r = bench.handshake_latency([int(x) for x in args.announces_per_s.split(",")], args.duration, Path(args.out),
                                     args.punt_pps, args.api_poll, args.switch_processes)
         for row in r["results"]:
             print(f"{row['rate_per_s']}/s: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, "
@@ -62,7 +63,7 @@ def cmd_bench(args) -> int:
     elif args.bench == "fabric-scale":
         from experiments.benches import fabricscale
 
-        for k in [int(x) for x in args.k.split(",")]:
+        for k in args.ks:
             r = fabricscale.run(k, Path(args.out), args.topo, args.pairs, mode=args.mode, timeout=args.timeout,
                                 steady=not args.no_steady, steady_s=args.window, active_pairs=args.active_pairs,
                                 handshake_rate=args.handshake_rate, cuts=args.cuts)
@@ -100,7 +101,7 @@ def cmd_bench(args) -> int:
                                                  for m, v in row.items()))
         print(f"results in {Path(args.out) / 'reroute.json'}")
     elif args.bench == "isolation":
-        r = reroute.isolation_bench(args.seconds, args.mice_rate, args.elephants, Path(args.out))
+        r = reroute.isolation_bench(args.duration, args.mice_rate, args.elephants, Path(args.out))
         for name, row in r["runs"].items():
             print(f"{name}: mice p50 {row['mice_p50_ms']} ms, p99 {row['mice_p99_ms']} ms, "
                   f"bottleneck {100 * row['bottleneck_utilisation']:.1f}%")
@@ -112,7 +113,7 @@ def cmd_bench(args) -> int:
             print(f"{kind}: connect p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms over {row['connects']}")
         print(f"results in {Path(args.out) / 'hook.json'}")
     elif args.bench == "linkcheck":
-        r = failover.linkcheck(args.trials, args.seconds, Path(args.out))
+        r = failover.linkcheck(args.trials, args.duration, Path(args.out))
         for k, v in r["cost"].items():
             print(f"{k}: controller CPU {v['cpu_pct']}%, {v['probes_per_s']} probes/s sent, {v['heard_per_s']}/s heard")
         s = r["summary"]
@@ -120,7 +121,7 @@ def cmd_bench(args) -> int:
               f"median {s['pings_lost_median']} pings lost")
         print(f"results in {Path(args.out) / 'linkcheck.json'}")
     elif args.bench == "state":
-        r = failover.state(args.flows, args.rate, args.waves, Path(args.out))
+        r = failover.state(args.flows, args.flows_per_s, args.waves, Path(args.out))
         print(f"RSS before {r['before']['rss_mib']} MiB; " + "; ".join(
             f"wave {w['wave']}: {w['flows_installed']} flows, peak {w['peak']['rss_mib'] if w['peak'] else None} "
             f"MiB, after {w['after']['rss_mib']} MiB with {w['after'].get('hedera_edges')} edge entries"
@@ -161,7 +162,7 @@ def cmd_bench(args) -> int:
             raise SystemExit(f"freeway bench emulator: --ports: comma-separated whole numbers, got {args.ports!r}") from None
         if not ports or min(ports) < 0 or max(ports) > 2000 or not 1 <= args.pps <= 5000:
             raise SystemExit("freeway bench emulator: --ports must be 0-2000 each and --pps 1-5000")
-        emulator(ports, args.pps, args.seconds, Path(args.out))
+        emulator(ports, args.pps, args.duration, Path(args.out))
         print(f"results in {Path(args.out) / 'emulator.json'}")
     return 0
 
@@ -325,7 +326,7 @@ def _fct(args, modes: list[str]) -> int:
 def add_commands(sub) -> None:
     d = sub.add_parser("demo", help="k=4 fat-tree under the controller: reachability, TCP rate, ECMP spread")
     d.add_argument("--k", type=int, default=4, help="fat-tree arity (4)")
-    d.add_argument("--rate", type=float, default=10.0, help="link rate in Mbit/s (10)")
+    options.link_mbps(d, 10.0)
     d.add_argument("--out", default="results/demo", help="where to write the description and results (results/demo)")
     d.set_defaults(func=cmd_demo)
 
@@ -430,12 +431,12 @@ def add_commands(sub) -> None:
     b = sub.add_parser("bench", help="measurements that write JSON")
     bsub = b.add_subparsers(dest="bench", required=True)
     bs = bsub.add_parser("startup", help="fat-tree start-up time to full reachability")
-    bs.add_argument("--k", default="4,8", help="comma-separated arities (4,8)")
-    bs.add_argument("--rate", type=float, default=10.0, help="link rate in Mbit/s (10)")
+    options.ks(bs, "4,8")
+    options.link_mbps(bs, 10.0)
     bs.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     bd = bsub.add_parser("detection", help="elephant detection delay, mice misflagged, decoder speed")
     bd.add_argument("--trials", type=int, default=10, help="elephant trials (10)")
-    bd.add_argument("--rate", type=float, default=10.0, help="link rate in Mbit/s (10)")
+    options.link_mbps(bd, 10.0)
     bd.add_argument("--elephant-mbps", type=float, default=3.0, help="elephant rate in Mbit/s (3)")
     bd.add_argument("--mice", type=int, default=100, help="request/response mice flows (100)")
     bd.add_argument("--mice-sizes", default="1000,50000", metavar="MIN,MAX",
@@ -443,8 +444,10 @@ def add_commands(sub) -> None:
     bd.add_argument("--seed", type=int, default=1, help="random seed (1)")
     bd.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     bh = bsub.add_parser("handshake", help="handshake-to-answer latency at several announce rates (k=4)")
-    bh.add_argument("--rates", default="10,100,500", help="announces per second, comma-separated (10,100,500)")
-    bh.add_argument("--seconds", type=float, default=5.0, help="seconds per rate (5)")
+    bh.add_argument("--announces-per-s", default="10,100,500",
+                    help="announces per second, comma-separated (10,100,500)")
+    options.renamed(bh, "--rates", "--announces-per-s")
+    options.duration(bh, 5.0, "seconds per rate (5)")
     bh.add_argument("--punt-pps", type=int, default=1000, help="punt meter rate per edge switch for the run (1000)")
     bh.add_argument("--api-poll", type=float, default=0.1,
                     help="each rate also runs with a client polling the operator API this often, in s (0.1; 0: not)")
@@ -461,7 +464,7 @@ def add_commands(sub) -> None:
     bk.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     bf = bsub.add_parser("fabric-scale", help="the controller process against a fabric's switches emulated at the "
                                              "socket (one OpenFlow connection each): start-up, program walk, restart")
-    bf.add_argument("--k", default="8", help="fat-tree arity, or several: 8,16,32 (8)")
+    options.ks(bf, "8")
     bf.add_argument("--topo", choices=["fattree", "leafspine"], default="fattree")
     bf.add_argument("--pairs", type=int, default=2000, help="ToR pairs walked through the tables (2000; 0: every one)")
     bf.add_argument("--mode", default="freeway", help="the controller's mode (freeway)")
@@ -486,7 +489,7 @@ def add_commands(sub) -> None:
     bf.add_argument("--ttl", type=float, default=2.0, help="with --cluster: the leader's lease in s (2)")
     bf.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     bi = bsub.add_parser("isolation", help="many-to-one on a leaf-spine: mice FCT and utilisation, isolation on/off")
-    bi.add_argument("--seconds", type=float, default=20.0, help="seconds of mice per run (20)")
+    options.duration(bi, 20.0, "seconds of mice per run (20)")
     bi.add_argument("--mice-rate", type=float, default=6.0, help="10 KB mice per second (6: about 5%% of the link)")
     bi.add_argument("--elephants", type=int, default=3, help="elephant senders (3)")
     bi.add_argument("--out", default="results/bench", help="output directory (results/bench)")
@@ -496,13 +499,14 @@ def add_commands(sub) -> None:
     bo.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     bt = bsub.add_parser("state", help="Hedera mode, waves of short TCP flows: the controller's RSS and tables")
     bt.add_argument("--flows", type=int, default=100_000, help="flows per wave (100000; each connect is two)")
-    bt.add_argument("--rate", type=float, default=1000.0, help="flows per second, all hosts together (1000)")
+    bt.add_argument("--flows-per-s", type=float, default=1000.0, help="flows per second, all hosts together (1000)")
+    options.renamed(bt, "--rate", "--flows-per-s", float)
     bt.add_argument("--waves", type=int, default=2, help="waves, each after the last one's flows expired (2)")
     bt.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     bl = bsub.add_parser("linkcheck", help="the LLDP link check on k=4: its CPU cost, and how fast a silent "
                                            "one-way link failure is found")
     bl.add_argument("--trials", type=int, default=5, help="silent failures (5)")
-    bl.add_argument("--seconds", type=float, default=20.0, help="idle seconds for the CPU cost, each run (20)")
+    options.duration(bl, 20.0, "idle seconds for the CPU cost, each run (20)")
     bl.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     bx = bsub.add_parser("crossval", help="the same mixed workload on the emulator and on ns-3, compared")
     bx.add_argument("--emulator", required=True, help="a 'freeway experiment mixed' output directory")
@@ -528,9 +532,35 @@ def add_commands(sub) -> None:
                                           "datapath, and with those ports in a second process")
     be.add_argument("--ports", default="0,200,700", help="idle ports to add, comma-separated (0,200,700)")
     be.add_argument("--pps", type=int, default=500, help="pings per second through the bridge (500)")
-    be.add_argument("--seconds", type=float, default=5.0, help="seconds per measurement (5)")
+    options.duration(be, 5.0, "seconds per measurement (5)")
     be.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     b.set_defaults(func=cmd_bench)
+
+
+def options_table() -> str:
+    """Every command's options as docs/commands.md lists them (a test keeps the page equal to this):
+    one line per command, its options in the order ``--help`` gives them; old names, hidden, left out."""
+    import argparse
+
+    from experiments.sweep import cli as sweep_cli
+    from ryu_apps import cli
+
+    rows = []
+
+    def walk(parser, path):
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sp in a.choices.items():
+                    walk(sp, path + [name])
+        if not any(isinstance(a, argparse._SubParsersAction) for a in parser._actions):
+            opts = [a.option_strings[0] if len(a.option_strings) == 1 else " / ".join(a.option_strings)
+                    for a in parser._actions if a.option_strings and a.help != argparse.SUPPRESS
+                    and "--help" not in a.option_strings]
+            pos = [a.dest.upper() for a in parser._actions if not a.option_strings]
+            rows.append(f"| `freeway {' '.join(path)}` | {' '.join(pos)} | {', '.join(f'`{o}`' for o in opts)} |")
+
+    walk(cli.build_parser((sys.modules[__name__], sweep_cli)), [])
+    return "\n".join(["| command | arguments | options |", "|---|---|---|", *sorted(rows)]) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,7 @@ from ryu_apps.config import (
     settings_help,
 )
 from ryu_apps.modes import registry
+from topology import options
 from topology.settings import spec
 
 
@@ -125,9 +126,9 @@ def cmd_discover(args) -> int:
 
     if args.duration <= 0 or args.interval <= 0 or args.interval * 2 > args.duration:
         raise SystemExit("freeway discover: --duration must be at least twice --interval, both positive")
-    if args.rate is not None and args.rate <= 0:
-        raise SystemExit(f"freeway discover: --rate must be positive, got {args.rate:g}")
-    settings = {"out": args.out, "duration_s": args.duration, "interval_s": args.interval, "rate_mbps": args.rate}
+    if args.link_mbps is not None and args.link_mbps <= 0:
+        raise SystemExit(f"freeway discover: --link-mbps must be positive, got {args.link_mbps:g}")
+    settings = {"out": args.out, "duration_s": args.duration, "interval_s": args.interval, "rate_mbps": args.link_mbps}
     if args.expect:
         try:
             settings.update(expect=Fabric.load(args.expect), expect_file=args.expect)
@@ -149,8 +150,8 @@ def add_discover(sub) -> None:
     d.add_argument("--duration", type=float, default=10.0, help="seconds to watch after the first switch "
                                                                 "connects (10)")
     d.add_argument("--interval", type=float, default=1.0, help="seconds between LLDP probes of every port (1)")
-    d.add_argument("--rate", type=float, help="every link's rate in Mbit/s (default: the ports' advertised "
-                                              "speeds, the slower end of each link)")
+    options.link_mbps(d, None, help="every link's rate in Mbit/s (default: the ports' advertised speeds, the "
+                                    "slower end of each link)")
     d.add_argument("--expect", metavar="FILE", help="a description to compare with: exit 2 and say what "
                                                     "differs, by datapath id, if the fabric is not that one")
     d.add_argument("--ctl-privkey", help="OpenFlow over TLS: the controller's private key (PEM)")

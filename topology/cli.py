@@ -7,6 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
+from topology import options
 from topology.queues import IsolationConfig, check_mtu
 from topology.settings import SettingError, build, hostport, parse_pairs
 from topology.sflow_agent import SFlowAgentConfig
@@ -17,9 +18,9 @@ def _fabric_from_args(args):
     from topology.fabric import scramble
 
     if args.topo == "fattree":
-        fabric = build_fabric("fattree", args.rate, k=args.k)
+        fabric = build_fabric("fattree", args.link_mbps, k=args.k)
     else:
-        fabric = build_fabric("leafspine", args.rate, spines=args.spines, leaves=args.leaves,
+        fabric = build_fabric("leafspine", args.link_mbps, spines=args.spines, leaves=args.leaves,
                               hosts_per_leaf=args.hosts_per_leaf)
     seed = getattr(args, "scramble", None)
     return fabric if seed is None else scramble(fabric, seed)
@@ -31,7 +32,7 @@ def _add_fabric_shape(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spines", type=int, default=2, help="leaf-spine: number of spines (2)")
     p.add_argument("--leaves", type=int, default=4, help="leaf-spine: number of leaves (4)")
     p.add_argument("--hosts-per-leaf", type=int, default=2, help="leaf-spine: hosts per leaf (2)")
-    p.add_argument("--rate", type=float, default=10.0, help="link rate in Mbit/s (10)")
+    options.link_mbps(p, 10.0)
 
 
 def cmd_fabric(args) -> int:

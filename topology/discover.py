@@ -256,7 +256,7 @@ def _describe(obs, peer, hosts_at, topo, params, roles: Roles, rate_mbps) -> Fab
             return float(rate_mbps)
         speeds = [obs.switches[d].get(p, 0) for d, p in ends]
         if not all(speeds):
-            raise DiscoverError(f"the speed of port {_ref(ends[speeds.index(0)])} is unknown: give --rate")
+            raise DiscoverError(f"the speed of port {_ref(ends[speeds.index(0)])} is unknown: give --link-mbps")
         return float(min(speeds))
 
     order = sorted(obs.switches, key=lambda d: (-ROLE_LEVEL[roles[d][1]], roles[d][2], roles[d][3]))

@@ -28,9 +28,9 @@ def step(msg: str) -> None:
 def run(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    fabric = fattree(args.k, args.rate)
+    fabric = fattree(args.k, args.link_mbps)
     fabric.save(out / "fabric.json")
-    result: dict = {"k": args.k, "rate_mbps": args.rate}
+    result: dict = {"k": args.k, "rate_mbps": args.link_mbps}
     step(f"fabric description written to {out / 'fabric.json'}")
     with ControllerProcess(out / "fabric.json", log_file=out / "controller.log") as ctl:
         step(f"controller listening on 127.0.0.1:{ctl.port} (log: {ctl.log_file})")
@@ -46,7 +46,7 @@ def run(args) -> int:
             src, dst = fabric.hosts[0].name, fabric.hosts[-1].name
             mbps = fn.iperf(src, dst, seconds=5)
             result["tcp_mbps"] = round(mbps, 2)
-            step(f"TCP {src} -> {dst} (across pods): {mbps:.2f} Mbit/s on {args.rate:g} Mbit/s links")
+            step(f"TCP {src} -> {dst} (across pods): {mbps:.2f} Mbit/s on {args.link_mbps:g} Mbit/s links")
             edge = fabric.hosts[0].switch
             far = fabric.hosts[len(fabric.hosts) // 2]
             fn.host(far.name).cmd("iperf3 -s -1 -p 5301 -D >/dev/null 2>&1")
@@ -59,6 +59,6 @@ def run(args) -> int:
             step(f"ECMP: 8 TCP flows {src} -> {far.name} left {edge} as "
                  + ", ".join(f"uplink port {p}: {b / 1e6:.2f} MB" for p, b in spread.items()))
     (out / "demo.json").write_text(json.dumps(result, indent=1) + "\n")
-    ok = not failed and mbps >= 0.8 * args.rate
+    ok = not failed and mbps >= 0.8 * args.link_mbps
     step(f"{'OK' if ok else 'FAILED'}; results in {out / 'demo.json'}")
     return 0 if ok else 1

@@ -19,7 +19,7 @@ def test_discovery_writes_the_fabric_as_built_and_the_controller_runs_on_it(tmp_
     truth.save(tmp_path / "truth.json")
     out = tmp_path / "found.json"
     proc = subprocess.Popen([*freeway_command(), "discover", "--listen", f"127.0.0.1:{port}", "--out", str(out),
-                             "--duration", "8", "--rate", "10", "--expect", str(tmp_path / "truth.json")],
+                             "--duration", "8", "--link-mbps", "10", "--expect", str(tmp_path / "truth.json")],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     fn = FabricNet(truth, ("127.0.0.1", port))
     try:
@@ -55,7 +55,7 @@ def test_a_fabric_that_is_not_a_clos_is_refused_with_the_reason(tmp_path):
     port = free_port()
     out = tmp_path / "found.json"
     proc = subprocess.Popen([*freeway_command(), "discover", "--listen", f"127.0.0.1:{port}", "--out", str(out),
-                             "--duration", "5", "--rate", "10"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             "--duration", "5", "--link-mbps", "10"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     fn = FabricNet(broken, ("127.0.0.1", port))
     try:
@@ -83,7 +83,7 @@ def test_discovery_works_on_a_fabric_on_tls(tmp_path):
     port = free_port()
     out = tmp_path / "found.json"
     proc = subprocess.Popen([*freeway_command(), "discover", "--listen", f"127.0.0.1:{port}", "--out", str(out),
-                             "--duration", "8", "--rate", "10", "--expect", str(tmp_path / "truth.json"),
+                             "--duration", "8", "--link-mbps", "10", "--expect", str(tmp_path / "truth.json"),
                              "--ctl-privkey", made["controller"]["key"], "--ctl-cert", made["controller"]["cert"],
                              "--ca-certs", made["ca"]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     fn = FabricNet(truth, ("127.0.0.1", port), tls={**made["ovs"], "ca": made["ca"]})

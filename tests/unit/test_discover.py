@@ -63,7 +63,7 @@ def test_port_speeds_give_capacities_and_a_rate_overrides_them():
     caps = {ln.capacity_mbps for ln in infer(obs).links}
     assert caps == {1000.0, 100.0}
     obs.switches[d[first.a]][first.a_port] = 0
-    with pytest.raises(DiscoverError, match="speed of port .* is unknown: give --rate"):
+    with pytest.raises(DiscoverError, match="speed of port .* is unknown: give --link-mbps"):
         infer(obs)
 
 

@@ -1,6 +1,6 @@
 """Workloads: flow sizes from published distributions, Poisson arrivals, seeded schedules.
 
-Sizes come from piecewise-linear CDFs shipped in ``experiments/data`` (web
+Sizes come from piecewise-linear CDFs shipped in ``experiments/workloads/data`` (web
 search from DCTCP, data mining from VL2; each file names its source), cut at a
 mice boundary: a mouse is a flow of at most ``boundary`` bytes, drawn from the
 distribution conditioned on that. Arrivals are Poisson at the rate that makes

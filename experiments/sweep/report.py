@@ -110,6 +110,8 @@ def build(store, x: str = "load") -> dict:
                     row[fig] = sum(vals) / len(vals) if vals else None
                     row[f"{fig}_seeds"] = [min(vals), max(vals)] if vals else None
                 row["unfinished_total"] = int(mine["unfinished"].sum())
+                row["unfinished_by_seed"] = {int(sd): int(u) for sd, u in zip(mine["seed"], mine["unfinished"],
+                                                                               strict=True)}
                 row["flows_total"] = int(mine["flows"].sum())
                 out["rows"].append(row)
         out["ratios"] = _ratios(out)
@@ -224,7 +226,66 @@ def markdown(rep: dict) -> str:
                 lines.append(f"| {'-' if xv is None else xv} | {mode} | {vs} | {_ratio_cell(figs, '<100KB p99')} | "
                              f"{_ratio_cell(figs, '>=1MB mean')} |")
             lines.append("")
+        verdicts = targets(cell) if not paper and not timed else []
+        if verdicts:
+            lines += ["Targets (docs/fct.md: T1 Freeway+isolation's <100KB p99 at most half ECMP's and at most "
+                      "ECMP+isolation's; T2 its >=1MB mean at most 1.1x the best of ECMP, Hedera, EFM and PerPktLB; "
+                      "T3 Freeway's two figures at most ECMP's; T4 every flow finished):", "",
+                      f"| {cell['x']} | seed | T1: FI <100KB p99 (ECMP, ECMP+iso) | T2: FI >=1MB mean (best, which) "
+                      "| T3: Freeway's (ECMP's) | T4: unfinished |", "|---|---|---|---|---|---|"]
+            for v in verdicts:
+                lines.append(
+                    f"| {'-' if v['x'] is None else v['x']} | {v['seed']} | {_verdict(v['t1'])} {_fmt(v['fi_small'])} "
+                    f"({_fmt(v['ecmp_small'])}, {_fmt(v['ecmpi_small'])}) | {_verdict(v['t2'])} {_fmt(v['fi_large'])} "
+                    f"({_fmt(v['best_large'])}, {v['best'] or '-'}) | {_verdict(v['t3'])} {_fmt(v['fw_small'])} / "
+                    f"{_fmt(v['fw_large'])} ({_fmt(v['ecmp_small'])} / {_fmt(v['ecmp_large'])}) | "
+                    f"{_verdict(v['t4'])} {v['unfinished']} |")
+            lines.append("")
     return "\n".join(lines) + "\n"
+
+
+BASELINES = ("ecmp", "hedera-1s", "efm-biggest", "perpkt")  # T2's: the best of them on large flows
+
+
+def targets(cell: dict) -> list[dict]:
+    """The FCT benchmark's four targets for one cell, per x, per seed and pooled (docs/fct.md): None where a
+    mode they need was not run."""
+    out = []
+    for xv in cell["xs"]:
+        rows = {r["mode"]: r for r in cell["rows"] if r["x"] == xv}
+        if "freeway+isolation" not in rows and "freeway" not in rows:
+            continue
+        seeds = sorted({s for r in rows.values() for s in r["seeds"]})
+        for seed in [*seeds, "pooled"]:
+            def fig(mode, bucket, stat, rows=rows, seed=seed):
+                r = rows.get(mode)
+                if r is None:
+                    return None
+                v = ((r["pooled"][bucket] or {}).get(stat) if seed == "pooled"
+                     else r["per_seed"][bucket][stat].get(seed))
+                return None if v is None or _nan(v) else float(v)
+
+            fi_s, fi_l = fig("freeway+isolation", "<100KB", "p99"), fig("freeway+isolation", ">=1MB", "mean")
+            e_s, e_l = fig("ecmp", "<100KB", "p99"), fig("ecmp", ">=1MB", "mean")
+            ei_s = fig("ecmp+isolation", "<100KB", "p99")
+            fw_s, fw_l = fig("freeway", "<100KB", "p99"), fig("freeway", ">=1MB", "mean")
+            base = {m: v for m in BASELINES if (v := fig(m, ">=1MB", "mean")) is not None}
+            best = min(base, key=base.get) if base else None
+            unfinished = sum(int(r["unfinished_total"]) if seed == "pooled" else r["unfinished_by_seed"].get(seed, 0)
+                             for r in rows.values())
+            out.append({
+                "x": xv, "seed": seed, "fi_small": fi_s, "fi_large": fi_l, "ecmp_small": e_s, "ecmp_large": e_l,
+                "ecmpi_small": ei_s, "fw_small": fw_s, "fw_large": fw_l, "best": best,
+                "best_large": base.get(best) if best else None, "unfinished": unfinished,
+                "t1": None if None in (fi_s, e_s, ei_s) else fi_s <= 0.5 * e_s and fi_s <= ei_s,
+                "t2": None if fi_l is None or best is None else fi_l <= 1.1 * base[best],
+                "t3": None if None in (fw_s, fw_l, e_s, e_l) else fw_s <= e_s and fw_l <= e_l,
+                "t4": unfinished == 0})
+    return out
+
+
+def _verdict(t) -> str:
+    return "-" if t is None else ("met" if t else "**missed**")
 
 
 def _seeds(r: dict, fig: str) -> str:

@@ -39,6 +39,18 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
         return s.getsockname()[1]
 
 
+def wait_listening(proc: subprocess.Popen, address: tuple[str, int], timeout: float) -> bool:
+    """Whether the process listens on ``address`` within ``timeout`` s (False as soon as it exits)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with socket.create_connection(address, timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
 class ControllerProcess:
     """``freeway controller`` as a child process, with its log in a file."""
 
@@ -69,15 +81,10 @@ class ControllerProcess:
         self._log_start = len(self.log_text())
         self._log = open(self.log_file, "ab")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"controller exited with {self.proc.returncode}: {self.log_tail()}")
-            try:
-                with socket.create_connection(self.address, timeout=0.5):
-                    return self
-            except OSError:
-                time.sleep(0.1)
+        if wait_listening(self.proc, self.address, timeout):
+            return self
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"controller exited with {self.proc.returncode}: {self.log_tail()}")
         self.stop()
         raise RuntimeError(f"controller did not listen on port {self.port} within {timeout} s")
 

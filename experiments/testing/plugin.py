@@ -27,10 +27,11 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from experiments.harness.procs import wait_listening
 
 MUTATE = os.environ.get("FREEWAY_SIM_MUTATE", "")  # "drop-flow-mod": the simulated switches lose every flow mod
 
@@ -118,15 +119,10 @@ class OsKenApp:
         self.proc = subprocess.Popen([exe, "--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(self.port),
                                       *self.args, *self.apps], stdout=open(self.log_path, "w"),
                                      stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"osken-manager exited ({self.proc.returncode}): {self.log()[-2000:]}")
-            try:
-                with socket.create_connection(self.address, timeout=0.5):
-                    return self
-            except OSError:
-                time.sleep(0.1)
+        if wait_listening(self.proc, self.address, timeout):
+            return self
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"osken-manager exited ({self.proc.returncode}): {self.log()[-2000:]}")
         raise TimeoutError(f"osken-manager did not listen within {timeout:.0f} s: {self.log()[-2000:]}")
 
     def log(self) -> str:

@@ -19,7 +19,7 @@ from collections import Counter
 from monitoring import portmap
 from monitoring.view import View
 from ryu_apps import config, modes, ofchannel
-from ryu_apps.control import linkwatch, queue_keeper
+from ryu_apps.control import linkwatch, queue_keeper, schedule
 from ryu_apps.control.liveness import Liveness
 from ryu_apps.launcher import CollectorPace
 from ryu_apps.monitor_app import EventElephantEnd, EventElephantStart, EventPortState
@@ -44,11 +44,8 @@ from topology.fabric import Fabric
 
 LOG = logging.getLogger("freeway")
 DECISIONS = logging.getLogger("freeway.decisions")  # one record per decision (shown by --log-format json)
-PERIOD_S = 1.0
 VERIFY_EVERY_S = 0.5  # a switch is asked for its ports' state at most this often on sFlow's word
-TICK_S = 0.1  # how often link hold-downs and the liveness model are looked at
 LAG_WARN_S = 1.0  # the event loop held this long is logged (``loop_lag``)
-EARLY_ROUND_S = 0.2  # at most one early round (a link newly over EFM's threshold) this often
 BARRIER_TIMEOUT_S = 3.0
 SYNC_TIMEOUT_S = 5.0  # a switch that does not answer the read-back in time is programmed from scratch
 # (in time: a part of it within SYNC_TIMEOUT_S, unless other switches' read-backs are still flowing: at
@@ -546,7 +543,7 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
     # ----- the period -----------------------------------------------------------------------
     def _period_loop(self):
         while self.is_active:
-            hub.sleep(PERIOD_S)
+            hub.sleep(schedule.PERIOD_S)
             try:
                 self.period(time.monotonic())
             except Exception:  # a bug here must not stop the loop or the controller
@@ -556,10 +553,10 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
         """Link hold-downs ending, and read-backs that never completed."""
         while self.is_active:
             asleep = time.monotonic()
-            hub.sleep(TICK_S)
+            hub.sleep(schedule.TICK_S)
             try:
                 now = time.monotonic()
-                lag = now - asleep - TICK_S
+                lag = now - asleep - schedule.TICK_S
                 self.loop_lag(lag)
                 self.collector.tick(now)
                 self.linkwatch.loop_held(now, lag)  # late probes are not silence: LLDP judges nothing for a while
@@ -624,8 +621,8 @@ class ControllerApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") els
 
     def early_round(self, now: float) -> None:
         """A link newly over EFM's threshold (a counter delta, or its flow samples' lower bound) gets its
-        round now rather than at the next period: up to a second sooner (at most one every EARLY_ROUND_S)."""
-        if self.monitor is None or not self.master() or now - self._early_at < EARLY_ROUND_S:
+        round now rather than at the next period: up to a second sooner (at most one every ``schedule.EARLY_ROUND_S``)."""
+        if self.monitor is None or not self.master() or not schedule.early_round_due(now, self._early_at):
             return
         if self.monitor.estimator.take_hot():
             self._early_at = now

@@ -20,11 +20,11 @@ from monitoring.events import ElephantEnd, ElephantStart, LinkLoad, PortState, t
 from monitoring.sflowrt import SFlowRT
 from monitoring.view import View
 from ryu_apps import config
+from ryu_apps.control import schedule
 from ryu_apps.openflow.framework import app_manager, base_event, green_socket, hub, run_blocking
 from topology.fabric import Fabric
 
 LOG = logging.getLogger("freeway.monitor")
-TICK_S = 0.1
 SNAPSHOT_S = 1.0
 PORTMAP_REFRESH_S = 10.0
 # the map is read again at most as often as keeps its reading under this share of the time (at k=48 one
@@ -132,7 +132,7 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
     def _periodic(self):
         while self.is_active:
             self.step(time.monotonic())
-            hub.sleep(TICK_S)
+            hub.sleep(schedule.TICK_S)
 
     def step(self, now: float) -> None:
         """One round of the periodic loop; a failure is logged and counted, and the loop goes on."""

@@ -33,15 +33,13 @@ from dataclasses import dataclass
 
 from experiments.engines.ns3.compile import Mirror
 from monitoring.sflow import CounterSample, FiveTuple, FlowSample, IfCounters, PacketHeader
+from ryu_apps.control import schedule
 from ryu_apps.host import handshake as hs
 from ryu_apps.openflow import intents as it
 from ryu_apps.simswitch.fabric import SimSwitch
 from ryu_apps.simswitch.wire import Port as WirePort
 
 LOG = logging.getLogger("freeway.ns3")
-TICK_S = 0.1  # monitoring's loop, the app's tick (link hold-downs, early rounds)
-PERIOD_S = 1.0  # the policy's period
-EARLY_ROUND_S = 0.2
 EPS = 1e-9  # ns-3 counts whole nanoseconds
 ETH_IPV4 = 0x0800
 
@@ -235,7 +233,7 @@ class Controller:
             self.record(now, {"type": "elephant_start" if start else "elephant_end", "flow": str(ev.flow)})
             self.react(now, self.policy.on_elephant_start(now, ev) if start else self.policy.on_elephant_end(now, ev))
         self.expire(now)
-        if now - self._early_at >= EARLY_ROUND_S and self.estimator.take_hot():
+        if schedule.early_round_due(now, self._early_at) and self.estimator.take_hot():
             self._early_at = now
             view = self.estimator.view(now)
             t0 = time.perf_counter()
@@ -243,14 +241,14 @@ class Controller:
             self.timing["hot"].append(time.perf_counter() - t0)
             self.react(now, r)
         if now >= self._next_period:
-            self._next_period = now + PERIOD_S
+            self._next_period = now + schedule.PERIOD_S
             view = self.estimator.view(now)
             t0 = time.perf_counter()
             r = self.policy.on_period(now, view)
             self.timing["period"].append(time.perf_counter() - t0)
             self.react(now, r)
         if now >= self._next_snapshot:
-            self._next_snapshot = now + PERIOD_S
+            self._next_snapshot = now + schedule.PERIOD_S
             self.snapshot(now)
 
     def snapshot(self, now: float) -> None:
@@ -279,7 +277,7 @@ class Controller:
                 _, _, fn = heapq.heappop(self._heap)
                 fn(now)
             if now >= self._next_tick - EPS:
-                self._next_tick = now + TICK_S
+                self._next_tick = now + schedule.TICK_S
                 self.tick(now)
                 if progress is not None:
                     progress(now)

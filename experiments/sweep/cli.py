@@ -30,6 +30,9 @@ def cmd_sweep(args) -> int:
         return 2
     print(f"[sweep] {out.points} runs: {out.stored_before} were stored, {out.ran} ran now, {len(out.failed)} failed, "
           f"{len(out.missing)} not stored; {out.wall_s:.0f} s")
+    if out.interrupted:
+        print("[sweep] interrupted: run the same command again to run only what is missing", file=sys.stderr)
+        return 130
     if out.lost:
         print("[sweep] the scheduler went away: run the same command again to run only what is missing",
               file=sys.stderr)

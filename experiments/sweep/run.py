@@ -13,6 +13,8 @@ time left at the mean run's wall time over the workers.
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -35,6 +37,7 @@ class Outcome:
     ran: int = 0
     failed: list[tuple[dict, str]] = field(default_factory=list)
     lost: bool = False  # the scheduler went away
+    interrupted: bool = False  # ^C: what was not running was cancelled, what was running stopped
     missing: list[dict] = field(default_factory=list)  # points not in the store at the end
     wall_s: float = 0.0
     run_walls: list[float] = field(default_factory=list)
@@ -42,7 +45,7 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
-        return not self.failed and not self.lost and not self.missing
+        return not self.failed and not self.lost and not self.interrupted and not self.missing
 
 
 def sweep(spec: Spec, store: Store, scheduler: str | None = None, workers: int = 0, rerun: bool = False,
@@ -61,6 +64,10 @@ def sweep(spec: Spec, store: Store, scheduler: str | None = None, workers: int =
         return out
     t0 = time.time()
     cluster = None
+    # ^C sets a flag the loop reads (a KeyboardInterrupt raised inside Dask's own waits can be swallowed there)
+    stop: list[int] = []
+    old_handler = (signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+                   if threading.current_thread() is threading.main_thread() else None)
     if scheduler is None:
         n = workers or os.cpu_count() or 1
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
@@ -79,6 +86,8 @@ def sweep(spec: Spec, store: Store, scheduler: str | None = None, workers: int =
         last = time.time()
         pending = as_completed(futures, with_results=False)
         while not pending.is_empty():
+            if stop:
+                raise KeyboardInterrupt
             batch = pending.next_batch(block=False) if pending.has_ready() else []
             if not batch:
                 time.sleep(0.5)
@@ -114,12 +123,21 @@ def sweep(spec: Spec, store: Store, scheduler: str | None = None, workers: int =
     except (OSError, TimeoutError) as e:
         out.lost = True
         progress(f"[sweep] the scheduler went away: {e!r}")
+    except KeyboardInterrupt:  # ^C: no run starts after it; the runs under way stop with their workers
+        out.interrupted = True
+        progress("[sweep] interrupted: cancelling what is left")
+        try:
+            client.cancel(list(futures), force=True)
+        except Exception:  # noqa: BLE001  (futures not made yet, or the scheduler gone)
+            pass
     finally:
+        if old_handler is not None:
+            signal.signal(signal.SIGINT, old_handler)
         try:
             client.close(timeout=5)
         except Exception:  # noqa: BLE001  (closing a client whose scheduler died)
             pass
-        if cluster is not None:
+        if cluster is not None:  # (its workers' runs die with them: PDEATHSIG)
             cluster.close(timeout=10)
     out.wall_s = time.time() - t0
     out.missing = [p for p, h in planned if not store.has(h)]

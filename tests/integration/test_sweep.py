@@ -102,7 +102,7 @@ def test_an_interrupted_sweep_started_again_runs_only_what_is_missing_and_report
     spec, store, code, _, tmp = swept
     assert code == 0
     again = tmp / "again"
-    proc = _sweep(spec, again, "--workers", "1")  # one run at a time: the ^C comes with runs still to do
+    proc = _sweep(spec, again, "--workers", "2")
     try:
         _wait_for(lambda: len(_stored(again)) >= 1, 300, "a first run stored")
         os.killpg(proc.pid, signal.SIGINT)  # the user's ^C

@@ -28,6 +28,9 @@ from ryu_apps.openflow.framework import ofproto as ofp
 from ryu_apps.simswitch.wire import HEADER, Port, Switch, frame_fields, messages
 from topology.fabric import Fabric
 
+# what a controller sends on its own clock to see that a switch lives (Freeway's liveness model probes
+# every switch every 2 s, staggered: ten a second on a k=4 fat-tree): answered, never waited on by settle
+KEEPALIVE = frozenset({ofp.OFPT_ECHO_REQUEST})
 MAX_HOPS = 64  # a frame walked through more switches than this is in a loop: dropped ("loop")
 FLOOD, ALL, IN_PORT, CONTROLLER, LOCAL, NORMAL = (ofp.OFPP_FLOOD, ofp.OFPP_ALL, ofp.OFPP_IN_PORT,
                                                    ofp.OFPP_CONTROLLER, ofp.OFPP_LOCAL, ofp.OFPP_NORMAL)
@@ -120,7 +123,8 @@ class SimNet:
         return sum(1 for c in self.conns.values() if c.writer is not None)
 
     def settle(self, timeout: float = 30.0) -> None:
-        """Wait until neither the controller nor a walk has done anything for ``quiet_s``."""
+        """Wait until neither the controller nor a walk has done anything for ``quiet_s`` (echo requests,
+        a controller's keepalives, are not activity)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() - self.last_activity < self.quiet_s:
             if time.monotonic() > deadline:
@@ -136,8 +140,10 @@ class SimNet:
             for c in self.conns.values():
                 if c.writer is not None:
                     c.writer.close()
-            for t in [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
                 t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)  # each ends before the loop does
             self.loop.stop()
 
         asyncio.run_coroutine_threadsafe(stop(), self.loop)
@@ -173,7 +179,8 @@ class SimNet:
         c, me = self.conns[sw], self.switches[sw]
         mtype = m[1]
         now = time.monotonic()
-        self.last_activity = now
+        if mtype not in KEEPALIVE:  # a liveness probe is not the controller acting: it would never go quiet
+            self.last_activity = now
         c.log.append((now, mtype))
         if mtype == ofp.OFPT_FLOW_MOD:
             if self.mutate == "drop-flow-mod":

@@ -8,7 +8,8 @@ from monitoring.view import View
 from ryu_apps.algorithms.efm_rounds import EFMConfig
 from ryu_apps.host import handshake as hs
 from ryu_apps.modes.efm import Rerouter, _rerouter_sizes
-from ryu_apps.modes.freeway_state import Elephant, FreewayConfig, FreewayState, eid_of
+from ryu_apps.modes.freeway_elephant import Elephant, eid_of
+from ryu_apps.modes.freeway_state import FreewayConfig, FreewayState
 from ryu_apps.modes.policy import LOG, NOTHING, Placed, Policy, Reaction, flow_dict
 from ryu_apps.openflow import pipeline
 from ryu_apps.openflow.intents import UdpOut

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ryu_apps.modes.freeway_state import mice_fields
+from ryu_apps.modes.freeway_mice import mice_fields
 from ryu_apps.openflow import pipeline
 from tests.integration.conftest import start_fabric
 from topology.builder import ofctl

@@ -268,7 +268,7 @@ def _renumber(sim, sw, new_id):
     pointing at them following: what another controller's allocation may have left on it."""
     from dataclasses import replace
 
-    from ryu_apps.modes.freeway_state import mice_fields
+    from ryu_apps.modes.freeway_mice import mice_fields
     from ryu_apps.openflow.intents import ToGroup
 
     s = sim.switches[sw]
@@ -803,7 +803,7 @@ def test_a_read_back_with_a_mice_entry_for_no_tor_of_this_fabric_deletes_it_and_
     """A mice entry whose cookie names a ToR index or a pod past this fabric's (another description's,
     or garbage), pointing at a group the switch holds: the restarted controller does not fail on it and
     the read-back deletes it; every host reaches every host."""
-    from ryu_apps.modes.freeway_state import mice_cookie, mice_pod_cookie
+    from ryu_apps.modes.freeway_mice import mice_cookie, mice_pod_cookie
     from ryu_apps.openflow.intents import ToGroup
 
     fabric = fattree(4)

@@ -4,16 +4,9 @@ import pytest
 
 from ryu_apps.algorithms.partition import StepResult
 from ryu_apps.host import handshake as hs
-from ryu_apps.modes.freeway_state import (
-    PRIO_ELEPHANT,
-    PRIO_HANDSHAKE,
-    FreewayConfig,
-    FreewayConfigError,
-    FreewayState,
-    active_pairs,
-    cookie_of,
-    eid_of,
-)
+from ryu_apps.modes.freeway_elephant import cookie_of, eid_of
+from ryu_apps.modes.freeway_mice import PRIO_HANDSHAKE
+from ryu_apps.modes.freeway_state import PRIO_ELEPHANT, FreewayConfig, FreewayConfigError, FreewayState, active_pairs
 from ryu_apps.openflow.intents import SEND_FLOW_REM, DeleteFlows, Flow, GroupModify, Meter, Output
 from ryu_apps.openflow.pipeline import MICE_GROUPS
 from ryu_apps.simswitch.fabric import SimSwitch
@@ -39,7 +32,7 @@ def test_edge_program_has_mice_groups_punt_meter_and_service_drop():
     mice = [g for g in groups if g.group_id >= MICE_GROUPS.first]
     # one group per distinct set of next hops: every other ToR is reached through the LOL uplink to a0_0
     assert len(mice) == 1 and [b.actions[0].port for b in mice[0].buckets] == [3]
-    from ryu_apps.modes.freeway_state import mice_fields
+    from ryu_apps.modes.freeway_mice import mice_fields
     from ryu_apps.openflow.intents import ToGroup
 
     to_group = [f for f in flows if f.actions == (ToGroup(mice[0].group_id),)]
@@ -164,7 +157,7 @@ def test_new_lol_links_push_elephants_to_other_hol_paths_make_before_break():
     assert core.period(3.0, active_pairs(core.fabric, [(SRC, DST)])) == (StepResult(), [])  # still moving
     # confirmed: now the mice groups of e0_0 include the new LOL uplink toward e5_2
     ops = core.move_finished()
-    from ryu_apps.modes.freeway_state import mice_fields
+    from ryu_apps.modes.freeway_mice import mice_fields
     from ryu_apps.openflow.intents import Group, ToGroup
 
     e00 = [i for sw, intents in ops if sw == "e0_0" for i in intents]
@@ -180,7 +173,7 @@ def test_a_switch_gaining_or_losing_its_only_low_latency_hop_gets_a_group_or_los
     dynamic path through a0_1 opens, it must get a group (added, not modified: the switch does not
     have it) and the entries pointing to it; when the path closes, the entries go, then the group
     (deleting a group first would delete the entries with it)."""
-    from ryu_apps.modes.freeway_state import MICE_COOKIE_MASK, mice_cookie, mice_fields
+    from ryu_apps.modes.freeway_mice import MICE_COOKIE_MASK, mice_cookie, mice_fields
     from ryu_apps.openflow.intents import DeleteGroup, Group, ToGroup
 
     core = _core()
@@ -274,7 +267,7 @@ def test_one_host_cannot_hold_more_than_its_caps():
 def test_the_per_host_and_rate_less_index_follows_every_change_of_the_table():
     """An announce looks only at its own host's elephants and the rate-less ones (issue 16, the
     handshake at 500/s): the index must agree with a scan of the whole table after every change."""
-    from ryu_apps.modes.freeway_state import Elephants
+    from ryu_apps.modes.freeway_elephant import Elephants
 
     core = _core()
     other = "10.0.0.3"
@@ -431,7 +424,7 @@ class _Switches:
         """(switch, destination index) -> (group id, cookie) of the mice entries its mice follow (all point at
         one group): its own, else its pod's (the cookie as its own would be). A ToR has its own entries
         only where they differ from its pod's."""
-        from ryu_apps.modes.freeway_state import PRIO_MICE, PRIO_MICE_POD, mice_fields
+        from ryu_apps.modes.freeway_mice import PRIO_MICE, PRIO_MICE_POD, mice_fields
         from ryu_apps.openflow.intents import ToGroup
 
         own: dict = {}

@@ -162,7 +162,7 @@ class Surface:
         return {"mode": c.policy.mode, "isolation": c.cfg.isolation, "monitor": c.cfg.monitor,
                 "elephants": self.elephant_totals(),
                 "monitor_stats": c.monitor.stats() if c.monitor is not None else {},
-                "transactions": len(c.tracker), "cluster": self.cluster_doc(), "refusals": self.refusals()}
+                "transactions": len(c.executor), "cluster": self.cluster_doc(), "refusals": self.refusals()}
 
     def refusals(self) -> dict[str, dict[str, int]]:
         """What each channel refused, by reason: OpenFlow connections (the guard), API requests, sFlow

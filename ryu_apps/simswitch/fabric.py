@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from monitoring.sflow import FiveTuple
 from ryu_apps.openflow import intents as it
 from ryu_apps.openflow import ofmsg
+from ryu_apps.openflow.executor import Executor
 from ryu_apps.openflow.framework import ofproto as ofp
 from ryu_apps.simswitch.tables import SimError, packet
 from ryu_apps.simswitch.wire import HEADER, Port, Switch, serialize, udp_payload
@@ -134,6 +135,8 @@ class SimFabric:
         self.switches = {sw: SimSwitch(sw, fabric.switches[sw].dpid, self._ports(sw)) for sw in fabric.switches}
         self.to_hosts: list[tuple[str, Delivered]] = []  # (host, frame) the controller sent to hosts
         self.events: list[dict] = []  # the decision records the policy returned, in order
+        self.executor = Executor(_Carrier(self))
+        self._sent: list | None = None  # the packet-outs of the reaction being carried out
         for sw in fabric.switches if policy is not None else ():  # None: the switches are programmed from elsewhere
             self.switches[sw].apply(policy.program(sw))
 
@@ -145,17 +148,16 @@ class SimFabric:
         return out
 
     def react(self, reaction) -> list[tuple[str, object, bytes]]:
-        """Apply a policy's Reaction as the app would, every transaction confirmed at once; returns the
-        packet-outs its messages made the switches send (``apply``)."""
+        """Carry out a policy's Reaction with the app's ``Executor``, every transaction confirmed at once;
+        returns the packet-outs its messages made the switches send (``apply``)."""
         if reaction is None:
             return []
-        self.events += reaction.events
-        sent = self.apply(reaction.ops)
-        for t in reaction.txns:
-            sent += self.apply(t.install)
-            if t.done is not None:
-                sent += self.react(t.done())
-        return sent
+        outer, self._sent = self._sent, []
+        try:
+            self.executor.react(reaction)
+            return self._sent or []
+        finally:
+            self._sent = outer
 
     def apply(self, ops) -> list[tuple[str, object, bytes]]:
         """Send (switch, intents) in order; frames sent to hosts land in ``to_hosts``. Returns every
@@ -263,3 +265,26 @@ class SimFabric:
                                                       " (nothing installed)")
         return trace
 
+
+class _Carrier:
+    """What a ``SimFabric`` hands its ``Executor``: no time; every switch applies what it is sent as it
+    parses it, so a barrier has nothing to wait for (an error raises ``SimError``)."""
+
+    def __init__(self, fabric: SimFabric):
+        self.fabric = fabric
+
+    def clock(self) -> float:
+        return self.fabric.now
+
+    def connected(self, switch: str) -> bool:
+        return switch in self.fabric.switches
+
+    def send(self, switch: str, intents) -> list[int]:
+        self.fabric._sent += self.fabric.apply([(switch, intents)])
+        return []
+
+    def barrier(self, switch: str) -> None:
+        return None  # confirmed at once
+
+    def record(self, ev: dict) -> None:
+        self.fabric.events.append(ev)

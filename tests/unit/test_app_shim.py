@@ -226,7 +226,7 @@ def test_sflow_saying_a_port_is_down_asks_the_switch_and_its_answer_decides(tmp_
     suspect: the app asks the switch for its ports over the switch's own channel (once per switch per
     ``VERIFY_EVERY_S``), and only the switch's answer takes a link down."""
     from monitoring.events import PortState
-    from ryu_apps.controller_app import VERIFY_EVERY_S
+    from ryu_apps.controller_links import VERIFY_EVERY_S
     from ryu_apps.openflow.framework import parser
 
     app = _app(tmp_path, monkeypatch, mode="ecmp")
@@ -259,8 +259,7 @@ def test_an_error_is_heard_only_from_the_connection_a_switch_was_admitted_on(tmp
     real, other = _Datapath(sw.dpid), _Datapath(sw.dpid)
     app.watching["e0_0"] = real
     seen = []
-    monkeypatch.setattr(app.tracker, "error", lambda *a: seen.append(a))
-    monkeypatch.setattr(app, "finish", lambda *a: None)
+    monkeypatch.setattr(app.executor, "error", lambda *a: seen.append(a))
     msg = SimpleNamespace(datapath=other, type=ofproto.OFPET_ROLE_REQUEST_FAILED, code=0, xid=1)
     app.on_error(SimpleNamespace(msg=msg))
     assert app.counters["error-not-admitted"] == 1 and not seen

@@ -36,6 +36,7 @@ from monitoring.sflow import CounterSample, FiveTuple, FlowSample, IfCounters, P
 from ryu_apps.control import schedule
 from ryu_apps.host import handshake as hs
 from ryu_apps.openflow import intents as it
+from ryu_apps.openflow.executor import Executor
 from ryu_apps.simswitch.fabric import SimSwitch
 from ryu_apps.simswitch.wire import Port as WirePort
 
@@ -81,7 +82,9 @@ class Controller:
         self.paths: dict | None = {} if paths else None  # 5-tuple -> [(time, switch)] of its sampled packets
         self.timing: dict[str, list[float]] = {"period": [], "packet_in": [], "hot": []}  # the policy's own time
         self.counters = {"punts": 0, "packet_outs": 0, "injected": 0, "resumed": 0, "expired": 0,
-                         "flow_removed": 0, "samples": 0, "transactions": 0}
+                         "flow_removed": 0, "samples": 0}
+        self._now = 0.0  # the simulated time the Reaction being carried out was decided at
+        self.executor = Executor(_Carrier(self))
 
     # ----- the program -------------------------------------------------------------------------------
     def program(self) -> None:
@@ -137,21 +140,13 @@ class Controller:
         heapq.heappush(self._heap, (t, next(self._seq), fn))
 
     def react(self, now: float, r) -> None:
-        """Ops applied ``install_s`` from now; a transaction's ``done`` a barrier's round trip after its
-        entries (a mode whose switches refuse nothing here: ``SimSwitch`` raises on an error)."""
+        """Carried out by the app's ``Executor`` on the simulated clock: ops applied ``install_s`` from
+        now, each barrier answered ``barrier_s`` after them (a mode whose switches refuse nothing here:
+        ``SimSwitch`` raises on an error)."""
         if not r:
             return
-        for ev in r.events:
-            self.record(now, ev)
-        t = now + self.delays.install_s
-        for sw, intents in r.ops:
-            self.at(t, lambda _t, s=sw, i=intents: self._apply(s, i, _t))
-        for txn in r.txns:
-            self.counters["transactions"] += 1
-            for sw, intents in txn.install:
-                self.at(t, lambda _t, s=sw, i=intents: self._apply(s, i, _t))
-            if txn.done is not None:
-                self.at(t + self.delays.barrier_s, lambda _t, d=txn.done: self.react(_t, d()))
+        self._now = now
+        self.executor.react(r)
 
     def record(self, now: float, ev: dict) -> None:
         received = ev.pop("received", None)
@@ -282,6 +277,38 @@ class Controller:
                 if progress is not None:
                     progress(now)
         return now
+
+
+class _Carrier:
+    """What the engine's controller hands its ``Executor``: the simulated clock, and a control channel
+    that takes ``install_s`` to carry intents and ``barrier_s`` more to answer a barrier."""
+
+    def __init__(self, ctl: Controller):
+        self.ctl = ctl
+        self._xids = itertools.count(1)
+
+    def clock(self) -> float:
+        return self.ctl._now
+
+    def connected(self, switch: str) -> bool:
+        return True
+
+    def send(self, switch: str, intents) -> list[int]:
+        ctl = self.ctl
+        ctl.at(ctl._now + ctl.delays.install_s, lambda _t, s=switch, i=intents: ctl._apply(s, i, _t))
+        return []
+
+    def barrier(self, switch: str) -> int:
+        ctl, xid = self.ctl, next(self._xids)
+        ctl.at(ctl._now + ctl.delays.install_s + ctl.delays.barrier_s, lambda _t: self._reply(_t, switch, xid))
+        return xid
+
+    def _reply(self, now: float, switch: str, xid: int) -> None:
+        self.ctl._now = now
+        self.ctl.executor.barrier_reply(switch, xid)
+
+    def record(self, ev: dict) -> None:
+        self.ctl.record(self.ctl._now, ev)
 
 
 def _ip(v: int) -> str:

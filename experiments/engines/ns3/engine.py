@@ -134,7 +134,8 @@ def run_spec(spec: dict, progress=print) -> dict:
     out = _collect(spec, net, fabric, flows, apps, ctl, end, at_stop)
     out["port_tx"] = port_tx
     out.update(seconds=round(wall, 1), simulated_s=round(end, 3), wall_per_simulated_s=round(wall / max(end, 1e-9), 2),
-               engine="ns3", settings=asdict(st) | {"sampling": sampling}, counters=ctl.counters,
+               engine="ns3", settings=asdict(st) | {"sampling": sampling},
+               counters=ctl.counters | {"transactions": ctl.executor.counters["transactions"]},
                policy_time=_timing(ctl.timing))
     ns.Simulator.Destroy()
     return out

@@ -35,6 +35,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from experiments.testing.simnet import stop_loop
 from monitoring.sflow import FiveTuple
 from ryu_apps.openflow.framework import ofproto as ofp
 from ryu_apps.simswitch.fabric import SimFabric
@@ -109,21 +110,9 @@ class Emulator:
 
     def stop(self) -> None:
         self.running = False
-
-        async def close():
-            for c in self.conns.values():
-                if c.writer is not None:
-                    c.writer.close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            self.loop.stop()
-
         if not self.thread.is_alive():  # never started (the controller failed first): nothing to close
             return
-        asyncio.run_coroutine_threadsafe(close(), self.loop)
-        self.thread.join(10)
+        stop_loop(self.loop, self.thread, self.conns.values())
 
     def mark(self, label: str) -> None:
         for c in self.conns.values():

@@ -22,15 +22,24 @@ def freeway_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "ryu_apps.cli"]
 
 
-def stop_process(proc: subprocess.Popen | None, wait_s: float = 10.0) -> None:
-    """SIGTERM a child we started, SIGKILL it if it is still there after ``wait_s``."""
-    if proc is not None and proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(wait_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+def stop_process(proc: subprocess.Popen | None, wait_s: float = 10.0, group: bool = False) -> None:
+    """SIGTERM a child we started, SIGKILL it if it is still there after ``wait_s``; ``group``: its whole
+    process group (a child started with ``start_new_session``, and what it started)."""
+    if proc is None or proc.poll() is not None:
+        return
+
+    def signal_it(sig: int) -> None:
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+
+    signal_it(signal.SIGTERM)
+    try:
+        proc.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        signal_it(signal.SIGKILL)
+        proc.wait(5)
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
@@ -89,13 +98,7 @@ class ControllerProcess:
         raise RuntimeError(f"controller did not listen on port {self.port} within {timeout} s")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
+        stop_process(self.proc, group=True)
         self._gone()
 
     def kill(self) -> None:

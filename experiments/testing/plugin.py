@@ -129,15 +129,9 @@ class OsKenApp:
         return self.log_path.read_text() if self.log_path.exists() else ""
 
     def stop(self) -> None:
-        import signal
+        from experiments.harness.procs import stop_process
 
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
+        stop_process(self.proc, group=True)
 
 
 @pytest.fixture

@@ -43,6 +43,24 @@ def packet_in(in_port: int, data: bytes, table_id: int = 0, cookie: int = 0, rea
     return HEADER.pack(ofp.OFP_VERSION, ofp.OFPT_PACKET_IN, HEADER.size + len(body) + len(data), 0) + body + data
 
 
+def stop_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread, conns) -> None:
+    """Stop an event loop running in ``thread``: every connection's writer closed, every task cancelled
+    and ended before the loop stops (no task destroyed while pending)."""
+
+    async def stop():
+        for c in conns:
+            if c.writer is not None:
+                c.writer.close()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        loop.stop()
+
+    asyncio.run_coroutine_threadsafe(stop(), loop)
+    thread.join(10)
+
+
 @dataclass(frozen=True)
 class Hop:
     switch: str
@@ -135,19 +153,7 @@ class SimNet:
         if not self.running:
             return
         self.running = False
-
-        async def stop():
-            for c in self.conns.values():
-                if c.writer is not None:
-                    c.writer.close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)  # each ends before the loop does
-            self.loop.stop()
-
-        asyncio.run_coroutine_threadsafe(stop(), self.loop)
-        self.thread.join(10)
+        stop_loop(self.loop, self.thread, self.conns.values())
 
     async def _switch(self, sw: str) -> None:
         c = self.conns[sw]

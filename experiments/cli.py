@@ -323,6 +323,21 @@ def _fct(args, modes: list[str]) -> int:
     return 0
 
 
+ALL = "ALL"
+SCENARIOS = {
+    "mixed": "elephants and mice on a fat-tree",
+    "permutation": "every host sends one long flow to a host of another pod and receives one",
+    "paper": "the Freeway paper's comparison (k=8, 320 servers, SWIM's Facebook jobs; --engine ns3)",
+    "fct": "the field's benchmark: Poisson arrivals of web-search or data-mining flows, slowdowns against the "
+           "ideal, swept on Dask into a results store (--engine ns3)",
+    "efm-collisions": "the EFM paper's four tests",
+    "many-to-one": "the isolation paper's incast on a leaf-spine",
+    "cut-in": "the CQ slides' many-to-one under fifo, strict and cq (--engine ns3)",
+    "flow-control": "the isolation paper's Fig. 1 with PFC, ECN and isolated queues (--engine ns3)",
+    "flows": "the flows of a CSV (--flows FILE), on either engine",
+}
+
+
 def add_commands(sub) -> None:
     d = sub.add_parser("demo", help="k=4 fat-tree under the controller: reachability, TCP rate, ECMP spread")
     d.add_argument("--k", type=int, default=4, help="fat-tree arity (4)")
@@ -331,102 +346,113 @@ def add_commands(sub) -> None:
     d.set_defaults(func=cmd_demo)
 
     x = sub.add_parser("experiment", help="run a scenario under several modes; results, CSV and plots")
-    x.add_argument("scenario", choices=["mixed", "permutation", "paper", "fct", "efm-collisions", "many-to-one",
-                                        "cut-in", "flow-control", "flows"],
-                   help="mixed: elephants and mice on a fat-tree; permutation: every host sends one long flow to a "
-                        "host of another pod and receives one; paper: the Freeway paper's comparison (k=8, 320 "
-                        "servers, SWIM's Facebook jobs; --engine ns3); efm-collisions: the EFM paper's four tests; "
-                        "many-to-one: the isolation paper's incast on a leaf-spine; cut-in: the CQ slides' many-to-one "
-                        "under fifo, strict and cq (ns3); flow-control: the isolation paper's Fig. 1 with PFC, ECN "
-                        "and isolated queues (ns3); flows: the flows of a CSV (--flows FILE), on either engine")
-    x.add_argument("--workloads", default="websearch,datamining",
-                   help="fct: flow sizes, websearch (DCTCP) and/or datamining (VL2) (both)")
-    x.add_argument("--loads", default="0.5,0.7", help="fct: offered loads, fractions of the access link (0.5,0.7)")
-    x.add_argument("--announce-above", type=float, default=1_000_000, metavar="BYTES",
-                   help="fct: flows of this many bytes or more announce themselves (1000000; 0: none does)")
-    x.add_argument("--local-share", type=float, default=0.0,
-                   help="fct: share of flows kept inside the source's rack or pod (0: destinations uniform)")
-    x.add_argument("--local-scope", choices=["rack", "pod"], default="rack", help="fct: where local flows stay")
-    x.add_argument("--max-bytes", type=float, default=30_000_000, metavar="BYTES",
-                   help="fct: sizes drawn up to this (30000000: web-search's largest; data-mining's reach 973 MB, "
-                        "78 s alone at 100 Mbit/s; 0: the whole distribution)")
-    x.add_argument("--store", metavar="DIR", help="fct: the results store (default: OUT/store)")
-    x.add_argument("--scheduler", metavar="URL", help="fct: a running Dask scheduler (default: a local cluster)")
-    x.add_argument("--flows", metavar="FILE", dest="flows_file",
-                   help="flows: a CSV of flows (start_s,src,dst,bytes and optionally announced, kind, stop_s, sport, "
-                        "dport, rate_mbps; hosts by the description's names: docs/ns3.md)")
-    x.add_argument("--rates", default="10000,100", help="cut-in: link rates in Mbit/s (10000,100)")
-    x.add_argument("--tcps", default="newreno,cubic,bbr,dctcp", help="cut-in: congestion controls (all four)")
-    x.add_argument("--disciplines", default="fifo,strict,cq", help="cut-in: port disciplines (fifo,strict,cq)")
-    x.add_argument("--short-senders", type=int, choices=[1, 3], default=1,
-                   help="cut-in: the short flows from one host (1), or dealt over all three senders (3: an incast)")
-    x.add_argument("--seeds", default="1,2,3", help="paper: workload and engine seeds, one run each per mode (1,2,3)")
-    x.add_argument("--hosts-per-edge", type=int, default=10, help="paper: servers an edge switch (10, the paper's)")
-    x.add_argument("--engine", choices=["emulator", "ns3"], default="emulator",
-                   help="mixed, permutation, efm-collisions, many-to-one, flows: Open vSwitch under Mininet (emulator, "
-                        "default) or the packet-level ns-3 engine, whose switches carry out the same OpenFlow program")
-    x.add_argument("--topo", choices=["fattree", "leafspine"], default="fattree",
-                   help="permutation, flows: a k-ary fat-tree, or a leaf-spine of k spines, k leaves, k hosts a leaf")
-    x.add_argument("--jobs", type=int, default=0, help="ns3: runs at once, each its own process (0: one per core)")
-    x.add_argument("--tcp", choices=["cubic", "newreno", "bbr", "dctcp"], default="cubic",
-                   help="the hosts' congestion control (cubic, Linux's default), on both engines: the emulator sets "
-                        "it in every host, whatever this machine's default")
-    x.add_argument("--link-delay-us", type=float, default=5.0, help="ns3: each link's one-way delay in us (5)")
-    x.add_argument("--first-flight", type=int, default=0,
-                   help="ns3: a new connection's first flight in bytes, standing in for a Linux receiver's first "
-                        "advertised window (35840 on these machines: 4 jumbo segments); 0: ten segments (0)")
-    x.add_argument("--host-send", choices=["link", "unshaped"], default="link",
-                   help="ns3: hosts send at their link's rate (link), or unshaped into their switch, as the "
-                        "emulator's hosts do (only switch ports are shaped there): for comparing the engines")
-    x.add_argument("--queues", default=None,
-                   help="ns3: every switch port's discipline: fifo, strict (mice first, by DSCP) or cq (cut-in with "
-                        "eviction over one buffer), with +ecn (CE marks on the elephant band above K) and +pfc (the "
-                        "mice band paused hop by hop); by default strict with +isolation, fifo without (the "
-                        "emulator carries only those)")
-    from ryu_apps.modes import registry
+    xsub = x.add_subparsers(dest="scenario", required=True, metavar="SCENARIO")
+    # (no abbreviations: paper's --seed would have been read as --seeds)
+    scen = {name: xsub.add_parser(name, help=text, description=f"freeway experiment {name}: {text}",
+                                  allow_abbrev=False) for name, text in SCENARIOS.items()}
+    unset: dict[str, dict] = {name: {} for name in scen}  # per scenario, the options it does not take (defaults)
 
-    x.add_argument("--modes", default=None,
-                   help="comma-separated: ecmp, hedera (polls every 5 s), hedera-1s (every second), efm-biggest, "
-                        "efm-smallest, freeway, perpkt (ns3 only: per-packet load balancing), with +isolation "
-                        "(mixed: ecmp,hedera,efm-biggest,freeway,freeway+isolation; permutation: "
-                        "ecmp,hedera,efm-biggest,freeway; efm-collisions: ecmp,hedera,efm-biggest,efm-smallest; "
-                        "many-to-one: ecmp,ecmp+isolation)" + (f"; {registry.describe()}" if registry.describe() else ""))
-    x.add_argument("--flow-bytes", type=int, default=6_000_000,
-                   help="efm-collisions: bytes per colliding flow (6000000)")
-    x.add_argument("--duration", type=float, default=None,
-                   help="seconds of traffic per mode (30; many-to-one: per run; paper: the trace's hour compressed "
-                        "into 10)")
-    x.add_argument("--seed", type=int, default=1, help="workload seed (1)")
-    x.add_argument("--repeat", type=int, default=1,
-                   help="mixed: run every mode this many times, in rounds; FCTs pooled, goodput averaged, "
-                        "lowest-highest shown (1)")
-    x.add_argument("--k", type=int, default=None, help="fat-tree arity (4; paper: 8)")
-    x.add_argument("--link-mbps", type=float, default=None, help="link rate in Mbit/s (10; paper: 100)")
-    x.add_argument("--mice-load", type=float, default=0.1, help="mice load per host, fraction of its link (0.1)")
-    x.add_argument("--mice-after", type=float, default=None, metavar="S",
-                   help="permutation: mice (at --mice-load) join the elephants S seconds into the run, until its "
-                        "end (default: no mice)")
-    x.add_argument("--distribution", default="websearch", help="mice sizes: websearch or datamining")
-    x.add_argument("--mice-boundary", type=float, default=100_000, help="largest mouse in bytes (100000)")
-    x.add_argument("--no-references", action="store_true", help="skip the floor and ceiling reference runs")
-    x.add_argument("--controller-config", metavar="FILE",
-                   help="mixed: every controller of the run (floor and ceiling too) reads this config file "
-                        "('freeway config --defaults' writes one); the run's own mode and addresses override it")
-    x.add_argument("--static-arp", action="store_true",
-                   help="mixed: once every host reaches every other, give each host all its neighbours' MACs "
-                        "(no ARP during the runs; a diagnosis aid that takes the controller's proxy ARP out)")
-    x.add_argument("--mtu", type=int, default=1500,
-                   help="mixed: MTU of every host and switch interface, 1500-9000 (1500; 9000: jumbo frames, "
-                        "fewer packets for the same bytes; port buffers stay the same in bytes)")
-    x.add_argument("--switch-processes", type=int, default=1,
-                   help="mixed: spread the fabric's switches over this many Open vSwitch processes, 1-8 (1; each "
-                        "process's forwarding thread reads every port it has for every packet: docs/lab/experiments-history.md)")
-    x.add_argument("--announce", choices=["send", "hook", "none"], default="send",
-                   help="how Freeway modes announce the elephants: the host agent 'freeway send' (default), "
-                        "the connect() hook under 'freeway run' with iperf3 unmodified, or none (they do not "
-                        "announce; monitoring finds them)")
-    x.add_argument("--out", default="results/experiment", help="output directory (results/experiment)")
-    x.set_defaults(func=cmd_experiment)
+    def opt(where: str, *names, **kw) -> None:
+        """An option of the scenarios ``where`` names (ALL, or a space-separated list); the others refuse it
+        (argparse: unrecognized arguments) and read its default."""
+        takes = set(scen) if where == ALL else set(where.split())
+        assert takes <= set(scen), takes - set(scen)
+        for name, sp in scen.items():
+            if name in takes:
+                sp.add_argument(*names, **kw)
+            else:
+                dest = kw.get("dest") or names[0].lstrip("-").replace("-", "_")
+                unset[name][dest] = kw.get("default", False if kw.get("action") == "store_true" else None)
+
+    opt("fct", "--workloads", default="websearch,datamining",
+        help="fct: flow sizes, websearch (DCTCP) and/or datamining (VL2) (both)")
+    opt("fct", "--loads", default="0.5,0.7", help="fct: offered loads, fractions of the access link (0.5,0.7)")
+    opt("fct", "--announce-above", type=float, default=1_000_000, metavar="BYTES",
+        help="fct: flows of this many bytes or more announce themselves (1000000; 0: none does)")
+    opt("fct", "--local-share", type=float, default=0.0,
+        help="fct: share of flows kept inside the source's rack or pod (0: destinations uniform)")
+    opt("fct", "--local-scope", choices=["rack", "pod"], default="rack", help="fct: where local flows stay")
+    opt("fct", "--max-bytes", type=float, default=30_000_000, metavar="BYTES",
+        help="fct: sizes drawn up to this (30000000: web-search's largest; data-mining's reach 973 MB, "
+        "78 s alone at 100 Mbit/s; 0: the whole distribution)")
+    opt("fct", "--store", metavar="DIR", help="fct: the results store (default: OUT/store)")
+    opt("fct", "--scheduler", metavar="URL", help="fct: a running Dask scheduler (default: a local cluster)")
+    opt("flows", "--flows", metavar="FILE", dest="flows_file",
+        help="flows: a CSV of flows (start_s,src,dst,bytes and optionally announced, kind, stop_s, sport, "
+        "dport, rate_mbps; hosts by the description's names: docs/ns3.md)")
+    opt("cut-in", "--rates", default="10000,100", help="cut-in: link rates in Mbit/s (10000,100)")
+    opt("cut-in", "--tcps", default="newreno,cubic,bbr,dctcp", help="cut-in: congestion controls (all four)")
+    opt("cut-in", "--disciplines", default="fifo,strict,cq", help="cut-in: port disciplines (fifo,strict,cq)")
+    opt("cut-in", "--short-senders", type=int, choices=[1, 3], default=1,
+        help="cut-in: the short flows from one host (1), or dealt over all three senders (3: an incast)")
+    opt("paper fct", "--seeds", default="1,2,3", help="paper: workload and engine seeds, one run each per mode (1,2,3)")
+    opt("paper", "--hosts-per-edge", type=int, default=10, help="paper: servers an edge switch (10, the paper's)")
+    opt(ALL, "--engine", choices=["emulator", "ns3"], default="emulator",
+        help="mixed, permutation, efm-collisions, many-to-one, flows: Open vSwitch under Mininet (emulator, "
+        "default) or the packet-level ns-3 engine, whose switches carry out the same OpenFlow program")
+    opt("mixed permutation flows fct", "--topo", choices=["fattree", "leafspine"], default="fattree",
+        help="permutation, flows: a k-ary fat-tree, or a leaf-spine of k spines, k leaves, k hosts a leaf")
+    opt(ALL, "--jobs", type=int, default=0, help="ns3: runs at once, each its own process (0: one per core)")
+    opt("mixed permutation paper fct efm-collisions many-to-one flows", "--tcp", choices=["cubic", "newreno", "bbr", "dctcp"], default="cubic",
+        help="the hosts' congestion control (cubic, Linux's default), on both engines: the emulator sets "
+        "it in every host, whatever this machine's default")
+    opt("mixed permutation paper fct efm-collisions many-to-one flows", "--link-delay-us", type=float, default=5.0, help="ns3: each link's one-way delay in us (5)")
+    opt("mixed permutation efm-collisions many-to-one flows", "--first-flight", type=int, default=0,
+        help="ns3: a new connection's first flight in bytes, standing in for a Linux receiver's first "
+        "advertised window (35840 on these machines: 4 jumbo segments); 0: ten segments (0)")
+    opt("mixed permutation efm-collisions many-to-one flows", "--host-send", choices=["link", "unshaped"], default="link",
+        help="ns3: hosts send at their link's rate (link), or unshaped into their switch, as the "
+        "emulator's hosts do (only switch ports are shaped there): for comparing the engines")
+    opt("mixed permutation paper fct", "--queues", default=None,
+        help="ns3: every switch port's discipline: fifo, strict (mice first, by DSCP) or cq (cut-in with "
+        "eviction over one buffer), with +ecn (CE marks on the elephant band above K) and +pfc (the "
+        "mice band paused hop by hop); by default strict with +isolation, fifo without (the "
+        "emulator carries only those)")
+    from ryu_apps.modes import registry  # (modes of installed plug-ins are described too)
+
+    opt("mixed permutation paper fct efm-collisions many-to-one flows", "--modes", default=None,
+        help="comma-separated: ecmp, hedera (polls every 5 s), hedera-1s (every second), efm-biggest, "
+        "efm-smallest, freeway, perpkt (ns3 only: per-packet load balancing), with +isolation "
+        "(mixed: ecmp,hedera,efm-biggest,freeway,freeway+isolation; permutation: "
+        "ecmp,hedera,efm-biggest,freeway; efm-collisions: ecmp,hedera,efm-biggest,efm-smallest; "
+        "many-to-one: ecmp,ecmp+isolation)" + (f"; {registry.describe()}" if registry.describe() else ""))
+    opt("efm-collisions", "--flow-bytes", type=int, default=6_000_000,
+        help="efm-collisions: bytes per colliding flow (6000000)")
+    opt("mixed permutation paper fct many-to-one cut-in flow-control", "--duration", type=float, default=None,
+        help="seconds of traffic per mode (30; many-to-one: per run; paper: the trace's hour compressed "
+        "into 10)")
+    opt("mixed permutation efm-collisions many-to-one cut-in flow-control flows", "--seed", type=int, default=1, help="workload seed (1)")
+    opt("mixed permutation", "--repeat", type=int, default=1,
+        help="mixed: run every mode this many times, in rounds; FCTs pooled, goodput averaged, "
+        "lowest-highest shown (1)")
+    opt("mixed permutation paper fct flows", "--k", type=int, default=None, help="fat-tree arity (4; paper: 8)")
+    opt("mixed permutation paper fct flows flow-control", "--link-mbps", type=float, default=None, help="link rate in Mbit/s (10; paper: 100)")
+    opt("mixed permutation", "--mice-load", type=float, default=0.1, help="mice load per host, fraction of its link (0.1)")
+    opt("permutation", "--mice-after", type=float, default=None, metavar="S",
+        help="permutation: mice (at --mice-load) join the elephants S seconds into the run, until its "
+        "end (default: no mice)")
+    opt("mixed permutation", "--distribution", default="websearch", help="mice sizes: websearch or datamining")
+    opt("mixed permutation", "--mice-boundary", type=float, default=100_000, help="largest mouse in bytes (100000)")
+    opt("mixed permutation", "--no-references", action="store_true", help="skip the floor and ceiling reference runs")
+    opt("mixed permutation flows", "--controller-config", metavar="FILE",
+        help="mixed: every controller of the run (floor and ceiling too) reads this config file "
+        "('freeway config --defaults' writes one); the run's own mode and addresses override it")
+    opt("mixed permutation", "--static-arp", action="store_true",
+        help="mixed: once every host reaches every other, give each host all its neighbours' MACs "
+        "(no ARP during the runs; a diagnosis aid that takes the controller's proxy ARP out)")
+    opt("mixed permutation paper fct efm-collisions many-to-one flows", "--mtu", type=int, default=1500,
+        help="mixed: MTU of every host and switch interface, 1500-9000 (1500; 9000: jumbo frames, "
+        "fewer packets for the same bytes; port buffers stay the same in bytes)")
+    opt("mixed permutation", "--switch-processes", type=int, default=1,
+        help="mixed: spread the fabric's switches over this many Open vSwitch processes, 1-8 (1; each "
+        "process's forwarding thread reads every port it has for every packet: docs/lab/experiments-history.md)")
+    opt("mixed permutation", "--announce", choices=["send", "hook", "none"], default="send",
+        help="how Freeway modes announce the elephants: the host agent 'freeway send' (default), "
+        "the connect() hook under 'freeway run' with iperf3 unmodified, or none (they do not "
+        "announce; monitoring finds them)")
+    opt(ALL, "--out", default="results/experiment", help="output directory (results/experiment)")
+    for name, sp in scen.items():
+        sp.set_defaults(func=cmd_experiment, **unset[name])
 
     b = sub.add_parser("bench", help="measurements that write JSON")
     bsub = b.add_subparsers(dest="bench", required=True)

@@ -69,3 +69,22 @@ def test_one_arity_and_several():
         p.parse_args(["bench", "fabric-scale", "--ks", "16,x"])
     with pytest.raises(SystemExit):
         p.parse_args(["bench", "fabric-scale", "--k", "8", "--ks", "16"])
+
+
+@pytest.mark.parametrize("argv", [
+    ["experiment", "paper", "--seed", "3"],  # paper takes --seeds; --seed was ignored
+    ["experiment", "many-to-one", "--queues", "cq"],  # it ran and reported what fifo does
+    ["experiment", "cut-in", "--modes", "freeway"],
+    ["experiment", "fct", "--repeat", "2"],
+])
+def test_a_scenario_refuses_an_option_that_does_not_apply_to_it(argv, capsys):
+    parser = ryu_cli.build_parser((cli, sweep_cli))
+    with pytest.raises(SystemExit) as e:
+        parser.parse_args(argv)
+    assert e.value.code == 2 and "unrecognized arguments: " + argv[2] in capsys.readouterr().err
+
+
+def test_a_scenario_reads_the_defaults_of_the_options_it_does_not_take():
+    args = ryu_cli.build_parser((cli, sweep_cli)).parse_args(["experiment", "cut-in", "--rates", "100"])
+    assert (args.scenario, args.rates, args.modes, args.k, args.repeat, args.static_arp) == \
+        ("cut-in", "100", None, None, 1, False)

@@ -29,13 +29,13 @@ def test_mixed_smoke(tmp_path):
     assert r["plots"]
 
 
-def _freeway(*args):
+def _freeway(*args, cwd=None):
     import subprocess
     import sys
     from pathlib import Path
 
     exe = Path(sys.executable).with_name("freeway")
-    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=600, cwd=cwd)
 
 
 def test_efm_collisions_scenario_smoke(tmp_path):
@@ -83,8 +83,9 @@ def test_one_flow_list_runs_on_both_engines_and_they_agree(tmp_path):
     runs = {}
     for engine in ("emulator", "ns3"):
         out = tmp_path / engine
-        r = _freeway("experiment", "flows", "--flows", str(tmp_path / "flows.csv"), "--engine", engine,
-                     "--modes", "freeway", "--out", str(out))
+        # from the user's own directory, with relative paths (ns-3's runs were looked for in the package's)
+        r = _freeway("experiment", "flows", "--flows", "flows.csv", "--engine", engine,
+                     "--modes", "freeway", "--out", engine, cwd=tmp_path)
         assert r.returncode == 0, r.stderr[-2000:]
         runs[engine] = rows = list(csv.DictReader(open(out / "flows.csv")))
         els = {x["src"]: x for x in rows if x["kind"] == "elephant"}

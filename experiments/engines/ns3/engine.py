@@ -390,7 +390,7 @@ def written(out: Path, spec: dict) -> dict | None:
 
 def run_one(out: Path, spec: dict, timeout_s: float = 6 * 3600) -> dict:
     """Run a spec in a child process (its progress lines passed on); its results (also ``run.json``)."""
-    d = out / spec["label"]
+    d = (out / spec["label"]).resolve()  # (the child runs in the package's directory: a relative path would miss)
     d.mkdir(parents=True, exist_ok=True)
     (d / "spec.json").write_text(json.dumps(spec))
     result = d / "run.json"

@@ -8,7 +8,6 @@ running it twice stores the run once (the store's files are renamed into place w
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -17,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from experiments.engines.ns3.engine import child_env
 from experiments.sweep import runs
 from experiments.sweep.store import Store, config_hash
 
@@ -83,7 +83,7 @@ def run_point(point: dict, store_root: str, expect_hash: str | None = None, reru
     with tempfile.TemporaryDirectory(prefix="freeway-run-") as d:
         spec_path, out_path = Path(d) / "spec.json", Path(d) / "run.json"
         spec_path.write_text(json.dumps(spec))
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = child_env()  # (its hash seed fixed: the same point gives the same numbers)
         proc = subprocess.Popen([sys.executable, "-m", "experiments.engines.ns3.engine", str(spec_path), str(out_path)],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                                 cwd=str(ROOT), preexec_fn=_die_with_parent)

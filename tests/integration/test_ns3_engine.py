@@ -231,3 +231,19 @@ def test_per_packet_balancing_spreads_a_lone_flow_over_the_cores(runs):
     down = {c: sum(v for k, v in snap["tx"].items() if k.startswith(f"{c}-eth")) for c in ("c1", "c2", "c3", "c4")}
     total = sum(down.values())
     assert total > 0 and all(v >= 0.1 * total for v in down.values()), down
+
+
+def test_a_run_gives_the_same_numbers_whatever_hash_seed_started_it(tmp_path, monkeypatch):
+    """Two flows into one host and a mouse under freeway+isolation, run twice from parents with other hash
+    seeds (1 and 2 gave different completion times before each run's process had its own fixed)."""
+    from experiments.engines.ns3.engine import Settings, run_one, spec_of
+
+    flows = [Flow(0.0, "h0_0_0", "h3_1_1", 200_000, "bulk"), Flow(0.0, "h1_0_0", "h3_1_1", 200_000, "bulk"),
+             Flow(0.1, "h2_0_0", "h0_1_0", 30_000, "rr")]
+    out = []
+    for seed in ("1", "2"):
+        monkeypatch.setenv("PYTHONHASHSEED", seed)
+        spec = spec_of(f"seed{seed}", "freeway+isolation", F, "freeway", True, flows, Settings(queues="strict", grace_s=2.0))
+        r = run_one(tmp_path, spec, timeout_s=240)
+        out.append([(f["id"], f["fct_s"], f["bytes"]) for f in r["bulk"]])
+    assert out[0] == out[1] and all(fct is not None for _, fct, _ in out[0]), out

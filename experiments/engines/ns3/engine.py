@@ -388,6 +388,17 @@ def written(out: Path, spec: dict) -> dict | None:
     return json.loads((d / "run.json").read_text()) if old == new else None
 
 
+HASH_SEED = "0"
+
+
+def child_env() -> dict:
+    """The environment of a run's process. Its hash seed is fixed: the controller's decisions follow the
+    order of Python sets of strings in places, which a random hash seed changed from process to process
+    (the same flow list under freeway+isolation came out one of two ways by PYTHONHASHSEED); with it
+    fixed, the same configuration gives the same numbers, run after run and machine after machine."""
+    return dict(os.environ, PYTHONUNBUFFERED="1", PYTHONHASHSEED=HASH_SEED)
+
+
 def run_one(out: Path, spec: dict, timeout_s: float = 6 * 3600) -> dict:
     """Run a spec in a child process (its progress lines passed on); its results (also ``run.json``)."""
     d = (out / spec["label"]).resolve()  # (the child runs in the package's directory: a relative path would miss)
@@ -395,7 +406,7 @@ def run_one(out: Path, spec: dict, timeout_s: float = 6 * 3600) -> dict:
     (d / "spec.json").write_text(json.dumps(spec))
     result = d / "run.json"
     result.unlink(missing_ok=True)
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = child_env()
     proc = subprocess.Popen([sys.executable, "-m", "experiments.engines.ns3.engine", str(d / "spec.json"), str(result)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             cwd=str(Path(__file__).resolve().parents[3]))

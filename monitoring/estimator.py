@@ -153,7 +153,9 @@ class Estimator:
                       "implausible_tcp_span": 0, "implausible_rate": 0, "port_down_unconfirmed": 0}
         self._down_since: dict[tuple[str, int], float] = {}  # fabric port -> first reading of "down" unconfirmed
         self._watched: set[tuple[str, int]] = set()  # fabric ports down, or said to be: an "up" reading is news
-        self._sampled: set[FiveTuple] = set()  # flows sampled since the last tick
+        # flows sampled since the last tick, in the order first sampled (a dict: a set's order follows string
+        # hashes, random per process, and so did the order of the elephants a tick found)
+        self._sampled: dict[FiveTuple, None] = {}
         # each flow's reading as of its last evaluation (``tick``), and its ToR pair: a period's view copies
         # them rather than building 10,000 readings at once (the event loop is held meanwhile)
         self.flow_readings: dict[FiveTuple, FlowReading] = {}
@@ -351,7 +353,7 @@ class Estimator:
             pt.samples.append((now, pkt.frame_length * sample.sampling_rate))
             pt.total += pkt.frame_length * sample.sampling_rate
             st.last_seen = now
-            self._sampled.add(pkt.five_tuple)
+            self._sampled[pkt.five_tuple] = None
             if pkt.tcp is not None and pkt.tcp[1] > 0:
                 self._segment(now, st, *pkt.tcp)
 
@@ -455,7 +457,7 @@ class Estimator:
             st = self.flows[flow] = FlowState(flow)
         st.external_rate = bps
         st.last_seen = now
-        self._sampled.add(flow)
+        self._sampled[flow] = None
 
     def flow_rate(self, now: float, st: FlowState) -> tuple[float, int]:
         """(bits/s, samples in window) of one flow."""
@@ -481,7 +483,7 @@ class Estimator:
         only falls as samples age out: an end is seen within a second; at k=16 with 10,000 flows, every
         flow at every tick took a quarter of the controller)."""
         out = [f for f in self._sampled if f in self.flows]
-        self._sampled = set()
+        self._sampled = {}
         due, flows = self._due, self.flows
         while due and due[0][0] <= now - EVALUATE_S:
             at, flow = due.popleft()

@@ -645,3 +645,20 @@ def test_a_new_port_map_moves_an_ifindex_at_once_and_unknown_ifindexes_are_not_k
     assert e.stats["unmapped_ifindex"] == before + 10000 and len(e._routes) <= len(IFMAP)
     # one counter slot per (link, side) a port was read for (two uplinks: their out sides), kept across maps
     assert len(e._counter_at) == len(e._counter_octets) == 2
+
+
+def test_elephants_found_in_one_tick_come_in_the_order_they_were_first_sampled():
+    """The order a tick reports elephants in is the order the controller places them in: it followed
+    the hash of their five-tuples (a set), random per process, so one run of the ns-3 engine came out
+    one of two ways by the seed of the process that started it."""
+    e = _est()
+    flows = [FiveTuple("10.0.0.2", "10.3.1.3", 6, 40001 + i, 5201) for i in range(12)]
+    order = flows[5:] + flows[:5]  # not the sorted order either
+    starts, t = [], 0.0
+    while t < 3.0 and len(starts) < len(flows):
+        for f in order:  # the same samples for each flow, in this order
+            for _ in range(3):
+                e.on_flow_sample(t, _sample(101, f))
+        starts += [ev.flow for ev in e.tick(t) if isinstance(ev, ElephantStart)]
+        t = round(t + 0.05, 3)
+    assert starts == order

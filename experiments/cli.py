@@ -352,6 +352,10 @@ def add_commands(sub) -> None:
                                   allow_abbrev=False) for name, text in SCENARIOS.items()}
     unset: dict[str, dict] = {name: {} for name in scen}  # per scenario, the options it does not take (defaults)
 
+    # the scenarios whose hosts run TCP flows of their own (their congestion control, links, MTU, modes)
+    with_hosts = "mixed permutation paper fct efm-collisions many-to-one flows"
+    ns3_hosts = "mixed permutation efm-collisions many-to-one flows"  # ... and whose ns-3 hosts are set by hand
+
     def opt(where: str, *names, **kw) -> None:
         """An option of the scenarios ``where`` names (ALL, or a space-separated list); the others refuse it
         (argparse: unrecognized arguments) and read its default."""
@@ -393,14 +397,14 @@ def add_commands(sub) -> None:
     opt("mixed permutation flows fct", "--topo", choices=["fattree", "leafspine"], default="fattree",
         help="permutation, flows: a k-ary fat-tree, or a leaf-spine of k spines, k leaves, k hosts a leaf")
     opt(ALL, "--jobs", type=int, default=0, help="ns3: runs at once, each its own process (0: one per core)")
-    opt("mixed permutation paper fct efm-collisions many-to-one flows", "--tcp", choices=["cubic", "newreno", "bbr", "dctcp"], default="cubic",
+    opt(with_hosts, "--tcp", choices=["cubic", "newreno", "bbr", "dctcp"], default="cubic",
         help="the hosts' congestion control (cubic, Linux's default), on both engines: the emulator sets "
         "it in every host, whatever this machine's default")
-    opt("mixed permutation paper fct efm-collisions many-to-one flows", "--link-delay-us", type=float, default=5.0, help="ns3: each link's one-way delay in us (5)")
-    opt("mixed permutation efm-collisions many-to-one flows", "--first-flight", type=int, default=0,
+    opt(with_hosts, "--link-delay-us", type=float, default=5.0, help="ns3: each link's one-way delay in us (5)")
+    opt(ns3_hosts, "--first-flight", type=int, default=0,
         help="ns3: a new connection's first flight in bytes, standing in for a Linux receiver's first "
         "advertised window (35840 on these machines: 4 jumbo segments); 0: ten segments (0)")
-    opt("mixed permutation efm-collisions many-to-one flows", "--host-send", choices=["link", "unshaped"], default="link",
+    opt(ns3_hosts, "--host-send", choices=["link", "unshaped"], default="link",
         help="ns3: hosts send at their link's rate (link), or unshaped into their switch, as the "
         "emulator's hosts do (only switch ports are shaped there): for comparing the engines")
     opt("mixed permutation paper fct", "--queues", default=None,
@@ -410,7 +414,7 @@ def add_commands(sub) -> None:
         "emulator carries only those)")
     from ryu_apps.modes import registry  # (modes of installed plug-ins are described too)
 
-    opt("mixed permutation paper fct efm-collisions many-to-one flows", "--modes", default=None,
+    opt(with_hosts, "--modes", default=None,
         help="comma-separated: ecmp, hedera (polls every 5 s), hedera-1s (every second), efm-biggest, "
         "efm-smallest, freeway, perpkt (ns3 only: per-packet load balancing), with +isolation "
         "(mixed: ecmp,hedera,efm-biggest,freeway,freeway+isolation; permutation: "
@@ -440,7 +444,7 @@ def add_commands(sub) -> None:
     opt("mixed permutation", "--static-arp", action="store_true",
         help="mixed: once every host reaches every other, give each host all its neighbours' MACs "
         "(no ARP during the runs; a diagnosis aid that takes the controller's proxy ARP out)")
-    opt("mixed permutation paper fct efm-collisions many-to-one flows", "--mtu", type=int, default=1500,
+    opt(with_hosts, "--mtu", type=int, default=1500,
         help="mixed: MTU of every host and switch interface, 1500-9000 (1500; 9000: jumbo frames, "
         "fewer packets for the same bytes; port buffers stay the same in bytes)")
     opt("mixed permutation", "--switch-processes", type=int, default=1,

@@ -66,7 +66,8 @@ def cmd_bench(args) -> int:
         for k in args.ks:
             r = fabricscale.run(k, Path(args.out), args.topo, args.pairs, mode=args.mode, timeout=args.timeout,
                                 steady=not args.no_steady, steady_s=args.window, active_pairs=args.active_pairs,
-                                handshake_rate=args.handshake_rate, cuts=args.cuts)
+                                handshake_rate=args.handshake_rate, cuts=args.cuts, sflow_workers=args.sflow_workers,
+                                sflow_levels=fabricscale.parse_levels(args.sflow_levels))
             w = r.get("walk", {})
             print(f"k={k}: {r['switches']} switches programmed in {r.get('startup_s')} s "
                   f"({r.get('startup_messages')} messages), RSS {r.get('controller_rss_mb')} MB; walked "
@@ -505,6 +506,11 @@ def add_commands(sub) -> None:
     bf.add_argument("--handshake-rate", type=float, default=100.0, help="announces a second in the steady state (100)")
     bf.add_argument("--cuts", type=int, default=3, help="aggregation-core links cut in turn, each restored (3)")
     bf.add_argument("--no-steady", action="store_true", help="skip the steady state (sFlow, handshakes)")
+    bf.add_argument("--sflow-workers", default=None,
+                    help="the controller's sflow_workers (its default: auto, one per core beside its own)")
+    bf.add_argument("--sflow-levels", default=None,
+                    help="only these sFlow levels, INTERVAL:SAMPLING,... (0: none; e.g. 1:1000,2:0); default: the "
+                         "ladder from the product's defaults down")
     bf.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     br = bsub.add_parser("reroute", help="EFM reroute delay; the EFM paper's four collision tests per mode")
     br.add_argument("--trials", type=int, default=5, help="reroute-delay trials (5)")

@@ -163,6 +163,10 @@ class Estimator:
         self._due: deque = deque()  # (when evaluated, flow), oldest first: flows no sample came for wait their turn
         # (agent, ifIndex) -> what its counter samples measure (``_route``), resolved once per port map
         self._routes: dict[tuple[str | None, int], tuple] = {}
+        # a worker of the collector keeps its located flow samples here for the controller (``fold_flow``)
+        self.flow_sink: list | None = None
+        # links whose collector worker died, until measured again (``monitoring.shard.Merge``): stale at any age
+        self.stale_links: frozenset = frozenset()
 
     # ----- mapping -----------------------------------------------------
     def set_ifmap(self, ifmap: dict) -> None:
@@ -338,24 +342,39 @@ class Estimator:
         if where is None:
             self.stats["unmapped_ifindex"] += 1
             return
-        self._link_sample(now, where, sum(p.frame_length for p in sample.packets) * sample.sampling_rate)
+        rate = sample.sampling_rate
+        packets = []
         for pkt in sample.packets:
             if pkt.five_tuple is None:
                 self.stats["packets_without_ip"] += 1
                 continue
+            packets.append((pkt.five_tuple, pkt.frame_length * rate, pkt.tcp))
+        record = (now, where, sum(p.frame_length for p in sample.packets) * rate, tuple(packets))
+        if self.flow_sink is not None:  # a worker of the collector: the controller folds it (``fold_flow``)
+            self.flow_sink.append(record)
+        else:
+            self.fold_flow(*record)
+
+    def fold_flow(self, now: float, where: tuple[str, int], nbytes: float, packets: tuple) -> None:
+        """One flow sample, located (``where``: the switch port it entered), into the flows' and its link's
+        estimates: ``nbytes`` the bytes it stands for, ``packets`` (five-tuple, bytes it stands for, (TCP
+        sequence, length) or None) for each sampled packet with an IP header. What a worker of the collector
+        hands the controller (``monitoring.shard``) is this call's arguments."""
+        self._link_sample(now, where, nbytes)
+        for ft, nb, tcp in packets:
             self.stats["flow_samples"] += 1
-            st = self.flows.get(pkt.five_tuple)
+            st = self.flows.get(ft)
             if st is None:
-                st = self.flows[pkt.five_tuple] = FlowState(pkt.five_tuple)
+                st = self.flows[ft] = FlowState(ft)
             pt = st.points.get(where)
             if pt is None:
                 pt = st.points[where] = _Point(now)
-            pt.samples.append((now, pkt.frame_length * sample.sampling_rate))
-            pt.total += pkt.frame_length * sample.sampling_rate
+            pt.samples.append((now, nb))
+            pt.total += nb
             st.last_seen = now
-            self._sampled[pkt.five_tuple] = None
-            if pkt.tcp is not None and pkt.tcp[1] > 0:
-                self._segment(now, st, *pkt.tcp)
+            self._sampled[ft] = None
+            if tcp is not None and tcp[1] > 0:
+                self._segment(now, st, *tcp)
 
     @staticmethod
     def _segment(now: float, st: FlowState, seq: int, length: int) -> None:
@@ -602,7 +621,7 @@ class Estimator:
                 if pair is not None:
                     mice[pair] = max(mice.get(pair, r.last_seen), r.last_seen)
         sampled = {ln: r for ln in list(self._link_samples) if (r := self.sampled_link(now, ln)) is not None}
-        return make_view(now, {}, flows, mice, sampled, self.counter_interval_s, self.columns)
+        return make_view(now, {}, flows, mice, sampled, self.counter_interval_s, self.columns, self.stale_links)
 
     # ----- the links' readings as dictionaries (what a snapshot or a test reads) ----------------------------
     # (each read builds a read-only copy of every measured link's: not for a loop, and not to write to)

@@ -76,7 +76,8 @@ FLAGS = {"fabric": "--fabric", "listen": "--listen", "mode": "--mode", "monitor"
          "api_open_reads": "--api-open-reads", "api_cert": "--api-cert", "api_key": "--api-key",
          "cluster_ca": "--cluster-ca", "cluster_cert": "--cluster-cert", "cluster_key": "--cluster-key",
          "cluster_user": "--cluster-user", "cluster_password_file": "--cluster-password-file",
-         "ovsdb_plain": "--ovsdb-plain", "sflow_sources": "--sflow-sources", "openflow_plain": "--openflow-plain",
+         "ovsdb_plain": "--ovsdb-plain", "sflow_sources": "--sflow-sources", "sflow_workers": "--sflow-workers",
+         "openflow_plain": "--openflow-plain",
          "ca_crl": "--ca-crl"}
 
 

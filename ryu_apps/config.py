@@ -89,6 +89,9 @@ class Config:
     sflow_sources: str = setting("agent", "where an sFlow datagram may come from: agent (the UDP source must be the "
                                  "agent address the datagram names, or a loopback address for an agent on loopback) "
                                  "or any (a collector behind a relay or NAT)", choices=("agent", "any"))
+    sflow_workers: str = setting("auto", "processes that receive, decode and fold sFlow datagrams beside the "
+                                 "controller's event loop (sockets sharing sflow_listen): auto (one per core beside "
+                                 "the controller's: cores - 1, at most 8), or a number; 0: the event loop reads them")
     sflow_rt_url: str = setting("", "sFlow-RT base URL for monitor sflow-rt, e.g. http://127.0.0.1:8008")
     events_file: str = setting("", "append JSON lines here: elephant events and a link snapshot per second")
     events_max_mb: float = setting(100.0, "when the events file passes this size it is renamed FILE.1 (the "
@@ -155,6 +158,7 @@ class Config:
         if not self.fabric:
             raise ConfigError("fabric: a path to the fabric description is required")
         hostport("sflow_listen", self.sflow_listen)
+        self.sflow_worker_count()
         hostport("listen", self.listen)
         if self.api:
             hostport("api", self.api)
@@ -264,6 +268,14 @@ class Config:
     @property
     def sflow_address(self) -> tuple[str, int]:
         return hostport("sflow_listen", self.sflow_listen)
+
+    def sflow_worker_count(self) -> int:
+        """How many sFlow worker processes ``sflow_workers`` asks for on this machine."""
+        if self.sflow_workers == "auto":
+            return max(0, min(8, (os.cpu_count() or 1) - 1))
+        if not self.sflow_workers.isdigit() or int(self.sflow_workers) > 64:
+            raise ConfigError(f"sflow_workers: auto or a whole number from 0 to 64, got {self.sflow_workers!r}")
+        return int(self.sflow_workers)
 
     def monitor_config(self) -> MonitorConfig:
         return self.section("monitor_settings")

@@ -21,6 +21,7 @@ from monitoring.sflowrt import SFlowRT
 from monitoring.view import View
 from ryu_apps import config
 from ryu_apps.control import schedule
+from ryu_apps.monitor_workers import WorkerPool
 from ryu_apps.openflow.framework import app_manager, base_event, green_socket, hub, run_blocking
 from topology.fabric import Fabric
 
@@ -85,7 +86,11 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.estimator = Estimator(self.fabric, self.cfg.monitor_config())
         self.collector = Collector(self.estimator, self.cfg.sflow_sources)
         self.sflowrt = SFlowRT(self.cfg.sflow_rt_url, self.estimator) if self.cfg.monitor == "sflow-rt" else None
-        self.sock = bind_udp(*self.cfg.sflow_address) if self.cfg.monitor == "sflow" else None
+        n = self.cfg.sflow_worker_count() if self.cfg.monitor == "sflow" else 0
+        # sFlow read in worker processes (issue 63), or by this event loop (sflow_workers 0)
+        self.pool = WorkerPool(n, self.cfg, self.estimator, self.publish,
+                               lambda: bool(self.observers.get(EventLinkLoad))) if n else None
+        self.sock = bind_udp(*self.cfg.sflow_address) if self.cfg.monitor == "sflow" and not n else None
         self.events_out = open(self.cfg.events_file, "a", buffering=1) if self.cfg.events_file else None
         self._events_bytes = os.path.getsize(self.cfg.events_file) if self.cfg.events_file else 0
         self._portmap_at = -1e9
@@ -102,8 +107,11 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         super().start()
         if self.cfg.monitor == "none":
             return
-        LOG.info("monitoring with %s (%s)", self.cfg.monitor,
-                 self.cfg.sflow_listen if self.sock else self.cfg.sflow_rt_url)
+        LOG.info("monitoring with %s (%s%s)", self.cfg.monitor,
+                 self.cfg.sflow_listen if self.cfg.monitor == "sflow" else self.cfg.sflow_rt_url,
+                 f", {len(self.pool.workers)} worker processes" if self.pool else "")
+        if self.pool is not None:
+            self.pool.start()
         self.threads.append(hub.spawn(self._periodic))
         if self.sock is not None:
             self.threads.append(hub.spawn(self._receive))
@@ -141,11 +149,15 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
                 self.cfg = config.active()
                 self.estimator.cfg = self.cfg.monitor_config()
             self._refresh_portmap(now)
+            if self.pool is not None:
+                self.pool.tick(now)
             if self.sflowrt is not None and now >= self._next_poll:
                 self._next_poll = now + 1.0
                 fetched = run_blocking(self.sflowrt.fetch)  # HTTP in an OS thread; the estimator stays here
                 for ev in self.sflowrt.apply(time.monotonic(), fetched):
                     self.publish(ev)
+            if self.pool is not None:
+                self.pool.merge.flush()  # the workers' flow samples since the last tick, in the order taken
             for ev in self.estimator.tick(now):
                 self.publish(ev)
             if now >= self._next_snapshot:
@@ -156,7 +168,7 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             LOG.exception("monitoring loop failed (%d so far); it goes on", self.loop_errors)
 
     def _refresh_portmap(self, now: float) -> None:
-        unmapped = self.estimator.stats["unmapped_ifindex"]
+        unmapped = self.stats()["unmapped_ifindex"] if self.pool is not None else self.estimator.stats["unmapped_ifindex"]
         due = now - self._portmap_at > max(PORTMAP_REFRESH_S, self._portmap_took / PORTMAP_SHARE)
         early = unmapped > self._unmapped_seen and now - self._portmap_at > self._early_gap
         if not due and not early:
@@ -197,12 +209,25 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
 
     def stats(self) -> dict:
         """Monitoring's counters (the collector's and the estimator's; sFlow-RT's with a prefix)."""
-        stats = {**self.collector.stats, **self.estimator.stats, "monitor_loop_errors": self.loop_errors,
+        collector, estimator = self.collector.stats, self.estimator.stats
+        if self.pool is not None:  # the workers' counters, summed, with what the flows' folding here counted
+            collector, theirs = self.pool.merge.stats()
+            estimator = {k: v + theirs.get(k, 0) for k, v in estimator.items()}
+        stats = {**collector, **estimator, "monitor_loop_errors": self.loop_errors,
                  "flows_tracked": len(self.estimator.flows), "agents_seen": len(self.estimator.agents),
                  "ports_mapped": len(self.estimator.ifmap)}
         if self.sflowrt is not None:
             stats.update({f"sflowrt_{k}": v for k, v in self.sflowrt.stats.items()})
+        if self.pool is not None:
+            st = self.pool.status()
+            stats.update({"sflow_workers": st["workers"], "sflow_workers_alive": st["alive"],
+                          "sflow_worker_restarts": st["restarts"], "sflow_stale_links": st["stale_links"]})
         return stats
+
+    def stop(self):
+        if self.pool is not None:
+            self.pool.stop()
+        super().stop()
 
     def _snapshot(self, now: float) -> None:
         if self.events_out is None:

@@ -150,7 +150,8 @@ class Load:
                     self.port_bps[(hop.switch, hop.out_port)][1] += share * rate
                     self.streams.append([ifindex[(hop.switch, hop.in_port)], ifindex[(hop.switch, hop.out_port)],
                                          flow.src, flow.dst, flow.sport, flow.dport, share * rate])
-        self.ports = [[ix, fabric.capacity_bps(self._link(fabric, sw, p)), *self.port_bps[(sw, p)]]
+        bridge = {sw: i for i, sw in enumerate(sorted(fabric.switches))}  # (each bridge's agent sends on its own)
+        self.ports = [[ix, fabric.capacity_bps(self._link(fabric, sw, p)), *self.port_bps[(sw, p)], bridge[sw]]
                       for (sw, p), ix in sorted(ifindex.items(), key=lambda kv: kv[1])]
 
     @staticmethod
@@ -181,13 +182,11 @@ def agents_done(proc: subprocess.Popen, timeout: float) -> dict:
 
 
 def udp_drops(port: int) -> int:
-    """The kernel's drop count for the UDP socket bound to ``port`` on 127.0.0.1 (its receive buffer was full)."""
+    """The kernel's drops for the UDP sockets bound to ``port`` on 127.0.0.1 (their receive buffers were full),
+    summed: the collector's workers share the port (of a worker restarted, only the new socket's count)."""
     want = f"0100007F:{port:04X}"
-    for line in Path("/proc/net/udp").read_text().splitlines()[1:]:
-        cols = line.split()
-        if cols[1] == want:
-            return int(cols[-1])
-    return 0
+    return sum(int(cols[-1]) for cols in (line.split() for line in Path("/proc/net/udp").read_text().splitlines()[1:])
+               if cols[1] == want)
 
 
 def scrape(api: str) -> dict:

@@ -587,6 +587,53 @@ def steady_state(em: Emulator, ctl, api: str, d: Path, pairs: int, seed: int, se
                  f"{hs_['p99_ms']} ms (max {hs_['max_ms']} ms); in the controller (packet-in to answer) p50/p99 "
                  f"{r['controller_handshake_p50_ms']}/{r['controller_handshake_p99_ms']} ms, the switches' "
                  f"confirmation p99 {r['install_confirm_p99_ms']} ms; period p50 {r['period_p50_ms']} ms meanwhile")
+    workers = _status(api).get("sflow_workers")
+    if workers and workers["workers"]:
+        out["worker_killed"] = kill_worker(api, ctl, load, d, interval or 1.0, sampling or 0, progress)
+    return out
+
+
+def _status(api: str) -> dict:
+    body, _ = _get(f"http://{api}/api/v1/status", timeout=10)
+    return json.loads(body)
+
+
+def kill_worker(api: str, ctl, load, d: Path, interval: float, sampling: int, progress=print) -> dict:
+    """An sFlow worker SIGKILLed while the agents send (at the sustained level): how soon the controller sees
+    it gone and its links stale, how soon a new worker runs and they are measured again, and what the level
+    lost meanwhile (issue 63)."""
+    import os
+    import signal
+
+    from experiments.benches import fabricload
+
+    seconds = max(6.0, 4 * interval)
+    seen: dict = {}
+
+    def during() -> dict:
+        time.sleep(min(2.0, interval + 0.5))
+        before = _status(api)["sflow_workers"]
+        pid = next(p for p in before["pids"] if p)
+        t0 = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+        while time.monotonic() - t0 < seconds:
+            st = _status(api)["sflow_workers"]
+            t = round(time.monotonic() - t0, 3)
+            if st["alive"] < before["alive"] and "gone_s" not in seen:
+                seen["gone_s"] = t
+            seen["stale_links_max"] = max(seen.get("stale_links_max", 0), st["stale_links"])
+            if st["restarts"] > before["restarts"] and st["ready"] == st["workers"] and "restarted_s" not in seen:
+                seen["restarted_s"] = t
+            if "restarted_s" in seen and st["stale_links"] == 0 and "measured_again_s" not in seen:
+                seen["measured_again_s"] = t
+            time.sleep(0.1)
+        return {"pid": pid, "restarts_before": before["restarts"], **seen}
+
+    r = fabricload.level(api, ctl.sflow_port, load, d, interval, sampling, seconds + 3.0, during=during)
+    out = {**r.pop("during"), "level": r, "status_after": _status(api)["sflow_workers"]}
+    progress(f"[fabric-scale] an sFlow worker killed (pid {out['pid']}): seen gone in {out.get('gone_s')} s, "
+             f"{out.get('stale_links_max')} links stale, a new one ready in {out.get('restarted_s')} s, every link "
+             f"measured again in {out.get('measured_again_s')} s; the level lost {100 * r['lost_share']:.1f}%")
     return out
 
 
@@ -669,10 +716,25 @@ def view(api: str, grouped: bool | None = None, timeout: float = 180.0, watch_s:
         d.quit()
 
 
+def parse_levels(text: str | None) -> list[tuple[float, int]] | None:
+    """``--sflow-levels``: INTERVAL:SAMPLING,... (0: none of that kind) as (seconds, 1-in-N) pairs."""
+    if not text:
+        return None
+    out = []
+    for part in text.split(","):
+        interval, _, sampling = part.partition(":")
+        try:
+            out.append((float(interval), int(sampling or 0)))
+        except ValueError:
+            raise SystemExit(f"--sflow-levels: INTERVAL:SAMPLING,... (e.g. 1:1000,2:0), got {part!r}") from None
+    return out
+
+
 def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int = 1, mode: str = "freeway",
         timeout: float = 600.0, restart: bool = True, steady: bool = True, steady_s: float = 10.0,
         active_pairs: int = 2000, handshake_rate: float = 100.0, handshake_s: float = 10.0, progress=print,
-        sflow_levels: list[tuple[float, int]] | None = None, view_grouped: bool | None = None, cuts: int = 3) -> dict:
+        sflow_levels: list[tuple[float, int]] | None = None, view_grouped: bool | None = None, cuts: int = 3,
+        sflow_workers: str | None = None) -> dict:
     """One fabric: start-up, the API and the fabric view, the walk, ``cuts`` link cuts (each restored), the restart,
     the steady state (sFlow and handshakes); results in ``out/fabric_scale_k{k}.json``."""
     from experiments.benches.controller import machine
@@ -691,7 +753,7 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
     t_build = time.monotonic()
     em = Emulator(fabric, ("127.0.0.1", 0))
     build_s = time.monotonic() - t_build
-    extra = ["--api", api]
+    extra = ["--api", api] + (["--sflow-workers", str(sflow_workers)] if sflow_workers is not None else [])
     if steady:  # the switches' OVSDB: the controller's sFlow port map reads it
         from experiments.benches.fabricload import EmulatedOVSDB
 
@@ -702,7 +764,8 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
     ctl = ControllerProcess(d / "fabric.json", mode=mode, log_file=d / "controller.log", extra=extra,
                             events_file=False)
     result: dict = {"bench": "fabric-scale", "machine": machine(), "topo": topo, "k": k, "switches": n,
-                    "hosts": len(fabric.hosts), "mode": mode, "generator_build_s": round(build_s, 2)}
+                    "hosts": len(fabric.hosts), "mode": mode, "generator_build_s": round(build_s, 2),
+                    "sflow_workers": sflow_workers or "auto"}
     try:
         t0 = time.monotonic()
         ctl.start(timeout=120)

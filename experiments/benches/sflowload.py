@@ -11,8 +11,11 @@ host reports the same), ``duration_s``, ``counter_interval_s`` (0: no counter sa
 crosses: each switch samples what enters it). Counter samples come once per interval per port, the ports'
 phases spread evenly over the interval (each port is polled on its own); flow samples come at random
 (exponential gaps) at the rate 1-in-N sampling of the stream's packets gives, each carrying the TCP
-sequence number the flow has reached. Samples are packed into datagrams of up to ``MAX_DATAGRAM`` bytes,
-as an agent packs them. When the sender falls behind its schedule it sends late rather than skipping, and
+sequence number the flow has reached. Each bridge is an agent of its own, as in Open vSwitch: its samples go
+from a UDP socket of its own (``ports``' fifth column names the bridge; without it, one socket for all),
+packed into datagrams of up to ``MAX_DATAGRAM`` bytes, and a datagram goes when the next sample would not
+fit or when its first sample has waited ``flush_s`` (Open vSwitch's agent sends what it holds once a second:
+1.0, the default; at most ``MAX_SOCKETS`` sockets, bridges sharing them beyond that). When the sender falls behind its schedule it sends late rather than skipping, and
 says how late it was (``behind_s``) and what it achieved per second.
 """
 
@@ -32,11 +35,31 @@ TICK_S = 0.005
 HEADER_BYTES = 54  # Ethernet, IPv4 and TCP headers: the sampled header (the frame's first bytes)
 
 
+MAX_SOCKETS = 4096
+
+
+class _Agent:
+    """One bridge's agent: its socket and the samples it holds."""
+
+    __slots__ = ("sock", "pending", "size", "since", "seq")
+
+    def __init__(self, sock: socket.socket):
+        self.sock, self.pending, self.size, self.since, self.seq = sock, [], 0, 0.0, 0
+
+
 def run(spec: dict) -> dict:
     rng = random.Random(spec.get("seed", 1))
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
     dest = tuple(spec["collector"])
+    flush_s = float(spec.get("flush_s", 1.0))
+    bridge_of = {p[0]: (p[4] if len(p) > 4 else 0) for p in spec.get("ports", [])}
+    socks: list[socket.socket] = []
+    for _ in range(min(MAX_SOCKETS, max(1, len(set(bridge_of.values()))))):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+        socks.append(sock)
+    agents: dict[int, _Agent] = {}
+    for b in sorted(set(bridge_of.values())) or [0]:
+        agents[b] = _Agent(socks[len(agents) % len(socks)])
     agent = spec.get("agent", "127.0.0.1")
     interval, sampling = float(spec.get("counter_interval_s", 1.0)), int(spec.get("sampling", 10))
     frame = int(spec.get("frame_bytes", 1500))
@@ -52,31 +75,41 @@ def run(spec: dict) -> dict:
     heapq.heapify(heap)
     seq0 = [rng.getrandbits(32) for _ in streams]
     out = {"datagrams": 0, "counter_samples": 0, "flow_samples": 0, "bytes": 0, "behind_s": 0.0}
-    pending: list[bytes] = []
-    size = 0
-    dg_seq = 0
     sample_seq = 0
+    holding: dict[int, _Agent] = {}  # the agents holding samples, the longest-holding first
 
-    def flush():
-        nonlocal pending, size, dg_seq
-        if not pending:
+    def flush(a: _Agent):
+        if not a.pending:
             return
-        dg_seq += 1
-        data = enc.datagram(pending, agent=agent, seq=dg_seq, uptime=int((time.monotonic() - t0) * 1000) + 1000)
+        a.seq += 1
+        data = enc.datagram(a.pending, agent=agent, seq=a.seq, uptime=int((time.monotonic() - t0) * 1000) + 1000)
         try:
-            sock.sendto(data, dest)
+            a.sock.sendto(data, dest)
         except OSError:
             out["send_errors"] = out.get("send_errors", 0) + 1
         out["datagrams"] += 1
         out["bytes"] += len(data)
-        pending, size = [], 0
+        a.pending, a.size = [], 0
 
-    def add(sample: bytes):
-        nonlocal size
-        if size + len(sample) > MAX_DATAGRAM - 28:
-            flush()
-        pending.append(sample)
-        size += len(sample)
+    def add(ifindex: int, sample: bytes, now: float):
+        b = bridge_of.get(ifindex, 0)
+        a = agents.get(b) or agents[next(iter(agents))]
+        if a.size + len(sample) > MAX_DATAGRAM - 28:
+            flush(a)
+            holding.pop(b, None)
+        if not a.pending:
+            a.since = now
+            holding[b] = a
+        a.pending.append(sample)
+        a.size += len(sample)
+
+    def flush_due(now: float, every: bool = False):
+        while holding:
+            b, a = next(iter(holding.items()))
+            if not every and now - a.since < flush_s:
+                break
+            del holding[b]
+            flush(a)
 
     t0 = time.monotonic()
     end = t0 + float(spec["duration_s"])
@@ -87,13 +120,14 @@ def run(spec: dict) -> dict:
             break
         el = now - t0
         while n_ports and cycle * interval + nxt * interval / n_ports <= el:
-            ifindex, speed, in_bps, out_bps = ports[nxt]
+            ifindex, speed, in_bps, out_bps = ports[nxt][:4]
             due = cycle * interval + nxt * interval / n_ports
             out["behind_s"] = max(out["behind_s"], el - due)
             b_in, b_out = base[ifindex]
             sample_seq += 1
-            add(enc.counter_sample([enc.if_counters(ifindex, int(b_in + in_bps * due / 8), int(b_out + out_bps * due / 8),
-                                                    speed_bps=int(speed))], seq=sample_seq, source=(0, ifindex)))
+            add(ifindex, enc.counter_sample([enc.if_counters(ifindex, int(b_in + in_bps * due / 8),
+                                                             int(b_out + out_bps * due / 8), speed_bps=int(speed))],
+                                            seq=sample_seq, source=(0, ifindex)), now)
             out["counter_samples"] += 1
             nxt += 1
             if nxt == n_ports:
@@ -105,13 +139,13 @@ def run(spec: dict) -> dict:
             sample_seq += 1
             hdr = enc.eth_ipv4_tcp(src, dst, sport, dport, tcp_seq=seq0[i] + int(bps * due / 8),
                                    payload=frame - HEADER_BYTES)
-            add(enc.flow_sample([enc.raw_header_record(hdr, frame)], rate=sampling, inp=inp, out=outp,
-                                seq=sample_seq, source=(0, inp)))
+            add(inp, enc.flow_sample([enc.raw_header_record(hdr, frame)], rate=sampling, inp=inp, out=outp,
+                                     seq=sample_seq, source=(0, inp)), now)
             out["flow_samples"] += 1
             heapq.heappush(heap, (due + rng.expovariate(per_s), i, per_s))
-        flush()
+        flush_due(now)
         time.sleep(max(0.0, TICK_S - (time.monotonic() - now)))
-    flush()
+    flush_due(0.0, every=True)
     took = time.monotonic() - t0
     out["s"] = round(took, 3)
     out["behind_s"] = round(out["behind_s"], 3)

@@ -134,6 +134,8 @@ class Surface:
                 "config_file": config.source_file(), "config_loaded": round(c.config_loaded, 3),
                 "writable": bool(c.cfg.api_token_file), "cluster": self.cluster_doc(),
                 "links_unverified": c.linkwatch.unverified(c.master()),
+                "sflow_workers": (c.monitor.pool.status() if c.monitor is not None and getattr(c.monitor, "pool", None)
+                                  is not None else None),
                 "queues": dict(c.queues.state) if c.cfg.isolation else None}
 
     def api_counters(self) -> dict:

@@ -3,7 +3,8 @@ switch programmed through its own OpenFlow connection, every ToR pair and every 
 packets through the tables those messages built, an aggregation-core link cut (its ports reported down)
 routed around with no pair lost and used again once restored, a SIGKILLed controller that reads every
 switch back and changes nothing; then the steady state: every port's sFlow counters and the flow samples of
-a synthetic load (the port map read from a real ovsdb-server), and hosts announcing elephants meanwhile."""
+a synthetic load (the port map read from a real ovsdb-server), and hosts announcing elephants meanwhile; an
+sFlow worker process killed and replaced."""
 
 from pathlib import Path
 
@@ -49,3 +50,11 @@ def test_a_k8_fabric_emulated_at_the_socket_is_programmed_walked_and_read_back_u
     # they began once the levels before had stopped changing the controller, on a load already steady
     assert hs["settled"]["settled"] and hs["settled"]["elephants_left"] >= 0, hs["settled"]
     assert hs["warm_up_s"] >= hs["under"]["counter_interval_s"], hs
+    # the sFlow workers (issue 63; auto: one on this machine): one SIGKILLed mid-level is seen gone, its links
+    # stale meanwhile, a new one started and every link measured again within seconds; its counts kept
+    wk = st["worker_killed"]
+    assert wk["gone_s"] is not None and wk["gone_s"] < 2.0, wk
+    assert wk["stale_links_max"] > 0 and wk["restarted_s"] < 5.0 and wk["measured_again_s"] < 8.0, wk
+    after = wk["status_after"]
+    assert after["restarts"] == wk["restarts_before"] + 1 and after["alive"] == after["workers"] >= 1, after
+    assert after["stale_links"] == 0 and wk["level"]["received_datagrams"] > 0, wk

@@ -1,0 +1,131 @@
+"""A worker process of the sFlow collector (issue 63): ``python -m monitoring.worker``, started by the
+monitoring app (``ryu_apps.monitor_app``), one per ``sflow_workers``.
+
+It binds the collector's UDP address with ``SO_REUSEPORT`` beside its siblings (the kernel hands each
+agent's datagrams to one socket), decodes and folds them in a ``monitoring.shard.Shard``, and every
+``BATCH_S`` writes what changed to the controller over a private stream socket it was given (a socket pair
+the controller made: nobody else can write to it). The same socket brings the controller's word (the port
+map, the hot threshold, the settings). The controller's event loop never touches a datagram. When the
+controller goes (the stream ends), the worker ends.
+
+Frames on the stream: a 4-byte length, then a pickle (both ends are this program: the pair is private).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import selectors
+import socket
+import struct
+import sys
+import time
+
+BATCH_S = 0.05  # how often a worker hands over what changed (a counter's reading waits at most this long)
+RCVBUF = 8 << 20  # each worker socket's receive buffer
+LEN = struct.Struct("!I")
+MAX_FRAME = 1 << 30
+
+
+def pack(obj) -> bytes:
+    body = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return LEN.pack(len(body)) + body
+
+
+class Frames:
+    """Frames out of a stream's bytes, as they come (``feed`` returns the whole ones)."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list:
+        self._buf += data
+        out = []
+        while len(self._buf) >= LEN.size:
+            (n,) = LEN.unpack_from(self._buf)
+            if n > MAX_FRAME:
+                raise ValueError(f"a frame of {n} bytes")
+            if len(self._buf) < LEN.size + n:
+                break
+            out.append(pickle.loads(bytes(self._buf[LEN.size:LEN.size + n])))
+            del self._buf[:LEN.size + n]
+        return out
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The collector's UDP address, shared with the other workers (``SO_REUSEPORT``)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+    sock.bind((host, port))
+    sock.setblocking(False)
+    return sock
+
+
+def serve(shard, udp: socket.socket, ctl: socket.socket, batch_s: float = BATCH_S) -> None:
+    """Datagrams into ``shard``, batches out to ``ctl``, the controller's word in, until ``ctl`` ends."""
+    sel = selectors.DefaultSelector()
+    sel.register(udp, selectors.EVENT_READ, "udp")
+    sel.register(ctl, selectors.EVENT_READ, "ctl")
+    frames = Frames()
+    next_batch = time.monotonic() + batch_s
+    while True:
+        for key, _ in sel.select(max(0.0, next_batch - time.monotonic())):
+            if key.data == "udp":
+                for _ in range(256):  # (then the batch's time and the controller's word are looked at)
+                    try:
+                        data, source = udp.recvfrom(65535)
+                    except (BlockingIOError, InterruptedError):
+                        break
+                    shard.handle(time.monotonic(), data, source[0])
+            else:
+                data = ctl.recv(1 << 20)
+                if not data:
+                    return  # the controller is gone
+                for msg in frames.feed(data):
+                    shard.control(msg)
+        now = time.monotonic()
+        if now >= next_batch:
+            next_batch = now + batch_s
+            ctl.setblocking(True)
+            try:
+                ctl.sendall(pack(shard.drain()))
+            finally:
+                ctl.setblocking(False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fd", type=int, required=True, help="the stream socket to the controller")
+    ap.add_argument("--listen", required=True, help="HOST:PORT of the collector")
+    ap.add_argument("--fabric", required=True)
+    ap.add_argument("--sources", default="agent")
+    a = ap.parse_args(argv)
+    ctl = socket.socket(fileno=a.fd)
+    host, _, port = a.listen.rpartition(":")
+    from monitoring.shard import Shard
+    from topology.fabric import Fabric
+
+    # the first frame is the controller's word: the settings, the port map, the hot threshold
+    frames, first = Frames(), []
+    while not first:
+        data = ctl.recv(1 << 20)
+        if not data:
+            return 0
+        first = frames.feed(data)
+    shard = Shard(Fabric.load(a.fabric), first[0].get("config"), a.sources)
+    for msg in first:
+        shard.control(msg)
+    udp = bind(host.strip("[]"), int(port))
+    ctl.sendall(pack({"ready": os.getpid()}))
+    ctl.setblocking(False)
+    try:
+        serve(shard, udp, ctl)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""The sFlow collector split across worker processes (``monitoring.shard``, issue 63) gives what the one
+collector gives: the same datagrams fed to one ``Collector`` and to two ``Shard``s (each switch's agent on
+one, as the kernel's ``SO_REUSEPORT`` keeps a source on one socket) merged into a controller's estimator
+give the same link readings, port events, flows and elephants; a worker gone leaves its links stale until
+they are measured again; its counters stay in the sums."""
+
+import pickle
+import random
+
+import numpy as np
+
+from monitoring.collector import Collector
+from monitoring.estimator import Estimator
+from monitoring.events import PortState
+from monitoring.sflow import FiveTuple
+from monitoring.shard import Merge, Shard
+from ryu_apps.simswitch import sflow as enc
+from topology.fabric import fattree
+
+
+def _traffic(fabric, seconds=6.0, seed=3):
+    """(time, agent, datagram) of a k=4 fabric: every switch port's counters each 0.5 s (one port goes down
+    at 3 s), and flow samples of four flows within a pod (two elephants at 5 Mbit/s, two mice) entering the switches on
+    their paths, 1-in-10; plus some garbage."""
+    rng = random.Random(seed)
+    ifmap, ifindex, agent_of = {}, {}, {}
+    for i, sw in enumerate(sorted(fabric.switches)):
+        agent_of[sw] = f"10.255.0.{i + 1}"
+        for n in fabric.neighbors(sw) + [h.name for h in fabric.hosts_on(sw)]:
+            p = fabric.port_to(sw, n) if n in fabric.switches else next(h.port for h in fabric.hosts_on(sw)
+                                                                         if h.name == n)
+            ix = 1000 * (i + 1) + p
+            ifmap[ix] = (sw, p)
+            ifindex[(sw, p)] = ix
+    hosts = fabric.hosts
+    flows = []
+    for j, (a, b, bps) in enumerate([(0, 2, 5e6), (1, 3, 5e6), (4, 6, 0.2e6), (8, 10, 0.2e6)]):
+        src, dst = hosts[a], hosts[b]
+        path = [src.switch] + [fabric.up_neighbors(src.switch)[j % 2]] + [dst.switch]
+        flows.append((FiveTuple(src.ip, dst.ip, 6, 40000 + j, 5001), src, path, bps, rng.getrandbits(32)))
+    octets = {ix: [rng.getrandbits(40), rng.getrandbits(40)] for ix in ifindex.values()}
+    rate = {ix: rng.uniform(0.5e6, 8e6) for ix in ifindex.values()}
+    down = ifindex[(fabric.up_neighbors("e0_0")[0], fabric.port_to(fabric.up_neighbors("e0_0")[0], "e0_0"))]
+    out, t, seq = [], 0.0, 0
+    while t < seconds:
+        for sw in sorted(fabric.switches):
+            samples = []
+            for (s, _p), ix in ifindex.items():
+                if s != sw:
+                    continue
+                octets[ix][0] += int(rate[ix] * 0.5 / 8)
+                octets[ix][1] += int(rate[ix] * 0.45 / 8)
+                seq += 1
+                status = 1 if ix == down and t >= 3.0 else 3
+                samples.append(enc.counter_sample([enc.if_counters(ix, octets[ix][0], octets[ix][1], status=status)],
+                                                  seq=seq, source=(0, ix)))
+            for ft, src, path, bps, seq0 in flows:
+                if sw not in path:
+                    continue
+                prev = src.name if sw == path[0] else path[path.index(sw) - 1]
+                inp = src.port if sw == path[0] else fabric.port_to(sw, prev)
+                for _ in range(max(1, int(bps * 0.5 / 1500 / 8 / 10 * rng.uniform(0.8, 1.2)))):
+                    seq += 1
+                    hdr = enc.eth_ipv4_tcp(ft.src, ft.dst, ft.sport, ft.dport, tcp_seq=seq0 + int(bps * t / 8),
+                                           payload=1446)
+                    samples.append(enc.flow_sample([enc.raw_header_record(hdr, 1500)], rate=10, inp=ifindex[(sw, inp)],
+                                                   out=1, seq=seq, source=(0, ifindex[(sw, inp)])))
+            for k in range(0, len(samples), 8):
+                out.append((t + rng.uniform(0, 0.01), agent_of[sw],
+                            enc.datagram(samples[k:k + 8], agent=agent_of[sw], seq=seq, uptime=int(t * 1000) + 1)))
+            if rng.random() < 0.05:
+                out.append((t, agent_of[sw], b"\x00\x00\x00\x05garbage"))
+        t += 0.5
+    out.sort(key=lambda x: x[0])
+    return ifmap, agent_of, out
+
+
+def _one(fabric, ifmap, traffic, ticks):
+    est = Estimator(fabric)
+    est.set_ifmap(ifmap)
+    col = Collector(est, "any")
+    events = []
+    for t, _, data in traffic:
+        while ticks and ticks[0] <= t:
+            events += est.tick(ticks.pop(0))
+        events += [e for e in col.handle(t, data, False) if isinstance(e, PortState)]
+    for now in ticks:
+        events += est.tick(now)
+    return est, col, events
+
+
+def _sharded(fabric, ifmap, agent_of, traffic, ticks, workers=2):
+    est = Estimator(fabric)
+    est.set_ifmap(ifmap)
+    merge = Merge(est)
+    shards = [Shard(fabric, sources="any") for _ in range(workers)]
+    for s in shards:
+        s.control({"ifmap": ifmap})
+    which = {a: i % workers for i, a in enumerate(sorted(agent_of.values()))}
+    events = []
+    for t, agent, data in traffic:
+        while ticks and ticks[0] <= t:
+            now = ticks.pop(0)
+            for i, s in enumerate(shards):  # each tick: the workers' batches first (they hand over every 50 ms)
+                events += merge.apply(i, pickle.loads(pickle.dumps(s.drain())))
+            merge.flush()
+            events += est.tick(now)
+        shards[which[agent]].handle(t, data)
+    for now in ticks:
+        for i, s in enumerate(shards):
+            events += merge.apply(i, pickle.loads(pickle.dumps(s.drain())))
+        merge.flush()
+        events += est.tick(now)
+    return est, merge, shards, events
+
+
+def test_two_workers_merged_give_the_readings_events_and_elephants_of_one_collector():
+    fabric = fattree(4, 10.0)
+    ifmap, agent_of, traffic = _traffic(fabric)
+    ticks = [0.25 + 0.5 * i for i in range(13)]
+    one, col, ev1 = _one(fabric, ifmap, traffic, list(ticks))
+    est, merge, shards, ev2 = _sharded(fabric, ifmap, agent_of, traffic, list(ticks))
+    # link readings: every field of every link, as the one estimator has them
+    for name in ("util", "bps", "time", "fresh", "since"):
+        assert np.array_equal(getattr(one.columns, name), getattr(est.columns, name), equal_nan=True), name
+    assert len(one.link_util) > 40
+    # events: the port that went down, the elephants found (and when), in the same order
+    key = [(type(e).__name__, getattr(e, "flow", None), getattr(e, "switch", None), e.time) for e in ev1]
+    assert key == [(type(e).__name__, getattr(e, "flow", None), getattr(e, "switch", None), e.time) for e in ev2]
+    assert any(isinstance(e, PortState) and not e.up for e in ev1)
+    assert sum(type(e).__name__ == "ElephantStart" for e in ev1) == 2
+    assert one.elephants() == est.elephants() and len(one.elephants()) == 2
+    now = ticks[-1]
+    v1, v2 = one.view(now), est.view(now)
+    assert dict(v1.flows) == dict(v2.flows) and dict(v1.sampled) == dict(v2.sampled)
+    # (the agents' counter interval is a running mean per worker, and their mean here: close, not equal)
+    assert abs(v1.counter_interval_s - v2.counter_interval_s) < 0.01 * v1.counter_interval_s
+    assert one.port_up == est.port_up
+    # the counters: the collector's summed over the workers, the estimator's with the flows' folding
+    coll, theirs = merge.stats()
+    assert coll == col.stats and coll["decode_errors"] > 0
+    assert {k: v + theirs.get(k, 0) for k, v in est.stats.items()} == one.stats
+
+
+def test_a_worker_gone_leaves_its_links_stale_until_measured_again_and_keeps_its_counts():
+    fabric = fattree(4, 10.0)
+    ifmap, agent_of, traffic = _traffic(fabric, seconds=2.0)
+    ticks = [0.25 + 0.5 * i for i in range(5)]
+    est, merge, shards, _ = _sharded(fabric, ifmap, agent_of, traffic, list(ticks))
+    before = merge.stats()[0]["datagrams"]
+    n = merge.lost(1)
+    assert n > 0 and len(merge.stale_links) == n
+    view = est.view(2.5)
+    assert view.stale(60.0) == merge.stale_links  # stale whatever their age: no placement on them
+    assert merge.stats()[0]["datagrams"] == before  # its counts stay in the sums
+    # a new worker (no baseline: its first readings rebaseline) measures them again: stale no more
+    fresh = Shard(fabric, sources="any")
+    fresh.control({"ifmap": ifmap})
+    later = [(t + 2.0, a, d) for t, a, d in _traffic(fabric, seconds=1.5)[2]]
+    for t, agent, data in later:
+        if agent in [a for i, a in enumerate(sorted(agent_of.values())) if i % 2 == 1]:
+            fresh.handle(t, data)
+    merge.apply(1, fresh.drain())
+    assert not merge.stale_links and not est.view(4.0).lost

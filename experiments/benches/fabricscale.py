@@ -553,7 +553,7 @@ def _same_pod(f: Fabric, a: str, b: str) -> bool:
 
 
 def steady_state(em: Emulator, ctl, api: str, d: Path, pairs: int, seed: int, seconds: float,
-                 handshake_rate: float, handshake_s: float, progress=print, levels=None) -> dict:
+                 handshake_rate: float, handshake_s: float, progress=print, levels=None, probe_gap_s: float = 2.0) -> dict:
     """sFlow from every port over a synthetic load on ``pairs`` active ToR pairs (``fabricload.ladder``: the
     product's defaults, then what the controller sustains), then hosts announcing elephants at
     ``handshake_rate`` a second while the sustained sFlow load goes on."""
@@ -587,9 +587,92 @@ def steady_state(em: Emulator, ctl, api: str, d: Path, pairs: int, seed: int, se
                  f"{hs_['p99_ms']} ms (max {hs_['max_ms']} ms); in the controller (packet-in to answer) p50/p99 "
                  f"{r['controller_handshake_p50_ms']}/{r['controller_handshake_p99_ms']} ms, the switches' "
                  f"confirmation p99 {r['install_confirm_p99_ms']} ms; period p50 {r['period_p50_ms']} ms meanwhile")
+    if interval and sampling:
+        out["detection"] = detect(api, em, ctl, load, d, interval, sampling, gap_s=probe_gap_s, seed=seed,
+                                  progress=progress)
     workers = _status(api).get("sflow_workers")
     if workers and workers["workers"]:
         out["worker_killed"] = kill_worker(api, ctl, load, d, interval or 1.0, sampling or 0, progress)
+    return out
+
+
+class _WithProbes:
+    """A load with probe streams added to the agents' spec."""
+
+    def __init__(self, load, streams: list):
+        self.load, self.streams = load, streams
+
+    def spec(self, *args, **kwargs) -> dict:
+        spec = self.load.spec(*args, **kwargs)
+        return {**spec, "streams": spec["streams"] + self.streams}
+
+
+def detect(api: str, em: Emulator, ctl, load, d: Path, interval: float, sampling: int, n: int = 10,
+           gap_s: float = 2.0, share: float = 0.9, seed: int = 1, progress=print) -> dict:
+    """Unannounced elephants found by sampling under the sustained load: ``n`` flows, each from a host to one
+    of another pod at ``share`` of its access rate, begin ``gap_s`` apart (as a lone TCP flow fills its host's
+    link), walked through the emulated tables for the switches that sample them; each one's time from its
+    first packet to the controller's placement of it (the ``adopted`` placement in its decision log, once the
+    switches confirmed its path) (issue 63: the median within 2 s)."""
+    from experiments.benches import fabricload
+
+    rng = random.Random(seed + 7)
+    fabric, ifindex = em.fabric, em.ovsdb.ifindex
+    hosts = list(fabric.hosts)
+    warm = interval + 1.0
+    streams, probes = [], []
+    while len(probes) < n:
+        a, b = rng.sample(hosts, 2)
+        if fabric.switches[a.switch].pod == fabric.switches[b.switch].pod:
+            continue
+        flow = FiveTuple(a.ip, b.ip, 6, 61000 + len(probes), 5002)
+        t = em.sim.send(a.name, flow)
+        if t.delivered_to != b.name:
+            continue
+        start = warm + len(probes) * gap_s
+        bps = share * fabric.host_rate_bps(a.ip)
+        for hop in t.hops:
+            streams.append([ifindex[(hop.switch, hop.in_port)], ifindex[(hop.switch, hop.out_port)], flow.src,
+                            flow.dst, flow.sport, flow.dport, bps, start])
+        probes.append((flow, start, len(t.hops)))
+    seconds = warm + n * gap_s + 4.0
+    placed: dict = {}
+    missed = [0]
+
+    def during() -> None:  # the placements as they come (the log keeps the latest 2,000: the load's own
+        since = _status(api)["decisions"]  # elephants, adopted again at each level, would push them out)
+        end = time.monotonic() + seconds + 2.0
+        while time.monotonic() < end:
+            body, _ = _get(f"http://{api}/api/v1/decisions?type=placement&since={since}&limit=1000", timeout=30)
+            page = json.loads(body)
+            missed[0] += page.get("missed", 0)
+            for rec in page["decisions"]:
+                for f in rec.get("flows", ()):
+                    if rec.get("how") == "adopted" and f.get("sport", 0) >= 61000:
+                        placed.setdefault((f.get("src"), f.get("sport")), rec["time"])
+            since = page["next"]
+            if len(page["decisions"]) < 1000:
+                time.sleep(0.3)
+
+    r = fabricload.level(api, ctl.sflow_port, _WithProbes(load, streams), d, interval, sampling, seconds,
+                         during=during)
+    r.pop("during", None)
+    t0 = r["sent"]["t0_wall"]
+    times = []
+    rows = []
+    for flow, start, hops in probes:
+        at = placed.get((flow.src, flow.sport))
+        s_ = None if at is None else round(at - (t0 + start), 3)
+        rows.append({"flow": str(flow), "switches": hops, "placed_after_s": s_})
+        if s_ is not None:
+            times.append(s_)
+    times.sort()
+    out = {"probes": rows, "share_of_access_rate": share, "placed": len(times), "of": n, "log_missed": missed[0],
+           "median_s": times[len(times) // 2] if len(times) == n else None, "max_s": times[-1] if times else None,
+           "level": {k: v for k, v in r.items() if k not in ("gc",)}}
+    progress(f"[fabric-scale] {n} unannounced elephants under counters every {interval:g} s, flow samples "
+             f"1-in-{sampling}: {len(times)} placed, after {times} s (median {out['median_s']} s); the level lost "
+             f"{100 * r['lost_share']:.1f}%")
     return out
 
 
@@ -619,7 +702,7 @@ def kill_worker(api: str, ctl, load, d: Path, interval: float, sampling: int, pr
         while time.monotonic() - t0 < seconds:
             st = _status(api)["sflow_workers"]
             t = round(time.monotonic() - t0, 3)
-            if st["alive"] < before["alive"] and "gone_s" not in seen:
+            if (st["alive"] < before["alive"] or st["restarts"] > before["restarts"]) and "gone_s" not in seen:
                 seen["gone_s"] = t
             seen["stale_links_max"] = max(seen.get("stale_links_max", 0), st["stale_links"])
             if st["restarts"] > before["restarts"] and st["ready"] == st["workers"] and "restarted_s" not in seen:
@@ -734,7 +817,7 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
         timeout: float = 600.0, restart: bool = True, steady: bool = True, steady_s: float = 10.0,
         active_pairs: int = 2000, handshake_rate: float = 100.0, handshake_s: float = 10.0, progress=print,
         sflow_levels: list[tuple[float, int]] | None = None, view_grouped: bool | None = None, cuts: int = 3,
-        sflow_workers: str | None = None) -> dict:
+        sflow_workers: str | None = None, probe_gap_s: float = 2.0) -> dict:
     """One fabric: start-up, the API and the fabric view, the walk, ``cuts`` link cuts (each restored), the restart,
     the steady state (sFlow and handshakes); results in ``out/fabric_scale_k{k}.json``."""
     from experiments.benches.controller import machine
@@ -853,7 +936,7 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
                      f"{result['restart']['switches_whose_tables_changed']} switches' tables changed")
         if steady and prog is not None and ctl.proc is not None:
             result["steady"] = steady_state(em, ctl, api, d, active_pairs, seed, steady_s, handshake_rate,
-                                            handshake_s, progress, sflow_levels)
+                                            handshake_s, progress, sflow_levels, probe_gap_s)
             result["controller_rss_mb_steady"] = round(_rss_mb(ctl.proc.pid), 1)
     finally:  # each part stopped whatever another's stopping raised (a failed start left ovsdb-server running)
         try:

@@ -7,8 +7,9 @@ own (so neither the controller nor the OpenFlow emulator pays for it).
 The spec: ``collector`` [host, port], ``agent`` (the address every datagram names, as every bridge of one
 host reports the same), ``duration_s``, ``counter_interval_s`` (0: no counter samples), ``sampling`` (1-in-N,
 0: no flow samples), ``frame_bytes``, ``ports`` [[ifIndex, speed bit/s, in bit/s, out bit/s], ...] and
-``streams`` [[ingress ifIndex, egress ifIndex, src, dst, sport, dport, bit/s], ...] (one per switch a flow
-crosses: each switch samples what enters it). Counter samples come once per interval per port, the ports'
+``streams`` [[ingress ifIndex, egress ifIndex, src, dst, sport, dport, bit/s(, start s)], ...] (one per switch
+a flow crosses: each switch samples what enters it; a stream with a start begins that long after the agents
+do, the wall-clock time they began being ``t0_wall`` in the result). Counter samples come once per interval per port, the ports'
 phases spread evenly over the interval (each port is polled on its own); flow samples come at random
 (exponential gaps) at the rate 1-in-N sampling of the stream's packets gives, each carrying the TCP
 sequence number the flow has reached. Each bridge is an agent of its own, as in Open vSwitch: its samples go
@@ -71,7 +72,7 @@ def run(spec: dict) -> dict:
     for i, s in enumerate(streams):
         per_s = s[6] / (frame * 8) / sampling
         if per_s > 0:
-            heap.append((rng.expovariate(per_s), i, per_s))
+            heap.append(((s[7] if len(s) > 7 else 0.0) + rng.expovariate(per_s), i, per_s))
     heapq.heapify(heap)
     seq0 = [rng.getrandbits(32) for _ in streams]
     out = {"datagrams": 0, "counter_samples": 0, "flow_samples": 0, "bytes": 0, "behind_s": 0.0}
@@ -112,6 +113,7 @@ def run(spec: dict) -> dict:
             flush(a)
 
     t0 = time.monotonic()
+    out["t0_wall"] = time.time()
     end = t0 + float(spec["duration_s"])
     cycle, nxt = 0, 0  # counters: which interval, and the next port due in it
     while True:
@@ -135,7 +137,7 @@ def run(spec: dict) -> dict:
         while heap and heap[0][0] <= el:
             due, i, per_s = heapq.heappop(heap)
             out["behind_s"] = max(out["behind_s"], el - due)
-            inp, outp, src, dst, sport, dport, bps = streams[i]
+            inp, outp, src, dst, sport, dport, bps = streams[i][:7]
             sample_seq += 1
             hdr = enc.eth_ipv4_tcp(src, dst, sport, dport, tcp_seq=seq0[i] + int(bps * due / 8),
                                    payload=frame - HEADER_BYTES)

@@ -57,7 +57,7 @@ class WorkerPool:
         """Tell every worker what changed since they were last told (the port map, the hot threshold, the
         settings): compared by identity, so an unchanged map is not sent again."""
         now = self.word()
-        changed = {k: v for k, v in now.items() if self._sent.get(k, self) is not v}
+        changed = {k: v for k, v in now.items() if self._sent.get(k, self) is not v and self._sent.get(k, self) != v}
         if not changed:
             return
         self._sent.update(now)

@@ -173,6 +173,16 @@ class _StateCollector:
             fam = CounterMetricFamily(name, doc)
             fam.add_metric([], ms.get(key, 0))
             yield fam
+        if "sflow_workers" in ms:  # the collector's worker processes (sflow_workers)
+            yield GaugeMetricFamily("freeway_sflow_workers", "sFlow worker processes asked for",
+                                    value=ms["sflow_workers"])
+            yield GaugeMetricFamily("freeway_sflow_workers_alive", "sFlow worker processes running",
+                                    value=ms["sflow_workers_alive"])
+            fam = CounterMetricFamily("freeway_sflow_worker_restarts", "sFlow worker processes restarted after dying")
+            fam.add_metric([], ms["sflow_worker_restarts"])
+            yield fam
+            yield GaugeMetricFamily("freeway_sflow_stale_links", "Links stale since their sFlow worker died, until "
+                                    "measured again", value=ms["sflow_stale_links"])
         yield GaugeMetricFamily("freeway_transactions_open", "Installs waiting for the switches' confirmation",
                                 value=st["transactions"])
         cl = st.get("cluster")

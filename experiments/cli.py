@@ -63,10 +63,13 @@ def cmd_bench(args) -> int:
     elif args.bench == "fabric-scale":
         from experiments.benches import fabricscale
 
-        for k in args.ks:
-            r = fabricscale.run(k, Path(args.out), args.topo, args.pairs, mode=args.mode, timeout=args.timeout,
+        counts = args.sflow_workers.split(",") if args.sflow_workers and "," in args.sflow_workers else [None]
+        for k, count in [(k, c) for k in args.ks for c in counts]:
+            out = Path(args.out) / f"workers-{count}" if count is not None else Path(args.out)
+            r = fabricscale.run(k, out, args.topo, args.pairs, mode=args.mode, timeout=args.timeout,
                                 steady=not args.no_steady, steady_s=args.window, active_pairs=args.active_pairs,
-                                handshake_rate=args.handshake_rate, cuts=args.cuts, sflow_workers=args.sflow_workers,
+                                handshake_rate=args.handshake_rate, cuts=args.cuts,
+                                sflow_workers=count if count is not None else args.sflow_workers,
                                 sflow_levels=fabricscale.parse_levels(args.sflow_levels))
             w = r.get("walk", {})
             print(f"k={k}: {r['switches']} switches programmed in {r.get('startup_s')} s "
@@ -79,7 +82,11 @@ def cmd_bench(args) -> int:
                 print(f"k={k} steady state: counters every {st['shortest_counter_interval_s']} s and flow samples "
                       f"1-in-{st['densest_sampling']} sustained; handshakes {hs.get('acks')} of {hs.get('sent')} "
                       f"ACKed, p99 {hs.get('p99_ms')} ms")
-            print(f"results in {Path(args.out) / f'fabric_scale_k{k}.json'}")
+            print(f"results in {out / f'fabric_scale_k{k}.json'}")
+        if counts != [None]:
+            for k in args.ks:
+                drawn = fabricscale.plot_workers(Path(args.out), k)
+                print(f"k={k} by sFlow workers: {Path(args.out) / f'sflow_workers_k{k}.json'}, plot in {drawn}")
         drawn = fabricscale.plot(Path(args.out))
         if drawn:
             print(f"plot in {drawn}")
@@ -507,7 +514,8 @@ def add_commands(sub) -> None:
     bf.add_argument("--cuts", type=int, default=3, help="aggregation-core links cut in turn, each restored (3)")
     bf.add_argument("--no-steady", action="store_true", help="skip the steady state (sFlow, handshakes)")
     bf.add_argument("--sflow-workers", default=None,
-                    help="the controller's sflow_workers (its default: auto, one per core beside its own)")
+                    help="the controller's sflow_workers (its default: auto, one per core beside its own); several "
+                         "(0,1,2,4): a run each, into OUT/workers-N, compared in OUT/sflow_workers_kK.json and .png")
     bf.add_argument("--sflow-levels", default=None,
                     help="only these sFlow levels, INTERVAL:SAMPLING,... (0: none; e.g. 1:1000,2:0); default: the "
                          "ladder from the product's defaults down")

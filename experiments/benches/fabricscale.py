@@ -1013,3 +1013,64 @@ def plot(out: Path) -> str | None:
     ax3.legend(fontsize=8)
     fig.tight_layout()
     return save(fig, out / "fabric_scale.png")
+
+
+def plot_workers(out: Path, k: int) -> str | None:
+    """The sFlow levels of runs with several worker counts (``OUT/workers-N/fabric_scale_kK.json``) side by
+    side: each level's datagrams lost and period median by the number of workers; the table in
+    ``OUT/sflow_workers_kK.json``, the plot in ``OUT/sflow_workers_kK.png``."""
+    rows = []
+    for f in sorted(out.glob(f"workers-*/fabric_scale_k{k}.json")):
+        r = json.loads(f.read_text())
+        w = f.parent.name.split("-", 1)[1]
+        st = r.get("steady") or {}
+        for lv in st.get("levels", []):
+            rows.append({"workers": w, "counter_interval_s": lv["counter_interval_s"], "sampling": lv["sampling"],
+                         "sent_datagrams_per_s": lv["sent"]["datagrams_per_s"],
+                         "flow_samples_per_s": lv["sent"]["flow_samples_per_s"], "lost_share": lv["lost_share"],
+                         "period_p50_ms": lv["period_p50_ms"], "loop_lag_p99_ms": lv["loop_lag_p99_ms"],
+                         "sustained": lv["sustained"]})
+        hs = st.get("handshake")
+        det = st.get("detection")
+        rows.append({"workers": w, "summary": True, "handshake_p99_ms": hs and hs.get("p99_ms"),
+                     "handshake_level": hs and [hs["under"]["counter_interval_s"], hs["under"]["sampling"]],
+                     "handshake_level_lost_share": hs and hs["under"]["lost_share"],
+                     "detection_median_s": det and det["median_s"], "detection_placed": det and det["placed"],
+                     "worker_killed": st.get("worker_killed", {}).get("measured_again_s")})
+    if not rows:
+        return None
+    (out / f"sflow_workers_k{k}.json").write_text(json.dumps({"k": k, "rows": rows}, indent=1))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from experiments.analysis.plots import save
+
+    levels = sorted({(r["counter_interval_s"], r["sampling"]) for r in rows if "sampling" in r})
+    workers = sorted({r["workers"] for r in rows}, key=lambda w: int(w) if w.isdigit() else -1)
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4))
+    width = 0.8 / max(1, len(workers))
+    for j, w in enumerate(workers):
+        lost, per = [], []
+        for lv in levels:
+            got = [r for r in rows if r["workers"] == w and (r.get("counter_interval_s"), r.get("sampling")) == lv]
+            lost.append(100 * max(r["lost_share"] for r in got) if got else float("nan"))
+            per.append(max((r["period_p50_ms"] or 0) for r in got) if got else float("nan"))
+        xs = [i + j * width for i in range(len(levels))]
+        ax.bar(xs, lost, width, label=f"{w} workers")
+        ax2.bar(xs, per, width, label=f"{w} workers")
+    names = [f"{i:g} s, {'1-in-%d' % s if s else 'no samples'}" for i, s in levels]
+    for a in (ax, ax2):
+        a.set_xticks([i + width * (len(workers) - 1) / 2 for i in range(len(levels))])
+        a.set_xticklabels(names, fontsize=8, rotation=15)
+        a.legend(fontsize=8)
+    ax.axhline(1, color="grey", ls=":", lw=1, label="sustained: at most 1% lost")
+    ax.set_ylabel("datagrams lost (%, worst window)")
+    ax.set_title(f"k={k}: sFlow from every port, by collector worker processes", fontsize=9)
+    ax2.axhline(100, color="grey", ls=":", lw=1)
+    ax2.set_ylabel("period median (ms)")
+    ax2.set_yscale("log")
+    fig.tight_layout()
+    return save(fig, out / f"sflow_workers_k{k}.png")
+

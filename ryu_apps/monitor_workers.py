@@ -56,11 +56,16 @@ class WorkerPool:
     def tell_changes(self) -> None:
         """Tell every worker what changed since they were last told (the port map, the hot threshold, the
         settings): compared by identity, so an unchanged map is not sent again."""
-        now = self.word()
-        changed = {k: v for k, v in now.items() if self._sent.get(k, self) is not v and self._sent.get(k, self) != v}
+        changed = {}
+        for k, v in self.word().items():
+            old = self._sent.get(k, self)
+            if old is v:
+                continue
+            self._sent[k] = v  # (a new map equal to the old one is compared once, and not sent)
+            if old != v:
+                changed[k] = v
         if not changed:
             return
-        self._sent.update(now)
         for w in self.workers:
             if w.sock is not None:
                 self._send(w, changed)

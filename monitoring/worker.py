@@ -63,12 +63,12 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(shard, udp: socket.socket, ctl: socket.socket, batch_s: float = BATCH_S) -> None:
-    """Datagrams into ``shard``, batches out to ``ctl``, the controller's word in, until ``ctl`` ends."""
+def serve(shard, udp: socket.socket, ctl: socket.socket, frames: Frames, batch_s: float = BATCH_S) -> None:
+    """Datagrams into ``shard``, batches out to ``ctl``, the controller's word in (``frames``: what was read of
+    it so far), until ``ctl`` ends."""
     sel = selectors.DefaultSelector()
     sel.register(udp, selectors.EVENT_READ, "udp")
     sel.register(ctl, selectors.EVENT_READ, "ctl")
-    frames = Frames()
     next_batch = time.monotonic() + batch_s
     while True:
         for key, _ in sel.select(max(0.0, next_batch - time.monotonic())):
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     ctl.sendall(pack({"ready": os.getpid()}))
     ctl.setblocking(False)
     try:
-        serve(shard, udp, ctl)
+        serve(shard, udp, ctl, frames)
     except (BrokenPipeError, ConnectionResetError):
         pass
     return 0

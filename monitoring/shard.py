@@ -58,6 +58,12 @@ class Shard:
             self.estimator.hot_threshold = msg["hot_threshold"]
         if "config" in msg:
             self.estimator.cfg = msg["config"]
+        if "down" in msg:  # fabric ports the controller holds down: an agent that came over from another worker
+            est = self.estimator  # (the kernel moves sources when a worker starts or dies) reports them as news
+            for key in msg["down"]:  # when they come up, and not again while they stay down
+                if est.port_up.get(key, True):
+                    est.port_up[key] = False
+                    est._watched.add(key)
 
     def drain(self) -> dict:
         """What changed since the last drain, as one batch (numbers and arrays: cheap to pickle)."""
@@ -72,7 +78,8 @@ class Shard:
         batch: dict = {"rows": (pos.astype(np.int32), cols.util[pos], cols.bps[pos], t[pos], cols.fresh[pos],
                                 cols.since[pos]),
                        "stats": (dict(self.collector.stats), dict(est.stats)),
-                       "interval": est.counter_interval_s}
+                       # the agents' counter interval as this worker measures it, and on how many samples
+                       "interval": (est.counter_interval_s, est.stats["counter_samples"])}
         if cols.extra:
             batch["extra"] = dict(cols.extra)
         if self._ports:
@@ -118,6 +125,11 @@ class Merge:
         fold = self.estimator.fold_flow
         for record in flows:
             fold(*record)
+        # the links over the hot threshold by their counters: each by the worker that measures it now (one that
+        # lost an agent to another keeps its last word on that agent's links, which nothing would correct)
+        pos, owner = self.estimator.columns.pos, self._owner
+        self.estimator._over["counters"] = {ln for wid, over in self._over.items() for ln in over
+                                            if owner[pos.get(ln, -1)] == wid}
 
     def apply(self, wid: int, batch: dict, loads: bool = False) -> list:
         """One batch of worker ``wid`` into the estimator; the events it carries (port changes; link loads
@@ -140,16 +152,19 @@ class Merge:
         for link, r in batch.get("extra", {}).items():
             cols.extra[link] = r
         for ev in batch.get("ports", ()):
-            est.port_up[(ev.switch, ev.port)] = ev.up
-            events.append(ev)
+            key = (ev.switch, ev.port)
+            if est.port_up.get(key, True) != ev.up:  # (news only if it changes what the controller holds)
+                est.port_up[key] = ev.up
+                events.append(ev)
         est.hot.update(batch.get("hot", ()))
         if "over" in batch:
             self._over[wid] = batch["over"]
-            est._over["counters"] = set().union(*self._over.values())
         self._flows += batch.get("flows", ())
         self._stats[wid] = batch["stats"]
         self._interval[wid] = batch["interval"]
-        est.counter_interval_s = sum(self._interval.values()) / len(self._interval)
+        weight = sum(n for _, n in self._interval.values())
+        if weight:  # (a worker that measured nothing yet, or has no agents, does not count)
+            est.counter_interval_s = sum(v * n for v, n in self._interval.values()) / weight
         for agent in batch.get("agents", ()):
             if len(est.agents) >= len(est.fabric.switches) + 64:
                 break
@@ -167,7 +182,6 @@ class Merge:
             for k, v in part.items():
                 total[k] = total.get(k, 0) + v
         self._over.pop(wid, None)
-        self.estimator._over["counters"] = set().union(*self._over.values()) if self._over else set()
         self._interval.pop(wid, None)
         return int(gone.sum())
 

@@ -27,12 +27,16 @@ YOUNG_S = 10.0  # a worker that dies younger than this makes the next wait twice
 ROOT = str(Path(__file__).resolve().parents[1])  # (where ``monitoring`` is: the worker imports it)
 
 
+HUNG_S = 3.0  # a worker that handed over nothing for this long (it does every 50 ms) is killed and restarted
+START_S = 120.0  # ... or that is not ready this long after it started (it reads the fabric: seconds at k=48)
+
+
 class _Worker:
-    __slots__ = ("wid", "proc", "sock", "started", "ready", "wait", "restart_at")
+    __slots__ = ("wid", "proc", "sock", "started", "ready", "wait", "restart_at", "last_batch", "outbox")
 
     def __init__(self, wid: int):
         self.wid, self.proc, self.sock, self.started, self.ready = wid, None, None, 0.0, False
-        self.wait, self.restart_at = RESTART_S, None
+        self.wait, self.restart_at, self.last_batch, self.outbox = RESTART_S, None, 0.0, None
 
 
 class WorkerPool:
@@ -51,7 +55,8 @@ class WorkerPool:
     # ----- the controller's word ---------------------------------------------------------------
     def word(self) -> dict:
         est = self.estimator
-        return {"config": est.cfg, "ifmap": est.ifmap, "hot_threshold": est.hot_threshold}
+        return {"config": est.cfg, "ifmap": est.ifmap, "hot_threshold": est.hot_threshold,
+                "down": frozenset(k for k, up in est.port_up.items() if not up)}
 
     def tell_changes(self) -> None:
         """Tell every worker what changed since they were last told (the port map, the hot threshold, the
@@ -71,10 +76,21 @@ class WorkerPool:
                 self._send(w, changed)
 
     def _send(self, w: _Worker, msg: dict) -> None:
-        try:
-            w.sock.sendall(pack(msg))
-        except OSError as e:  # (it died: its reader sees the end and restarts it)
-            LOG.warning("sFlow worker %d: %s", w.wid, e)
+        """Queued for the worker's own sender: a worker slow to read (importing, or hung) never holds the
+        monitoring loop."""
+        if w.outbox is not None:
+            w.outbox.put(pack(msg))
+
+    def _sender(self, w: _Worker, sock, outbox) -> None:
+        while self.active:
+            data = outbox.get()
+            if data is None:
+                return
+            try:
+                sock.sendall(data)
+            except OSError as e:  # (it died: its reader sees the end and restarts it)
+                LOG.warning("sFlow worker %d: %s", w.wid, e)
+                return
 
     # ----- processes -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -88,14 +104,25 @@ class WorkerPool:
         mine, theirs = plain.socketpair(plain.AF_UNIX, plain.SOCK_STREAM)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH", "")) if p)
-        w.proc = subprocess.Popen([sys.executable, "-m", "monitoring.worker", "--fd", str(theirs.fileno()),
-                                   "--listen", self.cfg.sflow_listen, "--fabric", self.cfg.fabric,
-                                   "--sources", self.cfg.sflow_sources], pass_fds=[theirs.fileno()], env=env,
-                                  stdin=subprocess.DEVNULL)
+        try:
+            w.proc = subprocess.Popen([sys.executable, "-m", "monitoring.worker", "--fd", str(theirs.fileno()),
+                                       "--listen", self.cfg.sflow_listen, "--fabric", self.cfg.fabric,
+                                       "--sources", self.cfg.sflow_sources], pass_fds=[theirs.fileno()], env=env,
+                                      stdin=subprocess.DEVNULL)
+        except OSError as e:  # (no process: tried again later, waiting longer each time)
+            mine.close()
+            theirs.close()
+            w.proc, w.wait = None, min(RESTART_MAX_S, 2 * w.wait)
+            w.restart_at = time.monotonic() + w.wait
+            LOG.error("sFlow worker %d cannot start (%s): trying again in %.1f s", w.wid, e, w.wait)
+            return
         theirs.close()
         w.sock = green_socket.socket(fileno=mine.detach())
         w.started, w.ready, w.restart_at = time.monotonic(), False, None
+        w.last_batch = w.started
+        w.outbox = hub.Queue()
         self._send(w, self.word())
+        hub.spawn(self._sender, w, w.sock, w.outbox)
         hub.spawn(self._read, w, w.sock, w.proc)
         LOG.info("sFlow worker %d started (pid %d)", w.wid, w.proc.pid)
 
@@ -107,6 +134,7 @@ class WorkerPool:
                 data = sock.recv(1 << 20)
                 if not data:
                     break
+                w.last_batch = time.monotonic()
                 for batch in frames.feed(data):
                     if "ready" in batch:
                         w.ready = True
@@ -118,8 +146,8 @@ class WorkerPool:
                     except Exception:  # a batch that cannot be taken in is dropped, never the reader
                         LOG.exception("sFlow worker %d: a batch failed", w.wid)
                 hub.sleep(0)
-        except (OSError, ValueError) as e:
-            why = str(e)
+        except Exception as e:  # (a stream that cannot be read on: the worker goes, and is restarted)
+            why = f"{type(e).__name__}: {e}"
         if not self.active:
             return
         self._lost(w, proc, why)
@@ -135,6 +163,9 @@ class WorkerPool:
         except OSError:
             pass
         w.sock, w.ready = None, False
+        if w.outbox is not None:
+            w.outbox.put(None)
+            w.outbox = None
         stale = self.merge.lost(w.wid)
         now = time.monotonic()
         w.wait = min(RESTART_MAX_S, 2 * w.wait) if now - w.started < YOUNG_S else RESTART_S
@@ -143,18 +174,28 @@ class WorkerPool:
                   "restarting in %.1f s", w.wid, proc.pid, why, code, stale, w.wait)
 
     def tick(self, now: float) -> None:
-        """Restart the workers whose turn came; reap the exited; tell the others what changed."""
+        """Tell the workers what changed; restart those whose turn came (reaping the dead one); kill one that
+        handed over nothing for ``HUNG_S`` (its reader then sees the end)."""
+        if not self.active:
+            return
+        self.tell_changes()
         for w in self.workers:
             if w.sock is None and w.restart_at is not None and now >= w.restart_at:
                 if w.proc is not None:
                     w.proc.wait()  # (killed already: reaped, not left a zombie)
                 self.restarts += 1
                 self._spawn(w)
-        self.tell_changes()
+            elif w.sock is not None and w.proc is not None and now - w.last_batch > (HUNG_S if w.ready else START_S):
+                LOG.error("sFlow worker %d (pid %d) handed over nothing for %.1f s: killed", w.wid, w.proc.pid,
+                          now - w.last_batch)
+                w.last_batch = now
+                w.proc.kill()
 
     def stop(self) -> None:
         self.active = False
         for w in self.workers:
+            if w.outbox is not None:
+                w.outbox.put(None)
             if w.sock is not None:
                 try:
                     w.sock.close()

@@ -162,3 +162,38 @@ def test_a_worker_gone_leaves_its_links_stale_until_measured_again_and_keeps_its
             fresh.handle(t, data)
     merge.apply(1, fresh.drain())
     assert not merge.stale_links and not est.view(4.0).lost
+
+
+def test_an_agent_moved_to_another_worker_neither_repeats_a_port_down_nor_keeps_the_old_workers_hot_links():
+    """When a worker starts or dies the kernel moves sources between sockets: the new worker is told which
+    ports the controller holds down (an "up" is news, a "down" is not), and a link counts as over the hot
+    threshold only by the worker that measures it now."""
+    from monitoring.events import PortState
+
+    fabric = fattree(4, 10.0)
+    est = Estimator(fabric)
+    merge = Merge(est)
+    port = ("a0_0", fabric.port_to("a0_0", "e0_0"))
+    est.port_up[port] = False
+    fresh = Shard(fabric)
+    fresh.control({"down": frozenset({port})})
+    assert fresh.estimator.port_up[port] is False and port in fresh.estimator._watched
+    link = ("a0_0", "c1")
+    i = est.columns.pos[link]
+    rows = lambda i, t: (np.array([i], dtype=np.int32), np.array([0.9]), np.array([9e6]), np.array([t]),  # noqa: E731
+                         np.array([t - 1]), np.array([t - 1]))
+    stats = ({}, {"counter_samples": 0})
+    merge.apply(0, {"rows": rows(i, 1.0), "stats": stats, "interval": (1.0, 0), "over": frozenset({link})})
+    merge.flush()
+    assert est._over["counters"] == {link}
+    # the agent moved: worker 1 measures the link now, under the threshold; worker 0's word no longer counts
+    merge.apply(1, {"rows": rows(i, 2.0), "stats": stats, "interval": (1.0, 0), "over": frozenset()})
+    merge.flush()
+    assert est._over["counters"] == set()
+    # a port the controller holds down, reported down again by the worker that took it over: not news
+    ev = merge.apply(1, {"rows": rows(i, 3.0), "stats": stats, "interval": (1.0, 0),
+                         "ports": [PortState(3.0, port[0], port[1], False)]})
+    assert ev == []
+    ev = merge.apply(1, {"rows": rows(i, 4.0), "stats": stats, "interval": (1.0, 0),
+                         "ports": [PortState(4.0, port[0], port[1], True)]})
+    assert len(ev) == 1 and est.port_up[port] is True

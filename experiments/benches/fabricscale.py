@@ -637,6 +637,7 @@ def detect(api: str, em: Emulator, ctl, load, d: Path, interval: float, sampling
         probes.append((flow, start, len(t.hops)))
     seconds = warm + n * gap_s + 4.0
     placed: dict = {}
+    found: dict = {}  # when each was first listed in /api/v1/elephants (detected, placed or not)
     missed = [0]
 
     def during() -> None:  # the placements as they come (the log keeps the latest 2,000: the load's own
@@ -652,6 +653,12 @@ def detect(api: str, em: Emulator, ctl, load, d: Path, interval: float, sampling
                         placed.setdefault((f.get("src"), f.get("sport")), rec["time"])
             since = page["next"]
             if len(page["decisions"]) < 1000:
+                body, _ = _get(f"http://{api}/api/v1/elephants", timeout=30)
+                now = time.time()
+                for el in json.loads(body).get("elephants", []):
+                    for f in el.get("flows", ()):
+                        if f.get("sport", 0) >= 61000:
+                            found.setdefault((f.get("src"), f.get("sport")), now)
                 time.sleep(0.3)
 
     r = fabricload.level(api, ctl.sflow_port, _WithProbes(load, streams), d, interval, sampling, seconds,
@@ -661,17 +668,22 @@ def detect(api: str, em: Emulator, ctl, load, d: Path, interval: float, sampling
     times = []
     rows = []
     for flow, start, hops in probes:
-        at = placed.get((flow.src, flow.sport))
+        at, seen = placed.get((flow.src, flow.sport)), found.get((flow.src, flow.sport))
         s_ = None if at is None else round(at - (t0 + start), 3)
-        rows.append({"flow": str(flow), "switches": hops, "placed_after_s": s_})
+        rows.append({"flow": str(flow), "switches": hops, "placed_after_s": s_,
+                     "listed_after_s": None if seen is None else round(seen - (t0 + start), 3)})
         if s_ is not None:
             times.append(s_)
     times.sort()
-    out = {"probes": rows, "share_of_access_rate": share, "placed": len(times), "of": n, "log_missed": missed[0],
+    listed = sorted(r["listed_after_s"] for r in rows if r["listed_after_s"] is not None)
+    out = {"listed": len(listed), "listed_median_s": listed[len(listed) // 2] if len(listed) == n else None,
+           "listed_note": "first seen in /api/v1/elephants (polled every 0.3 s or so): detected, placed or not",
+           "probes": rows, "share_of_access_rate": share, "placed": len(times), "of": n, "log_missed": missed[0],
            "median_s": times[len(times) // 2] if len(times) == n else None, "max_s": times[-1] if times else None,
            "level": {k: v for k, v in r.items() if k not in ("gc",)}}
     progress(f"[fabric-scale] {n} unannounced elephants under counters every {interval:g} s, flow samples "
-             f"1-in-{sampling}: {len(times)} placed, after {times} s (median {out['median_s']} s); the level lost "
+             f"1-in-{sampling}: {len(times)} placed, after {times} s (median {out['median_s']} s); {len(listed)} listed "
+             f"(median {out['listed_median_s']} s); the level lost "
              f"{100 * r['lost_share']:.1f}%")
     return out
 

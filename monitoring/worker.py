@@ -1,8 +1,10 @@
 """A worker process of the sFlow collector (issue 63): ``python -m monitoring.worker``, started by the
 monitoring app (``ryu_apps.monitor_app``), one per ``sflow_workers``.
 
-It binds the collector's UDP address with ``SO_REUSEPORT`` beside its siblings (the kernel hands each
-agent's datagrams to one socket), decodes and folds them in a ``monitoring.shard.Shard``, and every
+It reads one of the collector's UDP sockets: the controller binds them all on the collector's address with
+``SO_REUSEPORT`` (the kernel hands each agent's datagrams to one socket) and holds them, so that a worker
+restarted finds its socket, and the datagrams that came meanwhile, where it left them, and no agent moves to
+another worker. It decodes and folds them in a ``monitoring.shard.Shard``, and every
 ``BATCH_S`` writes what changed to the controller over a private stream socket it was given (a socket pair
 the controller made: nobody else can write to it). The same socket brings the controller's word (the port
 map, the hot threshold, the settings). The controller's event loop never touches a datagram. When the
@@ -99,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fd", type=int, required=True, help="the stream socket to the controller")
     ap.add_argument("--listen", required=True, help="HOST:PORT of the collector")
+    ap.add_argument("--udp-fd", type=int, default=None,
+                    help="the collector's socket, bound by the controller (else bound here, SO_REUSEPORT)")
     ap.add_argument("--fabric", required=True)
     ap.add_argument("--sources", default="agent")
     a = ap.parse_args(argv)
@@ -117,7 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     shard = Shard(Fabric.load(a.fabric), first[0].get("config"), a.sources)
     for msg in first:
         shard.control(msg)
-    udp = bind(host.strip("[]"), int(port))
+    if a.udp_fd is not None:
+        udp = socket.socket(fileno=a.udp_fd)
+        udp.setblocking(False)
+    else:
+        udp = bind(host.strip("[]"), int(port))
     ctl.sendall(pack({"ready": os.getpid()}))
     ctl.setblocking(False)
     try:

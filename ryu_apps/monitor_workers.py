@@ -1,6 +1,8 @@
 """The sFlow worker processes of the monitoring app (issue 63): started, fed, read and restarted here;
 what they do is ``monitoring.worker``, what their batches do to the estimator ``monitoring.shard.Merge``.
 
+The collector's UDP sockets are bound here, one a worker (``SO_REUSEPORT``), and held: a worker restarted
+reads the same socket, with what came meanwhile (up to its buffer), and no agent moves to another worker.
 Each worker talks to the controller over a socket pair made here (private: no other process holds an
 end). A green thread per worker reads its batches, so the event loop takes in compact summaries and never
 a datagram. A worker that dies (its end closes) is counted, its links are stale until measured again, and
@@ -47,6 +49,7 @@ class WorkerPool:
         self.cfg, self.estimator, self.publish, self.loads = cfg, estimator, publish, loads
         self.merge = Merge(estimator)
         self.workers = [_Worker(i) for i in range(n)]
+        self.sockets: list = []  # the collector's sockets, one a worker, held here across its restarts
         self.restarts = 0
         self.batches = 0
         self._sent: dict = {}  # what the workers were last told
@@ -94,6 +97,10 @@ class WorkerPool:
 
     # ----- processes -----------------------------------------------------------------------------
     def start(self) -> None:
+        from monitoring.worker import bind
+
+        host, port = self.cfg.sflow_address
+        self.sockets = [bind(host, port) for _ in self.workers]  # (a port already taken fails here, at start)
         self._sent = self.word()
         for w in self.workers:
             self._spawn(w)
@@ -105,10 +112,11 @@ class WorkerPool:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH", "")) if p)
         try:
+            udp = self.sockets[w.wid].fileno()
             w.proc = subprocess.Popen([sys.executable, "-m", "monitoring.worker", "--fd", str(theirs.fileno()),
-                                       "--listen", self.cfg.sflow_listen, "--fabric", self.cfg.fabric,
-                                       "--sources", self.cfg.sflow_sources], pass_fds=[theirs.fileno()], env=env,
-                                      stdin=subprocess.DEVNULL)
+                                       "--udp-fd", str(udp), "--listen", self.cfg.sflow_listen, "--fabric",
+                                       self.cfg.fabric, "--sources", self.cfg.sflow_sources],
+                                      pass_fds=[theirs.fileno(), udp], env=env, stdin=subprocess.DEVNULL)
         except OSError as e:  # (no process: tried again later, waiting longer each time)
             mine.close()
             theirs.close()
@@ -207,6 +215,8 @@ class WorkerPool:
                     w.proc.wait(timeout=2)
                 except subprocess.TimeoutExpired:
                     w.proc.kill()
+        for sock in self.sockets:
+            sock.close()
 
     def status(self) -> dict:
         """For ``/api/v1/status`` and the metrics: workers asked for, alive, restarted, links stale meanwhile."""

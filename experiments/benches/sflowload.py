@@ -114,6 +114,8 @@ def run(spec: dict) -> dict:
 
     t0 = time.monotonic()
     out["t0_wall"] = time.time()
+    first_sample: dict[int, float] = {}
+    out["first_sample_wall"] = first_sample
     end = t0 + float(spec["duration_s"])
     cycle, nxt = 0, 0  # counters: which interval, and the next port due in it
     while True:
@@ -138,6 +140,8 @@ def run(spec: dict) -> dict:
             due, i, per_s = heapq.heappop(heap)
             out["behind_s"] = max(out["behind_s"], el - due)
             inp, outp, src, dst, sport, dport, bps = streams[i][:7]
+            if len(streams[i]) > 7 and sport not in first_sample:  # a late stream's first sample: when it was
+                first_sample[sport] = time.time()  # taken (the sender may be behind its schedule)
             sample_seq += 1
             hdr = enc.eth_ipv4_tcp(src, dst, sport, dport, tcp_seq=seq0[i] + int(bps * due / 8),
                                    payload=frame - HEADER_BYTES)

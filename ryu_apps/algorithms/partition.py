@@ -157,6 +157,7 @@ class Partition:
         self.touched: set[Link] = set()  # links whose counter went to or from 0 (``take_changes``)
         self.mice_version = 0  # counts those changes: the mice's reachability below is kept while it stands
         self._mice_reach: tuple[int, Reachability] | None = None
+        self._mice_all: tuple[int, MiceRoutes] | None = None  # (the version, every switch's next hops as bits)
         self.n_touched: set[Pair] = set()  # pairs whose path count changed
         self.draining: dict[Link, float] = {}
         sizes = Counter(self._group.values())
@@ -421,6 +422,14 @@ class Partition:
     def mice_routes(self) -> MiceRoutes:
         """The mice's next hops of every switch, to keep up to date with ``take_changes``."""
         return MiceRoutes(self.fabric, self.mice_usable, self._tors_below)
+
+    def mice_next_hops_all(self, switch: str) -> dict[str, list[str]]:
+        """``mice_next_hops`` of ``switch`` toward every ToR that has some, by the sets of ToRs that share
+        them (``MiceRoutes.next_hops_all``, one per version: a connecting switch's program asks for all)."""
+        if self._mice_all is None or self._mice_all[0] != self.mice_version:
+            self._mice_all = (self.mice_version, self.mice_routes())
+        routes = self._mice_all[1]
+        return {t: list(h) for t, h in zip(routes.tors, routes.next_hops_all(switch), strict=True) if h}
 
     # ----- failures -------------------------------------------------------------------
     def set_dead(self, now: float, dead) -> StepResult:
@@ -758,6 +767,18 @@ class MiceRoutes:
         below = self._below[switch] | self._own[switch]
         rows = [(n, self.row[n]) for n in self._ups(switch)]
         return [() if below >> j & 1 else tuple([n for n, r in rows if r >> j & 1]) for j in js]
+
+    def next_hops_all(self, switch: str) -> list[tuple[str, ...]]:
+        """``next_hops_many`` toward every ToR, worked out by the sets of ToRs that share their next hops
+        (``classes``: one bit operation per up-neighbour and set) rather than ToR by ToR: at k=48 with
+        every path open to mice (``mice_paths: all``), 24 up-neighbours x 1,152 ToRs x 2,880 switches
+        held the controller's loop for 12 s at start-up."""
+        out: list[tuple[str, ...]] = [()] * len(self.tors)
+        for hops, b in self.classes(switch, (1 << len(self.tors)) - 1):
+            if hops:
+                for j in self.indices(b):
+                    out[j] = hops
+        return out
 
     def classes(self, switch: str, bits: int) -> list[tuple[tuple[str, ...], int]]:
         """The ToRs of ``bits`` grouped by ``switch``'s next hops toward them: (next hops, their ToRs'

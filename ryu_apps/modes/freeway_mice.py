@@ -63,8 +63,9 @@ class MiceProgram:
     def _fresh_keys(self, switch: str, dsts=None) -> dict[str, Key]:
         """Per destination ToR with a LOL next hop from ``switch``: its group's key (the ports, sorted)."""
         out, keys = {}, {}
+        every = self.partition.mice_next_hops_all(switch) if dsts is None else None  # (by sets of ToRs)
         for dst in self._tors if dsts is None else dsts:
-            hops = tuple(self.partition.mice_next_hops(switch, dst))
+            hops = tuple(every.get(dst, ()) if every is not None else self.partition.mice_next_hops(switch, dst))
             if hops:
                 key = keys.get(hops)
                 if key is None:
@@ -343,8 +344,9 @@ class MiceProgram:
             if routed and js:
                 routed &= ~routes.bits(js)
         memo: dict[tuple, Key] = {}  # next hops -> key (many destinations share their next hops)
+        hops_of = routes.next_hops_all(sw) if dsts is None else routes.next_hops_many(sw, js)
         keys = [(memo[h] if h in memo else memo.setdefault(h, tuple(sorted(port_to(sw, n) for n in h))))
-                if h else None for h in routes.next_hops_many(sw, js)]
+                if h else None for h in hops_of]
         cookie_of = self._cookies_of(sw)
         wants = zip(js, keys, cookie_of(js), strict=True)
         bulk = []

@@ -169,6 +169,23 @@ def test_mice_on_all_paths_take_every_live_uplink_and_leave_a_dead_one():
     assert not part.mice_usable(("e0_0", "a0_1"))
 
 
+@pytest.mark.parametrize("cfg", [PartitionConfig(), PAPER], ids=["all", "lol"])
+def test_every_destinations_mice_next_hops_at_once_are_each_ones(cfg):
+    """``mice_next_hops_all`` (by sets of ToRs, for a connecting switch's program) answers as
+    ``mice_next_hops`` does ToR by ToR, before and after links die."""
+    fab = fattree(8)
+    part = Partition(fab, cfg)
+
+    def check():
+        for sw in fab.switches:
+            every = part.mice_next_hops_all(sw)
+            assert every == {d: h for d in fab.tors() if (h := part.mice_next_hops(sw, d))}, sw
+
+    check()
+    part.set_dead(1.0, {("e0_0", "a0_1"), ("a0_1", "e0_0"), ("a2_0", "c1"), ("c1", "a2_0")})
+    check()
+
+
 def test_leafspine_rule_and_config_errors():
     part = Partition(leafspine(4, 4, 2))
     assert (part.n_min, part.n_max) == (1, 3)
@@ -298,7 +315,7 @@ def test_a_step_reading_loads_from_a_mapping_decides_exactly_as_with_a_function(
 def test_mice_routes_answer_as_reachability_does_through_changes(fabric):
     """MiceRoutes keeps its answers as bits per switch and follows changes itself: after each random
     change of the usable links, ``changed`` names exactly the (switch, ToR) whose next hops differ from
-    before, every answer (``next_hops``, ``next_hops_many``, ``reaches``) is what a fresh
+    before, every answer (``next_hops``, ``next_hops_many``, ``next_hops_all``, ``reaches``) is what a fresh
     ``Reachability`` over the same links gives, and ``classes`` groups any ToRs by those next hops."""
     import random
 
@@ -332,6 +349,7 @@ def test_mice_routes_answer_as_reachability_does_through_changes(fabric):
             assert named == (hops != before[(sw, d)]), (sw, d, hops, before[(sw, d)])
         for sw in fabric.switches:
             assert routes.next_hops_many(sw, range(len(tors))) == [tuple(now[(sw, d)]) for d in tors]
+            assert routes.next_hops_all(sw) == [tuple(now[(sw, d)]) for d in tors]  # (by classes: the same)
             some = rng.getrandbits(len(tors))
             got = routes.classes(sw, some)
             assert sum(b for _, b in got) == some and len({h for h, _ in got}) == len(got)

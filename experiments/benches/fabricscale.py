@@ -1045,6 +1045,10 @@ def plot_workers(out: Path, k: int) -> str | None:
         st = r.get("steady") or {}
         for lv in st.get("levels", []):
             rows.append({"workers": w, "counter_interval_s": lv["counter_interval_s"], "sampling": lv["sampling"],
+                         # the share of every port's counters the agents managed to send (they fall behind when
+                         # the machine is short of time: on two cores, beside the controller and its workers)
+                         "offered_share": round(lv["sent"]["counter_samples_per_s"] * lv["counter_interval_s"]
+                                                / st["ports"], 3) if lv["counter_interval_s"] else None,
                          "sent_datagrams_per_s": lv["sent"]["datagrams_per_s"],
                          "flow_samples_per_s": lv["sent"]["flow_samples_per_s"], "lost_share": lv["lost_share"],
                          "period_p50_ms": lv["period_p50_ms"], "loop_lag_p99_ms": lv["loop_lag_p99_ms"],
@@ -1068,19 +1072,24 @@ def plot_workers(out: Path, k: int) -> str | None:
 
     levels = sorted({(r["counter_interval_s"], r["sampling"]) for r in rows if "sampling" in r})
     workers = sorted({r["workers"] for r in rows}, key=lambda w: int(w) if w.isdigit() else -1)
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4))
+    fig, (ax0, ax, ax2) = plt.subplots(1, 3, figsize=(17, 4))
     width = 0.8 / max(1, len(workers))
     for j, w in enumerate(workers):
-        lost, per = [], []
+        lost, per, offered = [], [], []
         for lv in levels:
             got = [r for r in rows if r["workers"] == w and (r.get("counter_interval_s"), r.get("sampling")) == lv]
             lost.append(100 * max(r["lost_share"] for r in got) if got else float("nan"))
             per.append(max((r["period_p50_ms"] or 0) for r in got) if got else float("nan"))
+            offered.append(100 * min(r["offered_share"] or 0 for r in got) if got else float("nan"))
         xs = [i + j * width for i in range(len(levels))]
+        ax0.bar(xs, offered, width, label=f"{w} workers")
         ax.bar(xs, lost, width, label=f"{w} workers")
         ax2.bar(xs, per, width, label=f"{w} workers")
+    ax0.axhline(100, color="grey", ls=":", lw=1)
+    ax0.set_ylabel("counters offered (% of every port's, worst window)")
+    ax0.set_title("what the load generator managed to send", fontsize=9)
     names = [f"{i:g} s, {'1-in-%d' % s if s else 'no samples'}" for i, s in levels]
-    for a in (ax, ax2):
+    for a in (ax0, ax, ax2):
         a.set_xticks([i + width * (len(workers) - 1) / 2 for i in range(len(levels))])
         a.set_xticklabels(names, fontsize=8, rotation=15)
         a.legend(fontsize=8)

@@ -8,7 +8,8 @@ another worker. It decodes and folds them in a ``monitoring.shard.Shard``, and e
 ``BATCH_S`` writes what changed to the controller over a private stream socket it was given (a socket pair
 the controller made: nobody else can write to it). The same socket brings the controller's word (the port
 map, the hot threshold, the settings). The controller's event loop never touches a datagram. When the
-controller goes (the stream ends), the worker ends.
+controller goes (the stream ends), the worker ends; the controller's signals (a reload's SIGHUP, a
+terminal's SIGINT) are not for it: it runs in its own process group and ignores them.
 
 Frames on the stream: a 4-byte length, then a pickle (both ends are this program: the pair is private).
 """
@@ -19,6 +20,7 @@ import argparse
 import os
 import pickle
 import selectors
+import signal
 import socket
 import struct
 import sys
@@ -106,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fabric", required=True)
     ap.add_argument("--sources", default="agent")
     a = ap.parse_args(argv)
+    # the controller's signals are its own: a reload (SIGHUP) or a Ctrl-C (SIGINT) in its terminal ends nothing
+    # here; the worker ends when the controller's stream does
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     ctl = socket.socket(fileno=a.fd)
     host, _, port = a.listen.rpartition(":")
     from monitoring.shard import Shard

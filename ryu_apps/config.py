@@ -89,7 +89,7 @@ class Config:
     sflow_sources: str = setting("agent", "where an sFlow datagram may come from: agent (the UDP source must be the "
                                  "agent address the datagram names, or a loopback address for an agent on loopback) "
                                  "or any (a collector behind a relay or NAT)", choices=("agent", "any"))
-    sflow_workers: str = setting("0", "processes that receive, decode and fold sFlow datagrams beside the "
+    sflow_workers: str = setting("auto", "processes that receive, decode and fold sFlow datagrams beside the "
                                  "controller's event loop (sockets sharing sflow_listen): auto (one per core beside "
                                  "the controller's: cores - 1, at most 8), or a number; 0: the event loop reads them")
     sflow_rt_url: str = setting("", "sFlow-RT base URL for monitor sflow-rt, e.g. http://127.0.0.1:8008")

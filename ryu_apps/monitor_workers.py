@@ -116,7 +116,9 @@ class WorkerPool:
             w.proc = subprocess.Popen([sys.executable, "-m", "monitoring.worker", "--fd", str(theirs.fileno()),
                                        "--udp-fd", str(udp), "--listen", self.cfg.sflow_listen, "--fabric",
                                        self.cfg.fabric, "--sources", self.cfg.sflow_sources],
-                                      pass_fds=[theirs.fileno(), udp], env=env, stdin=subprocess.DEVNULL)
+                                      pass_fds=[theirs.fileno(), udp], env=env, stdin=subprocess.DEVNULL,
+                                      process_group=0)  # (a signal to the controller's group is not for it:
+            # ``kill -HUP -PGID`` to reload killed the workers until 2026-11-29; it ends when the controller does)
         except OSError as e:  # (no process: tried again later, waiting longer each time)
             mine.close()
             theirs.close()
@@ -174,12 +176,13 @@ class WorkerPool:
         if w.outbox is not None:
             w.outbox.put(None)
             w.outbox = None
-        stale = self.merge.lost(w.wid)
+        unmeasured = self.merge.lost(w.wid)
         now = time.monotonic()
         w.wait = min(RESTART_MAX_S, 2 * w.wait) if now - w.started < YOUNG_S else RESTART_S
         w.restart_at = now + w.wait
-        LOG.error("sFlow worker %d (pid %d) is gone (%s, exit %s): %d links stale until measured again; "
-                  "restarting in %.1f s", w.wid, proc.pid, why, code, stale, w.wait)
+        LOG.error("sFlow worker %d (pid %d) is gone (%s, exit %s): %d links unmeasured until a worker reads them "
+                  "again (stale once their last reading is too old); restarting in %.1f s", w.wid, proc.pid, why,
+                  code, unmeasured, w.wait)
 
     def tick(self, now: float) -> None:
         """Tell the workers what changed; restart those whose turn came (reaping the dead one); kill one that
@@ -219,8 +222,9 @@ class WorkerPool:
             sock.close()
 
     def status(self) -> dict:
-        """For ``/api/v1/status`` and the metrics: workers asked for, alive, restarted, links stale meanwhile."""
+        """For ``/api/v1/status`` and the metrics: workers asked for, alive, restarted, links unmeasured since
+        their worker went."""
         return {"workers": len(self.workers), "alive": sum(w.sock is not None for w in self.workers),
                 "ready": sum(w.ready for w in self.workers), "restarts": self.restarts,
-                "stale_links": len(self.merge.stale_links), "pids": [w.proc.pid if w.proc and w.sock else None
+                "unmeasured_links": len(self.merge.unmeasured_links), "pids": [w.proc.pid if w.proc and w.sock else None
                                                                      for w in self.workers]}

@@ -665,13 +665,33 @@ class FreewayState(Loads, MiceProgram, Recovery):
 
     def _place_on(self, pair, rate_bps, n, load, headroom, open_, avoid) -> list[Placement]:
         if n > 1 or not self.partition.is_partitioned(pair):
-            return split(self._paths(pair, open_, avoid), rate_bps, n, load, self.capacity_bps, headroom)
+            paths = self._paths(pair, open_, avoid)
+            if not paths:
+                raise self._no_path(pair, open_, avoid)
+            return split(paths, rate_bps, n, load, self.capacity_bps, headroom)
         stale = self.stale
         usable = ((lambda ln: ln not in stale and ln not in avoid) if stale or avoid else (lambda ln: True))
         found = self.partition.best_hol_path(pair, lambda ln: (load(ln) + rate_bps) / self.capacity_bps(ln),
                                              usable, open_)
+        if found is None:
+            raise self._no_path(pair, open_, avoid)
         # the same checks and refusal as Bin-Pack over every path
-        return [bin_pack([found[1]] if found else [], rate_bps, load, self.capacity_bps, headroom)]
+        return [bin_pack([found[1]], rate_bps, load, self.capacity_bps, headroom)]
+
+    def _no_path(self, pair, open_, avoid) -> NoRoom:
+        """Why the pair has no path to place on: every live path holds a low-latency (or dead) link, or
+        those that do not hold a link measured too long ago (``stale``: no placement on a load it does not
+        know), or one the caller avoids."""
+        open_paths = [p for p in self.partition.live_paths(pair) if all(open_(ln) for ln in links(p))]
+        if not open_paths:
+            return NoRoom("no high-throughput path between these ToRs (all paths hold low-latency links)")
+        stale = sorted({ln for p in open_paths for ln in links(p) if ln in self.stale})
+        if stale and all(any(ln in self.stale for ln in links(p)) for p in open_paths):
+            return NoRoom(f"no freshly measured high-throughput path between these ToRs: each of its {len(open_paths)} "
+                          "crosses a link whose last measurement is too old to place on ("
+                          f"{', '.join('%s>%s' % ln for ln in stale[:4])}{' ...' if len(stale) > 4 else ''})")
+        return NoRoom(f"no usable high-throughput path between these ToRs: its {len(open_paths)} cross links "
+                      "being moved off or not measured lately")
 
     def _full_util(self, placements: list[Placement], scale: float = 1.0) -> float:
         """The busiest link's utilisation with ``placements`` (their rates times ``scale``) added to

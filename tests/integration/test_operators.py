@@ -368,8 +368,9 @@ def test_schemathesis_finds_nothing_wrong_with_the_running_controller(ops, tmp_p
 
 
 def test_sighup_applies_live_settings_names_the_others_and_an_invalid_file_changes_nothing(ops):
+    workers = ops.get("/api/v1/status")["sflow_workers"]  # (auto: one on two cores, none on one)
     ops.write_config({"host_elephants": 1, "punt_pps": 150})
-    dec = ops.reload()
+    dec = ops.reload()  # (SIGHUP to the controller's process group, which killed the sFlow workers until 2026-11-29)
     assert dec["result"] == "applied" and dec["changed"] == {"freeway.host_elephants": 1}
     assert dec["restart_needed"] == ["freeway.punt_pps"]
     cfg = ops.get("/api/v1/config")
@@ -381,6 +382,9 @@ def test_sighup_applies_live_settings_names_the_others_and_an_invalid_file_chang
     second = ops.announce("h2_0_0", "h0_1_1", 45002)
     assert first[0] == 201 and second[0] == 409 and second[1]["cause"] == "host-cap", second
     assert "host_elephants=1" in second[1]["reason"]
+    if workers is not None and workers["workers"]:
+        after = ops.get("/api/v1/status")["sflow_workers"]
+        assert after["restarts"] == workers["restarts"] and after["pids"] == workers["pids"], (workers, after)
     ops.call("DELETE", f"/api/v1/elephants/{first[1]['elephant']['id']}")
 
     ops.write_config({"host_elephnts": 8})

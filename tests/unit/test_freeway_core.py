@@ -11,6 +11,7 @@ from ryu_apps.openflow.intents import SEND_FLOW_REM, DeleteFlows, Flow, GroupMod
 from ryu_apps.openflow.pipeline import MICE_GROUPS
 from ryu_apps.simswitch.fabric import SimSwitch
 from topology.fabric import fattree
+from topology.paths import path_links
 
 SRC, DST = "10.0.0.2", "10.5.2.3"  # h0_0_0 on e0_0, h5_2_1 on e5_2 (k=6)
 
@@ -113,6 +114,27 @@ def test_no_room_is_a_nack_with_the_reason():
                        _ann(rate_kbps=9000, nonce=i, src=f"10.0.0.{port + 1}", sports=(40001 + i,)))
     out = core.handshake(1.0, "e0_1", 1, "10.0.1.2", _ann(rate_kbps=9000, src="10.0.1.2"))
     assert out.verdict.startswith("nack: no high-throughput path has 9.00 Mbit/s free")
+
+
+def test_a_refusal_says_whether_the_paths_hold_low_latency_links_or_are_not_measured_lately():
+    """Issue 63's finding: while a restarted sFlow worker had not yet measured its links, announces were refused
+    for paths that "hold low-latency links", which they did not. Links measured too long ago (``stale``) are
+    still not placed on, and the NACK says so, naming them; nothing is installed (the paper's Freeway: no
+    lending, which would take an idle low-latency path instead)."""
+    core = FreewayState(fattree(6, 10), FreewayConfig(mice_paths="lol", lend="off"))
+    pair = ("e0_0", "e5_2")
+    hol = [p for p in core.partition.live_paths(pair) if all(core.partition.is_hol(ln) for ln in path_links(p))]
+    assert len(hol) == 6
+    core.stale = frozenset(ln for p in hol for ln in path_links(p[1:4]))  # each one's aggregation-core links
+    out = core.handshake(1.0, "e0_0", 1, SRC, _ann())
+    assert out.verdict.startswith("nack: no freshly measured high-throughput path between these ToRs: each of its 6 "
+                                  "crosses a link whose last measurement is too old"), out.verdict
+    assert "a0_" in out.verdict and not core.elephants and not out.ops and out.cause == "no-room"
+    core.stale = frozenset(ln for p in hol[1:] for ln in path_links(p[1:4]))  # one path measured again: on it
+    out = core.handshake(1.5, "e0_0", 1, SRC, _ann(nonce=10))
+    assert out.verdict == "ack" and len(core.elephants) == 1, out.verdict
+    (el,) = core.elephants.values()
+    assert [pl.path for pl in el.placements] == [hol[0]]
 
 
 def test_flow_removed_releases_and_clears():

@@ -165,6 +165,8 @@ class Estimator:
         self._routes: dict[tuple[str | None, int], tuple] = {}
         # a worker of the collector keeps its located flow samples here for the controller (``fold_flow``)
         self.flow_sink: list | None = None
+        # links whose collector worker died, until measured again (``monitoring.shard.Merge``): stale at any age
+        self.stale_links: frozenset = frozenset()
 
     # ----- mapping -----------------------------------------------------
     def set_ifmap(self, ifmap: dict) -> None:
@@ -619,7 +621,7 @@ class Estimator:
                 if pair is not None:
                     mice[pair] = max(mice.get(pair, r.last_seen), r.last_seen)
         sampled = {ln: r for ln in list(self._link_samples) if (r := self.sampled_link(now, ln)) is not None}
-        return make_view(now, {}, flows, mice, sampled, self.counter_interval_s, self.columns)
+        return make_view(now, {}, flows, mice, sampled, self.counter_interval_s, self.columns, self.stale_links)
 
     # ----- the links' readings as dictionaries (what a snapshot or a test reads) ----------------------------
     # (each read builds a read-only copy of every measured link's: not for a loop, and not to write to)

@@ -100,9 +100,7 @@ class Shard:
 
 class Merge:
     """The controller's side: its estimator takes in the workers' batches (``apply``); a worker gone
-    (``lost``) leaves its links unmeasured until another reads them: their last readings stand and grow old
-    as any link's do (a placement refuses a link once its reading is ``STALE_S`` old, as when a datagram is
-    lost), so a worker restarted within that time costs no placement."""
+    (``lost``) leaves its links stale until they are measured again."""
 
     def __init__(self, estimator: Estimator):
         import numpy as np
@@ -110,12 +108,12 @@ class Merge:
         self.estimator = estimator
         n = len(estimator.columns.links) + 1
         self._owner = np.full(n, -1, dtype=np.int32)  # the worker whose counters last measured each link
-        self._unmeasured = np.zeros(n, dtype=bool)  # links of a worker gone, not measured since
+        self._stale = np.zeros(n, dtype=bool)
         self._stats: dict[int, tuple[dict, dict]] = {}
         self._retired: tuple[dict, dict] = ({}, {})  # the counters of workers gone, kept in the sums
         self._over: dict[int, frozenset] = {}
         self._interval: dict[int, float] = {}
-        self.unmeasured_links: frozenset = frozenset()
+        self.stale_links: frozenset = frozenset()
         self._flows: list = []  # flow samples handed over, folded at ``flush``
 
     def flush(self) -> None:
@@ -144,9 +142,9 @@ class Merge:
             cols.util[pos], cols.bps[pos], cols.time[pos], cols.fresh[pos], cols.since[pos] = util, bps, t, fresh, since
             cols._measured = None
             self._owner[pos] = wid
-            if self._unmeasured[pos].any():
-                self._unmeasured[pos] = False
-                self._remeasured()
+            if self._stale[pos].any():
+                self._stale[pos] = False
+                self._restale()
             if loads:
                 links = cols.links
                 events += [LinkLoad(w, links[i], b, u) for i, u, b, w in
@@ -174,12 +172,12 @@ class Merge:
         return events
 
     def lost(self, wid: int) -> int:
-        """Worker ``wid`` is gone: its links are unmeasured until a worker reads them again (their readings
-        age as usual), its counters stay in the sums; the number of links it leaves unmeasured."""
+        """Worker ``wid`` is gone: its links are stale until measured again, its counters stay in the sums;
+        the number of links it leaves stale."""
         gone = self._owner == wid
-        self._unmeasured |= gone
+        self._stale |= gone
         self._owner[gone] = -1
-        self._remeasured()
+        self._restale()
         for total, part in zip(self._retired, self._stats.pop(wid, ({}, {})), strict=True):
             for k, v in part.items():
                 total[k] = total.get(k, 0) + v
@@ -187,11 +185,12 @@ class Merge:
         self._interval.pop(wid, None)
         return int(gone.sum())
 
-    def _remeasured(self) -> None:
+    def _restale(self) -> None:
         import numpy as np
 
         links = self.estimator.columns.links
-        self.unmeasured_links = frozenset(links[i] for i in np.flatnonzero(self._unmeasured[:-1]).tolist())
+        self.stale_links = frozenset(links[i] for i in np.flatnonzero(self._stale[:-1]).tolist())
+        self.estimator.stale_links = self.stale_links
 
     def stats(self) -> tuple[dict, dict]:
         """The workers' counters summed (with those of workers gone): the collector's, the estimator's."""

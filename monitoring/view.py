@@ -315,6 +315,8 @@ class View:
     counter_interval_s: float | None = None  # how often the switches' agents send each port's counters
     # ``links`` as arrays by field, when the maker kept them so (None: ``links`` is a dictionary)
     columns: LinkColumns | None = None
+    # links stale whatever the age of their reading: their collector worker died (``monitoring.shard``)
+    lost: frozenset = frozenset()
     _memo: dict = field(default_factory=dict, compare=False, repr=False)  # what is worked out once per view
 
     def util(self, link: Link) -> float:
@@ -383,8 +385,8 @@ class View:
             links = c.links
             with np.errstate(invalid="ignore"):  # (NaN: never measured, not below anything)
                 old = np.flatnonzero(c.time[:-1] < cutoff).tolist()
-            return frozenset([links[i] for i in old] + [ln for ln, r in c.extra.items() if r.time < cutoff])
-        return frozenset(ln for ln, r in self.links.items() if self.now - r.time > max_age_s)
+            return frozenset([links[i] for i in old] + [ln for ln, r in c.extra.items() if r.time < cutoff]) | self.lost
+        return frozenset(ln for ln, r in self.links.items() if self.now - r.time > max_age_s) | self.lost
 
     def elephants_on(self, link: Link) -> list[tuple[FiveTuple, float]]:
         """(flow, rate) of the current elephants sampled on a directed link (every link's, worked out at
@@ -409,7 +411,8 @@ class View:
 
 
 def make(now: float, links: Mapping, flows: dict, mice_seen: dict, sampled: dict | None = None,
-         counter_interval_s: float | None = None, columns: LinkColumns | None = None) -> View:
+         counter_interval_s: float | None = None, columns: LinkColumns | None = None,
+         lost: frozenset = frozenset()) -> View:
     """A view of copies of these (``columns``: every link's readings as arrays, copied; ``links`` is then
     read from them, and the ``links`` given is ignored)."""
     if columns is not None:
@@ -417,4 +420,5 @@ def make(now: float, links: Mapping, flows: dict, mice_seen: dict, sampled: dict
         links = Readings(columns)
     else:
         links = _frozen(links)
-    return View(now, links, _frozen(flows), _frozen(mice_seen), _frozen(sampled or {}), counter_interval_s, columns)
+    return View(now, links, _frozen(flows), _frozen(mice_seen), _frozen(sampled or {}), counter_interval_s, columns,
+                lost)

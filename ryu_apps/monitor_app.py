@@ -221,7 +221,7 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         if self.pool is not None:
             st = self.pool.status()
             stats.update({"sflow_workers": st["workers"], "sflow_workers_alive": st["alive"],
-                          "sflow_worker_restarts": st["restarts"], "sflow_unmeasured_links": st["unmeasured_links"]})
+                          "sflow_worker_restarts": st["restarts"], "sflow_stale_links": st["stale_links"]})
         return stats
 
     def stop(self):

@@ -176,13 +176,12 @@ class WorkerPool:
         if w.outbox is not None:
             w.outbox.put(None)
             w.outbox = None
-        unmeasured = self.merge.lost(w.wid)
+        stale = self.merge.lost(w.wid)
         now = time.monotonic()
         w.wait = min(RESTART_MAX_S, 2 * w.wait) if now - w.started < YOUNG_S else RESTART_S
         w.restart_at = now + w.wait
-        LOG.error("sFlow worker %d (pid %d) is gone (%s, exit %s): %d links unmeasured until a worker reads them "
-                  "again (stale once their last reading is too old); restarting in %.1f s", w.wid, proc.pid, why,
-                  code, unmeasured, w.wait)
+        LOG.error("sFlow worker %d (pid %d) is gone (%s, exit %s): %d links stale until measured again; "
+                  "restarting in %.1f s", w.wid, proc.pid, why, code, stale, w.wait)
 
     def tick(self, now: float) -> None:
         """Tell the workers what changed; restart those whose turn came (reaping the dead one); kill one that
@@ -222,9 +221,8 @@ class WorkerPool:
             sock.close()
 
     def status(self) -> dict:
-        """For ``/api/v1/status`` and the metrics: workers asked for, alive, restarted, links unmeasured since
-        their worker went."""
+        """For ``/api/v1/status`` and the metrics: workers asked for, alive, restarted, links stale meanwhile."""
         return {"workers": len(self.workers), "alive": sum(w.sock is not None for w in self.workers),
                 "ready": sum(w.ready for w in self.workers), "restarts": self.restarts,
-                "unmeasured_links": len(self.merge.unmeasured_links), "pids": [w.proc.pid if w.proc and w.sock else None
+                "stale_links": len(self.merge.stale_links), "pids": [w.proc.pid if w.proc and w.sock else None
                                                                      for w in self.workers]}

@@ -702,7 +702,7 @@ def _status(api: str) -> dict:
 
 def kill_worker(api: str, ctl, load, d: Path, interval: float, sampling: int, progress=print) -> dict:
     """An sFlow worker SIGKILLed while the agents send (at the sustained level): how soon the controller sees
-    it gone and its links unmeasured, how soon a new worker runs and they are measured again, and what the level
+    it gone and its links stale, how soon a new worker runs and they are measured again, and what the level
     lost meanwhile (issue 63)."""
     import os
     import signal
@@ -723,10 +723,10 @@ def kill_worker(api: str, ctl, load, d: Path, interval: float, sampling: int, pr
             t = round(time.monotonic() - t0, 3)
             if (st["alive"] < before["alive"] or st["restarts"] > before["restarts"]) and "gone_s" not in seen:
                 seen["gone_s"] = t
-            seen["unmeasured_links_max"] = max(seen.get("unmeasured_links_max", 0), st["unmeasured_links"])
+            seen["stale_links_max"] = max(seen.get("stale_links_max", 0), st["stale_links"])
             if st["restarts"] > before["restarts"] and st["ready"] == st["workers"] and "restarted_s" not in seen:
                 seen["restarted_s"] = t
-            if "restarted_s" in seen and st["unmeasured_links"] == 0 and "measured_again_s" not in seen:
+            if "restarted_s" in seen and st["stale_links"] == 0 and "measured_again_s" not in seen:
                 seen["measured_again_s"] = t
             time.sleep(0.1)
         return {"pid": pid, "restarts_before": before["restarts"], **seen}
@@ -734,7 +734,7 @@ def kill_worker(api: str, ctl, load, d: Path, interval: float, sampling: int, pr
     r = fabricload.level(api, ctl.sflow_port, load, d, interval, sampling, seconds + 3.0, during=during)
     out = {**r.pop("during"), "level": r, "status_after": _status(api)["sflow_workers"]}
     progress(f"[fabric-scale] an sFlow worker killed (pid {out['pid']}): seen gone in {out.get('gone_s')} s, "
-             f"{out.get('unmeasured_links_max')} links unmeasured, a new one ready in {out.get('restarted_s')} s, every link "
+             f"{out.get('stale_links_max')} links stale, a new one ready in {out.get('restarted_s')} s, every link "
              f"measured again in {out.get('measured_again_s')} s; the level lost {100 * r['lost_share']:.1f}%")
     return out
 

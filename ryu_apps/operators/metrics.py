@@ -181,9 +181,8 @@ class _StateCollector:
             fam = CounterMetricFamily("freeway_sflow_worker_restarts", "sFlow worker processes restarted after dying")
             fam.add_metric([], ms["sflow_worker_restarts"])
             yield fam
-            yield GaugeMetricFamily("freeway_sflow_unmeasured_links", "Links not measured since their sFlow worker "
-                                    "died (their last readings stand until too old)",
-                                    value=ms["sflow_unmeasured_links"])
+            yield GaugeMetricFamily("freeway_sflow_stale_links", "Links stale since their sFlow worker died, until "
+                                    "measured again", value=ms["sflow_stale_links"])
         yield GaugeMetricFamily("freeway_transactions_open", "Installs waiting for the switches' confirmation",
                                 value=st["transactions"])
         cl = st.get("cluster")

@@ -56,7 +56,7 @@ def test_a_k8_fabric_emulated_at_the_socket_is_programmed_walked_and_read_back_u
     assert det["placed"] == det["of"] == 10 and det["median_s"] < 2.0, det
     wk = st["worker_killed"]
     assert wk["gone_s"] is not None and wk["gone_s"] < 2.0, wk
-    assert wk["unmeasured_links_max"] > 0 and wk["restarted_s"] < 5.0 and wk["measured_again_s"] < 8.0, wk
+    assert wk["stale_links_max"] > 0 and wk["restarted_s"] < 5.0 and wk["measured_again_s"] < 8.0, wk
     after = wk["status_after"]
     assert after["restarts"] == wk["restarts_before"] + 1 and after["alive"] == after["workers"] >= 1, after
-    assert after["unmeasured_links"] == 0 and wk["level"]["received_datagrams"] > 0, wk
+    assert after["stale_links"] == 0 and wk["level"]["received_datagrams"] > 0, wk

@@ -26,6 +26,7 @@ import heapq
 import json
 import random
 import socket
+import struct
 import sys
 import time
 
@@ -37,6 +38,68 @@ HEADER_BYTES = 54  # Ethernet, IPv4 and TCP headers: the sampled header (the fra
 
 
 MAX_SOCKETS = 4096
+_SEQ, _OCTETS = struct.Struct("!I"), struct.Struct("!Q")
+
+
+def _offset(data: bytes, marker: bytes) -> int:
+    at = data.find(marker)
+    if at < 0 or data.find(marker, at + 1) >= 0:
+        raise AssertionError(f"the encoder's layout changed: {marker.hex()} not found once")
+    return at
+
+
+class CounterSamples:
+    """One port's counter samples as ``enc.counter_sample([enc.if_counters(...)])`` encodes them, from a
+    template whose sequence number and octet counters are written in place (at k=48 the agents send 138,240
+    a second: encoding each one afresh held the sender 2 s behind its schedule, so the load offered was 70-80%
+    of the one asked for). The offsets are found in the encoder's own output, so the two cannot drift apart
+    (``tests/unit/test_fabricload.py`` compares them)."""
+
+    _layout: tuple[int, int, int] | None = None
+
+    def __init__(self, ifindex: int, speed_bps: int):
+        if CounterSamples._layout is None:
+            probe = enc.counter_sample([enc.if_counters(7, 0x5A5A5A5A5A5A5A01, 0x5A5A5A5A5A5A5A02)],
+                                       seq=0x5A5A5A03, source=(0, 7))
+            CounterSamples._layout = (_offset(probe, _SEQ.pack(0x5A5A5A03)),
+                                      _offset(probe, _OCTETS.pack(0x5A5A5A5A5A5A5A01)),
+                                      _offset(probe, _OCTETS.pack(0x5A5A5A5A5A5A5A02)))
+        self.tpl = bytearray(enc.counter_sample([enc.if_counters(ifindex, 0, 0, speed_bps=speed_bps)],
+                                                seq=0, source=(0, ifindex)))
+
+    def sample(self, seq: int, in_octets: int, out_octets: int) -> bytes:
+        at_seq, at_in, at_out = self._layout
+        tpl = self.tpl
+        _SEQ.pack_into(tpl, at_seq, seq & 0xFFFFFFFF)
+        _OCTETS.pack_into(tpl, at_in, in_octets & 0xFFFFFFFFFFFFFFFF)
+        _OCTETS.pack_into(tpl, at_out, out_octets & 0xFFFFFFFFFFFFFFFF)
+        return bytes(tpl)
+
+
+class FlowSamples:
+    """One stream's flow samples (``enc.flow_sample`` of a raw header from ``enc.eth_ipv4_tcp``), from a
+    template whose sample sequence number and TCP sequence number are written in place."""
+
+    _layout: tuple[int, int] | None = None
+
+    def __init__(self, inp: int, outp: int, src: str, dst: str, sport: int, dport: int, sampling: int, frame: int):
+        if FlowSamples._layout is None:
+            probe = self._encode(1, 2, "10.0.0.2", "10.1.0.2", 40000, 5001, 10, 1500, 0x5A5A5A01, 0x5A5A5A02)
+            FlowSamples._layout = (_offset(probe, _SEQ.pack(0x5A5A5A01)), _offset(probe, _SEQ.pack(0x5A5A5A02)))
+        self.tpl = bytearray(self._encode(inp, outp, src, dst, sport, dport, sampling, frame, 0, 0))
+
+    @staticmethod
+    def _encode(inp, outp, src, dst, sport, dport, sampling, frame, seq, tcp_seq) -> bytes:
+        hdr = enc.eth_ipv4_tcp(src, dst, sport, dport, tcp_seq=tcp_seq, payload=frame - HEADER_BYTES)
+        return enc.flow_sample([enc.raw_header_record(hdr, frame)], rate=sampling, inp=inp, out=outp, seq=seq,
+                               source=(0, inp))
+
+    def sample(self, seq: int, tcp_seq: int) -> bytes:
+        at_seq, at_tcp = self._layout
+        tpl = self.tpl
+        _SEQ.pack_into(tpl, at_seq, seq & 0xFFFFFFFF)
+        _SEQ.pack_into(tpl, at_tcp, tcp_seq & 0xFFFFFFFF)
+        return bytes(tpl)
 
 
 class _Agent:
@@ -68,6 +131,8 @@ def run(spec: dict) -> dict:
     streams = spec.get("streams", []) if sampling > 0 else []
     n_ports = len(ports)
     base = {p[0]: (rng.getrandbits(40), rng.getrandbits(40)) for p in ports}  # counters never start at zero
+    counter_tpl = [CounterSamples(p[0], int(p[1])) for p in ports]
+    flow_tpl = [FlowSamples(s[0], s[1], s[2], s[3], s[4], s[5], sampling, frame) for s in streams]
     heap = []
     for i, s in enumerate(streams):
         per_s = s[6] / (frame * 8) / sampling
@@ -124,14 +189,13 @@ def run(spec: dict) -> dict:
             break
         el = now - t0
         while n_ports and cycle * interval + nxt * interval / n_ports <= el:
-            ifindex, speed, in_bps, out_bps = ports[nxt][:4]
+            ifindex, _, in_bps, out_bps = ports[nxt][:4]
             due = cycle * interval + nxt * interval / n_ports
             out["behind_s"] = max(out["behind_s"], el - due)
             b_in, b_out = base[ifindex]
             sample_seq += 1
-            add(ifindex, enc.counter_sample([enc.if_counters(ifindex, int(b_in + in_bps * due / 8),
-                                                             int(b_out + out_bps * due / 8), speed_bps=int(speed))],
-                                            seq=sample_seq, source=(0, ifindex)), now)
+            add(ifindex, counter_tpl[nxt].sample(sample_seq, int(b_in + in_bps * due / 8), int(b_out + out_bps * due / 8)),
+                now)
             out["counter_samples"] += 1
             nxt += 1
             if nxt == n_ports:
@@ -139,14 +203,11 @@ def run(spec: dict) -> dict:
         while heap and heap[0][0] <= el:
             due, i, per_s = heapq.heappop(heap)
             out["behind_s"] = max(out["behind_s"], el - due)
-            inp, outp, src, dst, sport, dport, bps = streams[i][:7]
+            inp, sport, bps = streams[i][0], streams[i][4], streams[i][6]
             if len(streams[i]) > 7 and sport not in first_sample:  # a late stream's first sample: when it was
                 first_sample[sport] = time.time()  # taken (the sender may be behind its schedule)
             sample_seq += 1
-            hdr = enc.eth_ipv4_tcp(src, dst, sport, dport, tcp_seq=seq0[i] + int(bps * due / 8),
-                                   payload=frame - HEADER_BYTES)
-            add(inp, enc.flow_sample([enc.raw_header_record(hdr, frame)], rate=sampling, inp=inp, out=outp,
-                                     seq=sample_seq, source=(0, inp)), now)
+            add(inp, flow_tpl[i].sample(sample_seq, seq0[i] + int(bps * due / 8)), now)
             out["flow_samples"] += 1
             heapq.heappush(heap, (due + rng.expovariate(per_s), i, per_s))
         flush_due(now)

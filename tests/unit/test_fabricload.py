@@ -13,6 +13,29 @@ from monitoring.sflow import FiveTuple
 from topology.fabric import fattree
 
 
+def test_the_agents_templates_write_the_very_bytes_the_encoder_writes():
+    """The agents write counters and sequence numbers into a sample's template (the sender kept up no more at
+    k=48): byte for byte what the message builder encodes, for any values, and the collector reads them."""
+    import random
+
+    from ryu_apps.simswitch import sflow as enc
+
+    rnd = random.Random(5)
+    for _ in range(200):
+        ifindex, speed = rnd.randrange(1, 1 << 20), rnd.choice([10**7, 10**9, 10**11])
+        seq, a, b = rnd.getrandbits(32), rnd.getrandbits(64), rnd.getrandbits(64)
+        got = sflowload.CounterSamples(ifindex, speed).sample(seq, a, b)
+        assert got == enc.counter_sample([enc.if_counters(ifindex, a, b, speed_bps=speed)], seq=seq,
+                                         source=(0, ifindex))
+        inp, outp, sport, dport, tcp = rnd.randrange(1, 999), rnd.randrange(1, 999), rnd.randrange(1024, 65535), \
+            rnd.randrange(1, 65535), rnd.getrandbits(32)
+        src, dst = f"10.{rnd.randrange(256)}.0.2", f"10.{rnd.randrange(256)}.1.3"
+        got = sflowload.FlowSamples(inp, outp, src, dst, sport, dport, 1000, 1500).sample(seq, tcp)
+        hdr = enc.eth_ipv4_tcp(src, dst, sport, dport, tcp_seq=tcp, payload=1500 - sflowload.HEADER_BYTES)
+        assert got == enc.flow_sample([enc.raw_header_record(hdr, 1500)], rate=1000, inp=inp, out=outp, seq=seq,
+                                      source=(0, inp))
+
+
 def test_the_agents_counters_and_flow_samples_read_back_as_the_rates_they_were_given():
     fabric = fattree(4, 10.0)
     tor = "e0_0"

@@ -171,8 +171,8 @@ def decode_datagram(data: bytes) -> Datagram:
         pos = 24
     else:
         raise SFlowDecodeError(f"unknown agent address type {addr_type}")
-    if end - pos < 16:
-        raise _truncated(16, pos, end)
+    if end - pos < 16:  # (the first of the four missing, as a reader taking them one by one says)
+        raise _truncated(4, pos + (end - pos) // 4 * 4, end)
     sub_agent, seq, uptime, nsamples = _U32X4.unpack_from(buf, pos)
     pos += 16
     if nsamples > MAX_SAMPLES:

@@ -99,6 +99,19 @@ def serve(shard, udp: socket.socket, ctl: socket.socket, frames: Frames, batch_s
                 ctl.setblocking(False)
 
 
+def _die_with_parent(parent: int | None) -> None:
+    """SIGKILL when the process that started this one dies (Linux's PR_SET_PDEATHSIG); and if it died
+    before that was set, go now."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # (not Linux: the stream's end still ends the worker)
+        pass
+    if parent is not None and os.getppid() != parent:
+        sys.exit(0)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fd", type=int, required=True, help="the stream socket to the controller")
@@ -107,11 +120,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="the collector's socket, bound by the controller (else bound here, SO_REUSEPORT)")
     ap.add_argument("--fabric", required=True)
     ap.add_argument("--sources", default="agent")
+    ap.add_argument("--parent", type=int, default=None, help="the controller's pid: the worker dies with it")
     a = ap.parse_args(argv)
     # the controller's signals are its own: a reload (SIGHUP) or a Ctrl-C (SIGINT) in its terminal ends nothing
-    # here; the worker ends when the controller's stream does
+    # here; the worker ends when the controller's stream does, and is killed when the controller dies (in its
+    # own process group, a SIGKILL to the controller's group no longer reaches it: a worker still loading
+    # the fabric, or hung, would keep the collector's port from a restarted controller)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(a.parent)
     ctl = socket.socket(fileno=a.fd)
     host, _, port = a.listen.rpartition(":")
     from monitoring.shard import Shard
@@ -132,9 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         udp.setblocking(False)
     else:
         udp = bind(host.strip("[]"), int(port))
-    ctl.sendall(pack({"ready": os.getpid()}))
-    ctl.setblocking(False)
     try:
+        ctl.sendall(pack({"ready": os.getpid()}))
+        ctl.setblocking(False)
         serve(shard, udp, ctl, frames)
     except (BrokenPipeError, ConnectionResetError):
         pass

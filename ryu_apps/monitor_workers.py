@@ -115,7 +115,8 @@ class WorkerPool:
             udp = self.sockets[w.wid].fileno()
             w.proc = subprocess.Popen([sys.executable, "-m", "monitoring.worker", "--fd", str(theirs.fileno()),
                                        "--udp-fd", str(udp), "--listen", self.cfg.sflow_listen, "--fabric",
-                                       self.cfg.fabric, "--sources", self.cfg.sflow_sources],
+                                       self.cfg.fabric, "--sources", self.cfg.sflow_sources, "--parent",
+                                       str(os.getpid())],
                                       pass_fds=[theirs.fileno(), udp], env=env, stdin=subprocess.DEVNULL,
                                       process_group=0)  # (a signal to the controller's group is not for it:
             # ``kill -HUP -PGID`` to reload killed the workers until 2026-11-29; it ends when the controller does)

@@ -92,7 +92,7 @@ def ops(tmp_path_factory):
     (d / "token").write_text(TOKEN + "\n")
     port = free_port()
     base = (f"controller:\n  isolation: true\n  api: 127.0.0.1:{port}\n  api_token_file: {d / 'token'}\n"
-            "  log_format: json\n")
+            "  log_format: json\n  sflow_workers: '1'\n")  # (one worker whatever the cores: the reload keeps it)
     (d / "freeway.yaml").write_text(base + "freeway:\n  host_elephants: 8\n")
     ctl = ControllerProcess(d / "fabric.json", mode="freeway", extra=["--config", str(d / "freeway.yaml")]).start()
     fn = FabricNet(fabric, ctl.address, sflow=SFlowAgentConfig.for_rate(10, target=ctl.sflow_target),
@@ -368,7 +368,7 @@ def test_schemathesis_finds_nothing_wrong_with_the_running_controller(ops, tmp_p
 
 
 def test_sighup_applies_live_settings_names_the_others_and_an_invalid_file_changes_nothing(ops):
-    workers = ops.get("/api/v1/status")["sflow_workers"]  # (auto: one on two cores, none on one)
+    workers = ops.get("/api/v1/status")["sflow_workers"]  # (one, as the fixture asks)
     ops.write_config({"host_elephants": 1, "punt_pps": 150})
     dec = ops.reload()  # (SIGHUP to the controller's process group, which killed the sFlow workers until 2026-11-29)
     assert dec["result"] == "applied" and dec["changed"] == {"freeway.host_elephants": 1}
@@ -382,9 +382,9 @@ def test_sighup_applies_live_settings_names_the_others_and_an_invalid_file_chang
     second = ops.announce("h2_0_0", "h0_1_1", 45002)
     assert first[0] == 201 and second[0] == 409 and second[1]["cause"] == "host-cap", second
     assert "host_elephants=1" in second[1]["reason"]
-    if workers is not None and workers["workers"]:
-        after = ops.get("/api/v1/status")["sflow_workers"]
-        assert after["restarts"] == workers["restarts"] and after["pids"] == workers["pids"], (workers, after)
+    after = ops.get("/api/v1/status")["sflow_workers"]
+    assert workers["workers"] == 1 and after["restarts"] == workers["restarts"] == 0, (workers, after)
+    assert after["pids"] == workers["pids"] and all(after["pids"]), (workers, after)
     ops.call("DELETE", f"/api/v1/elephants/{first[1]['elephant']['id']}")
 
     ops.write_config({"host_elephnts": 8})

@@ -71,7 +71,7 @@ def run_spec(spec: dict, progress=print) -> dict:
     """The run a spec describes, in this process; its results."""
     from experiments.engines.ns3 import control
     from experiments.engines.ns3 import net as netmod
-    from experiments.engines.ns3.native import load
+    from experiments.engines.ns3.native import built, load
     from monitoring.estimator import Estimator
     from ryu_apps import modes
     from topology.sflow_agent import SFlowAgentConfig
@@ -134,7 +134,7 @@ def run_spec(spec: dict, progress=print) -> dict:
     out = _collect(spec, net, fabric, flows, apps, ctl, end, at_stop)
     out["port_tx"] = port_tx
     out.update(seconds=round(wall, 1), simulated_s=round(end, 3), wall_per_simulated_s=round(wall / max(end, 1e-9), 2),
-               engine="ns3", settings=asdict(st) | {"sampling": sampling},
+               engine="ns3", fwsim=built(), settings=asdict(st) | {"sampling": sampling},
                counters=ctl.counters | {"transactions": ctl.executor.counters["transactions"]},
                policy_time=_timing(ctl.timing))
     ns.Simulator.Destroy()

@@ -4,19 +4,38 @@ Only the ns-3 modules ``fwsim.cc`` includes are loaded (``MODULES``: their heade
 their libraries opened, which open what they link): about 1.5 s. ``from ns import ns``, ns-3's own
 loader, parses every module's headers (wifi, LTE, mesh...) and took about 7 s of every run on these
 machines (10 s under load), the larger part of a short run. The libraries are the same either way, so a
-run's results are too. ``fwsim.cc`` is compiled by cppyy the first time it is needed (about 1 s).
-``load()`` returns ``(ns, fw)``: ns-3's namespace and Freeway's C++ namespace. Nothing is loaded at
-import: the emulator never pays for ns-3.
+run's results are too.
+
+``fwsim.cc`` is compiled once per machine by the C++ compiler into a library (``compiled()``: about 10 s,
+kept under ``~/.cache/freeway/`` by a hash of the sources, the ns-3 libraries and the compiler) and
+opened before cppyy reads the same source, so cling finds its functions compiled and does not compile
+them again: that was about 3.5 s of every run's start (``fw::Register``, which reaches nearly all of
+it). With no compiler, or if it fails, cling compiles it as before (said once on stderr); the source is
+one, so what runs is the same program either way. ``load()`` returns ``(ns, fw)``: ns-3's namespace and
+Freeway's C++ namespace. Nothing is loaded at import: the emulator never pays for ns-3.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import importlib.util
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("fwsim.cc")
 MODULES = ("core", "network", "internet", "point-to-point", "traffic-control")  # what fwsim.cc includes
 _loaded: tuple | None = None
+_built = ""  # how this process's fwsim.cc was compiled: "compiled" (the library) or "cling"
+# what the library is compiled with: cling's own flags (cppyy's -O2 -march=native, C++20) and no fused
+# multiply-adds contracted across statements (g++'s default outside ISO mode); the engine's smoke runs and
+# a web-search/data-mining sweep gave the same results, number for number, compiled and cling-only
+CXXFLAGS = ("-std=c++20", "-O2", "-march=native", "-ffp-contract=off", "-fPIC", "-shared", "-w")
+# the one function the library exports for its own sake: it reaches (and so makes g++ emit) every part
+ENTRY = '#include "fwsim.cc"\nextern "C" void fw_compiled_register() { fw::Register(); }\n'
 
 
 class Ns3Unavailable(RuntimeError):
@@ -42,6 +61,75 @@ def _library(lib: Path, module: str) -> str:
     return str(found[-1])
 
 
+def _cache() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "freeway"
+
+
+def _cpu() -> str:
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return ""
+    return "\n".join(sorted({ln for ln in lines if ln.startswith(("model name", "flags"))}))
+
+
+def compiled(include: Path, lib: Path) -> Path | None:
+    """``fwsim.cc`` compiled into a shared library (built the first time, under a lock, so that runs
+    started together build it once); None, with a line on stderr, when it cannot be built."""
+    cxx = shutil.which(os.environ.get("CXX", "g++"))
+    if cxx is None:
+        print("[ns3] no C++ compiler (g++): cling compiles fwsim.cc in every run (about 3.5 s more)", file=sys.stderr)
+        return None
+    libs = [_library(lib, m) for m in MODULES]
+    h = hashlib.sha256()
+    for f in [SOURCE, *sorted(SOURCE.with_name("fwsim").glob("*.h"))]:
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    for f in libs:
+        st = os.stat(f)
+        h.update(f"{f}:{st.st_size}:{st.st_mtime_ns}".encode())
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
+    h.update((version + " ".join(CXXFLAGS) + ENTRY + _cpu()).encode())  # -march=native: this CPU's
+    out = _cache() / f"fwsim-{h.hexdigest()[:20]}.so"
+    if out.exists():
+        return out
+    if out.with_suffix(".failed").exists():  # tried with these sources and this compiler: not again every run
+        print(f"[ns3] fwsim.cc did not compile here (see {out.with_suffix('.failed')}): cling compiles it",
+              file=sys.stderr)
+        return None
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(out.parent / ".fwsim.lock", "w")
+    except OSError as e:
+        print(f"[ns3] cannot keep the compiled fwsim.cc ({e}): cling compiles it in every run", file=sys.stderr)
+        return None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if out.exists():
+            return out
+        tmp = out.with_suffix(f".{os.getpid()}.tmp")
+        cmd = [cxx, *CXXFLAGS, f"-I{include}", f"-I{SOURCE.parent}", "-x", "c++", "-", "-x", "none", "-o", str(tmp), *libs,
+               f"-Wl,-rpath,{lib}"]
+        try:
+            r = subprocess.run(cmd, input=ENTRY, capture_output=True, text=True, timeout=300)
+            failed = r.stderr[-2000:] if r.returncode != 0 else ""
+        except (OSError, subprocess.TimeoutExpired) as e:
+            failed = str(e)
+        if failed:
+            tmp.unlink(missing_ok=True)
+            out.with_suffix(".failed").write_text(" ".join(cmd) + "\n" + failed)
+            print(f"[ns3] compiling fwsim.cc failed (cling compiles it in every run instead):\n{failed}",
+                  file=sys.stderr)
+            return None
+        os.replace(tmp, out)
+    return out
+
+
+def built() -> str:
+    """How ``fwsim.cc`` was compiled in this process: ``compiled`` (g++'s library), ``cling``, or ""."""
+    return _built
+
+
 def load() -> tuple:
     global _loaded
     if _loaded is not None:
@@ -60,6 +148,11 @@ def load() -> tuple:
     for m in MODULES:
         cppyy.load_library(_library(lib, m))
     ns = cppyy.gbl.ns3
+    global _built
+    built = compiled(include, lib)
+    if built is not None:
+        cppyy.load_library(str(built))  # before the source: cling then takes its functions from the library
+    _built = "compiled" if built is not None else "cling"
     cppyy.add_include_path(str(SOURCE.parent))  # fwsim.cc includes its parts, fwsim/*.h
     cppyy.cppdef(SOURCE.read_text())
     fw = cppyy.gbl.fw

@@ -337,6 +337,27 @@ def fabric_switch_class():
     return FabricSwitch
 
 
+def _delete_links(net) -> None:
+    """Every link whose one end is in the root namespace (a switch's), deleted by one ``ip -batch``: a veth
+    pair goes with either end. Mininet deletes each end by a command in its node's shell, two round trips
+    a link (1.2 s of a k=4 fabric's 2.7 s to stop); the links deleted here are taken off its list."""
+    done, lines = [], []
+    for link in net.links:
+        end = next((i for i in (link.intf1, link.intf2) if i is not None and not i.node.inNamespace), None)
+        if end is not None:
+            done.append(link)
+            lines.append(f"link del {end.name}\n")
+    if not done:
+        return
+    subprocess.run(["ip", "-force", "-batch", "-"], input="".join(lines), text=True, capture_output=True, timeout=60)
+    for link in done:
+        for intf in (link.intf1, link.intf2):
+            intf.node.delIntf(intf)
+        link.intf1 = link.intf2 = None
+    gone = set(map(id, done))
+    net.links = [ln for ln in net.links if id(ln) not in gone]
+
+
 class FabricNet:
     """A running fabric: ``with FabricNet(fabric, ("127.0.0.1", 6653)) as fn: fn.net.hosts ...``"""
 
@@ -458,6 +479,7 @@ class FabricNet:
                     except Exception:  # noqa: BLE001 - best effort on the way out
                         h.waiting = False
             try:
+                _delete_links(self.net)
                 self.net.stop()
             finally:
                 self.net = None

@@ -453,7 +453,10 @@ def serve(source, listen: str, token_file: str = "", read_token_file: str = "", 
     try:
         token = read_token(token_file) if token_file else None
         reader = read_token(read_token_file, "api_read_token_file") if read_token_file else None
-        sock = eventlet.listen((host, port), family=6 if ":" in host else 2)
+        # a backlog as deep as the pool (eventlet's default is 50): a burst of connections (300 held half-open
+        # by a test of issue 60) overflowed 50 before the accept loop took them, and the kernel dropped the
+        # next SYNs, an operator's among them, whose client then waited a second to send its SYN again
+        sock = eventlet.listen((host, port), family=6 if ":" in host else 2, backlog=POOL)
         ctx = tls_server_context(cert, key) if cert else None
     except (OSError, ValueError) as e:  # checked at start; a race (the port taken since) lands here
         LOG.error("operator API not served on %s: %s", listen, e)

@@ -71,9 +71,9 @@ class Collector:
             return []
         self.stats["datagrams"] += 1
         events: list[LinkLoad] = []
-        for cs in dg.counter_samples:
-            self.stats["counter_samples"] += 1
-            events += self.estimator.on_counters(now, cs, dg.agent, loads)
+        if dg.counter_samples:
+            self.stats["counter_samples"] += len(dg.counter_samples)
+            events += self.estimator.on_counter_samples(now, dg.counter_samples, dg.agent, loads)
         for fs in dg.flow_samples:
             self.stats["flow_samples"] += 1
             self.estimator.on_flow_sample(now, fs, dg.agent)

@@ -264,11 +264,12 @@ def _counter_sample(buf: bytes, pos: int, end: int, expanded: bool) -> CounterSa
         if fmt == 1:  # generic interface counters
             if length < _IFC.size:
                 raise SFlowDecodeError(f"generic interface counters record of {length} bytes (need {_IFC.size})")
-            ifs.append(IfCounters._make(_IFC.unpack_from(buf, start)))
+            ifs.append(_tuple_new(IfCounters, _IFC.unpack_from(buf, start)))  # (``_make`` without its checks)
     return CounterSample(seq, st, si, tuple(ifs), expanded)
 
 
-_IFC = struct.Struct("!IIQIIQIIIIIIQIIIIII")  # 88 bytes
+_IFC = struct.Struct("!IIQIIQIIIIIIQIIIIII")  # 88 bytes: IfCounters' 19 fields
+_tuple_new = tuple.__new__
 
 
 def _raw_header(r: _Reader) -> PacketHeader:

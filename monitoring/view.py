@@ -103,7 +103,7 @@ class LinkColumns:
     view was alive (``freeway bench fabric-scale``'s handshake tail). Never measured: ``time`` is NaN. A
     link outside the fabric's (none the estimator is built with) is kept aside in ``extra``."""
 
-    __slots__ = ("links", "pos", "util", "bps", "time", "fresh", "since", "extra", "_measured")
+    __slots__ = ("links", "pos", "util", "bps", "time", "fresh", "since", "extra", "_measured", "_mv")
 
     def __init__(self, links: list[Link], pos: dict[Link, int] | None = None, arrays: tuple | None = None,
                  extra: dict | None = None):
@@ -117,6 +117,9 @@ class LinkColumns:
         self.util, self.bps, self.time, self.fresh, self.since = arrays  # since: NaN where not known
         self.extra: dict[Link, LinkReading] = extra if extra is not None else {}
         self._measured = None
+        # the same memory as the arrays, read and written one element at a time as Python floats (``fold``:
+        # a third of the cost of a NumPy scalar's indexing, for each of 165,888 counter deltas a second)
+        self._mv = tuple(memoryview(a) for a in arrays)
 
     def set(self, link: Link, util: float, bps: float, time: float, since: float | None) -> None:
         """A link's new reading (``since``: when the traffic it measured began; None: ``time``)."""
@@ -143,14 +146,14 @@ class LinkColumns:
                 util = alpha * util + (1 - alpha) * old
             self.set(link, util, bps, time, since)
             return util
-        t = self.time
+        u, b, t, fresh, begun = self._mv
         if t[i] == t[i]:  # (NaN: never measured)
-            util = alpha * util + (1 - alpha) * float(self.util[i])
-        self.util[i], self.bps[i], t[i] = util, bps, time
+            util = alpha * util + (1 - alpha) * u[i]
+        u[i], b[i], t[i] = util, bps, time
         if since is None:
-            self.fresh[i], self.since[i] = time, NAN
+            fresh[i], begun[i] = time, NAN
         else:
-            self.fresh[i] = self.since[i] = since
+            fresh[i] = begun[i] = since
         self._measured = None
         return util
 

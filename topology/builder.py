@@ -479,7 +479,10 @@ class FabricNet:
                     except Exception:  # noqa: BLE001 - best effort on the way out
                         h.waiting = False
             try:
-                _delete_links(self.net)
+                try:
+                    _delete_links(self.net)
+                except Exception:  # noqa: BLE001 - Mininet's own link by link, below, deletes what is left
+                    pass
                 self.net.stop()
             finally:
                 self.net = None

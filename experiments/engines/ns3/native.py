@@ -21,6 +21,7 @@ import fcntl
 import hashlib
 import importlib.util
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -35,7 +36,7 @@ _built = ""  # how this process's fwsim.cc was compiled: "compiled" (the library
 # a web-search/data-mining sweep gave the same results, number for number, compiled and cling-only
 CXXFLAGS = ("-std=c++20", "-O2", "-march=native", "-ffp-contract=off", "-fPIC", "-shared", "-w")
 # the one function the library exports for its own sake: it reaches (and so makes g++ emit) every part
-ENTRY = '#include "fwsim.cc"\nextern "C" void fw_compiled_register() { fw::Register(); }\n'
+ENTRY = '#include "{source}"\nextern "C" void fw_compiled_register() {{ fw::Register(); }}\n'
 
 
 class Ns3Unavailable(RuntimeError):
@@ -67,35 +68,41 @@ def _cache() -> Path:
 
 
 def _cpu() -> str:
+    """What ``-march=native`` builds for: the machine and its CPU's model and features."""
     try:
         lines = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
-        return ""
-    return "\n".join(sorted({ln for ln in lines if ln.startswith(("model name", "flags"))}))
+        lines = []
+    keys = ("model name", "flags", "Features", "CPU implementer", "CPU part")
+    return platform.machine() + "\n" + "\n".join(sorted({ln for ln in lines if ln.startswith(keys)}))
 
 
 def compiled(include: Path, lib: Path) -> Path | None:
     """``fwsim.cc`` compiled into a shared library (built the first time, under a lock, so that runs
-    started together build it once); None, with a line on stderr, when it cannot be built."""
+    started together build it once); None, with one ``[ns3]`` line on stderr, when it cannot be had. A
+    compiler that refuses the sources is not run again for the same ones (its output is kept beside the
+    library, ``.failed``); one killed or out of time is tried again by the next run."""
     cxx = shutil.which(os.environ.get("CXX", "g++"))
     if cxx is None:
-        print("[ns3] no C++ compiler (g++): cling compiles fwsim.cc in every run (about 3.5 s more)", file=sys.stderr)
+        print("[ns3] no C++ compiler (g++): cling compiles fwsim.cc in every run (about 3.3 s more)", file=sys.stderr)
         return None
     libs = [_library(lib, m) for m in MODULES]
+    entry = ENTRY.format(source=SOURCE)
     h = hashlib.sha256()
     for f in [SOURCE, *sorted(SOURCE.with_name("fwsim").glob("*.h"))]:
         h.update(f.name.encode() + b"\0" + f.read_bytes())
     for f in libs:
         st = os.stat(f)
         h.update(f"{f}:{st.st_size}:{st.st_mtime_ns}".encode())
-    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
-    h.update((version + " ".join(CXXFLAGS) + ENTRY + _cpu()).encode())  # -march=native: this CPU's
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout
+    paths = ":".join(os.environ.get(v, "") for v in ("CPATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH"))
+    h.update((version + " ".join(CXXFLAGS) + str(include) + paths + entry + _cpu()).encode())
     out = _cache() / f"fwsim-{h.hexdigest()[:20]}.so"
+    refused = out.with_suffix(".failed")
     if out.exists():
         return out
-    if out.with_suffix(".failed").exists():  # tried with these sources and this compiler: not again every run
-        print(f"[ns3] fwsim.cc did not compile here (see {out.with_suffix('.failed')}): cling compiles it",
-              file=sys.stderr)
+    if refused.exists():  # refused with these sources and this compiler: not again every run
+        print(f"[ns3] fwsim.cc does not compile here ({refused}): cling compiles it", file=sys.stderr)
         return None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -107,18 +114,29 @@ def compiled(include: Path, lib: Path) -> Path | None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if out.exists():
             return out
+        if refused.exists():  # (another run's build, waited for: refused)
+            print(f"[ns3] fwsim.cc does not compile here ({refused}): cling compiles it", file=sys.stderr)
+            return None
         tmp = out.with_suffix(f".{os.getpid()}.tmp")
-        cmd = [cxx, *CXXFLAGS, f"-I{include}", f"-I{SOURCE.parent}", "-x", "c++", "-", "-x", "none", "-o", str(tmp), *libs,
-               f"-Wl,-rpath,{lib}"]
+        cmd = [cxx, *CXXFLAGS, f"-I{include}", f"-I{SOURCE.parent}", "-x", "c++", "-", "-x", "none", "-o", str(tmp),
+               *libs, f"-Wl,-rpath,{lib}"]
         try:
-            r = subprocess.run(cmd, input=ENTRY, capture_output=True, text=True, timeout=300)
-            failed = r.stderr[-2000:] if r.returncode != 0 else ""
+            r = subprocess.run(cmd, input=entry, capture_output=True, text=True, timeout=300)
+            why = "" if r.returncode == 0 else (r.stderr or f"exit {r.returncode}")
+            lasting = r.returncode > 0  # (refused; not killed by a signal)
         except (OSError, subprocess.TimeoutExpired) as e:
-            failed = str(e)
-        if failed:
+            why, lasting = str(e), False
+        if why:
             tmp.unlink(missing_ok=True)
-            out.with_suffix(".failed").write_text(" ".join(cmd) + "\n" + failed)
-            print(f"[ns3] compiling fwsim.cc failed (cling compiles it in every run instead):\n{failed}",
+            first = next((ln for ln in why.splitlines() if "error" in ln), why.splitlines()[0] if why else "")
+            kept = ""
+            if lasting:
+                try:
+                    refused.write_text(" ".join(cmd) + "\n" + why)
+                    kept = f"; all of it in {refused}"
+                except OSError:
+                    pass
+            print(f"[ns3] compiling fwsim.cc failed ({first.strip()}{kept}): cling compiles it instead",
                   file=sys.stderr)
             return None
         os.replace(tmp, out)
@@ -149,9 +167,13 @@ def load() -> tuple:
         cppyy.load_library(_library(lib, m))
     ns = cppyy.gbl.ns3
     global _built
-    built = compiled(include, lib)
-    if built is not None:
-        cppyy.load_library(str(built))  # before the source: cling then takes its functions from the library
+    try:
+        built = compiled(include, lib)
+        if built is not None:
+            cppyy.load_library(str(built))  # before the source: cling then takes its functions from the library
+    except Exception as e:  # (a cache on a noexec mount, a damaged library...): as if there were none
+        print(f"[ns3] the compiled fwsim.cc cannot be used ({e}): cling compiles it", file=sys.stderr)
+        built = None
     _built = "compiled" if built is not None else "cling"
     cppyy.add_include_path(str(SOURCE.parent))  # fwsim.cc includes its parts, fwsim/*.h
     cppyy.cppdef(SOURCE.read_text())

@@ -250,9 +250,10 @@ LONE_ELEPHANT = {}  # mode -> goodput (Mbit/s) of one unannounced iperf3 elephan
 
 def test_a_lone_unannounced_elephant_fills_its_path_in_every_mode(fabric):
     """Issue 13 item 1: in freeway mode with isolation an adopted elephant's meter follows its measured
-    rate, so alone in the fabric it gets at least 80% of what ECMP gives it (it was held at 5.3 of 9.5)."""
+    rate, so alone in the fabric it gets at least 80% of what ECMP gives it (it was held at 5.3 of 9.5). Over
+    8 s a meter held so from its adoption (about 2 s in) would average 6.4 Mbit/s, under the 7.6 asked."""
     fn, ctl, mode = fabric
-    mbps = fn.iperf("h1_0_0", "h2_1_0", seconds=12)
+    mbps = fn.iperf("h1_0_0", "h2_1_0", seconds=8)
     LONE_ELEPHANT[mode] = mbps
     print(f"lone unannounced elephant, {mode}: {mbps:.2f} Mbit/s")
     ecmp = LONE_ELEPHANT.get("ecmp", 9.5)  # 9.5: what ECMP gave when this module ran whole

@@ -6,13 +6,14 @@ loader, parses every module's headers (wifi, LTE, mesh...) and took about 7 s of
 machines (10 s under load), the larger part of a short run. The libraries are the same either way, so a
 run's results are too.
 
-``fwsim.cc`` is compiled once per machine by the C++ compiler into a library (``compiled()``: about 10 s,
-kept under ``~/.cache/freeway/`` by a hash of the sources, the ns-3 libraries and the compiler) and
-opened before cppyy reads the same source, so cling finds its functions compiled and does not compile
-them again: that was about 3.5 s of every run's start (``fw::Register``, which reaches nearly all of
-it). With no compiler, or if it fails, cling compiles it as before (said once on stderr); the source is
-one, so what runs is the same program either way. ``load()`` returns ``(ns, fw)``: ns-3's namespace and
-Freeway's C++ namespace. Nothing is loaded at import: the emulator never pays for ns-3.
+``fwsim.cc`` is compiled once per machine by g++ into a library (``compiled()``: about 10 s, kept under
+``~/.cache/freeway/`` by a hash of the sources, the ns-3 libraries, the compiler and the CPU) and opened
+before cppyy reads the same source, so cling finds its functions compiled and does not compile them
+again: that was about 3.3 s of every run's start (``fw::Register``, which reaches nearly all of it).
+Without it (no compiler, a refusal, a library that cannot be opened) cling compiles it as before, and
+the run says why in one ``[ns3]`` line; the source is one, so what runs is the same program either way.
+``load()`` returns ``(ns, fw)``: ns-3's namespace and Freeway's C++ namespace. Nothing is loaded at
+import: the emulator never pays for ns-3.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ SOURCE = Path(__file__).with_name("fwsim.cc")
 MODULES = ("core", "network", "internet", "point-to-point", "traffic-control")  # what fwsim.cc includes
 _loaded: tuple | None = None
 _built = ""  # how this process's fwsim.cc was compiled: "compiled" (the library) or "cling"
-# what the library is compiled with: cling's own flags (cppyy's -O2 -march=native, C++20) and no fused
-# multiply-adds contracted across statements (g++'s default outside ISO mode); the engine's smoke runs and
-# a web-search/data-mining sweep gave the same results, number for number, compiled and cling-only
+# what the library is compiled with: cling's own optimisation and target (cppyy's -O2 -march=native, C++20),
+# and no multiply-adds fused by the compiler's choice (-ffp-contract=off); the engine's smoke runs and a
+# web-search/data-mining sweep gave the same results, number for number, compiled and cling-only
 CXXFLAGS = ("-std=c++20", "-O2", "-march=native", "-ffp-contract=off", "-fPIC", "-shared", "-w")
 # the one function the library exports for its own sake: it reaches (and so makes g++ emit) every part
 ENTRY = '#include "{source}"\nextern "C" void fw_compiled_register() {{ fw::Register(); }}\n'
@@ -77,6 +78,10 @@ def _cpu() -> str:
     return platform.machine() + "\n" + "\n".join(sorted({ln for ln in lines if ln.startswith(keys)}))
 
 
+def _refused(marker: Path) -> None:
+    print(f"[ns3] fwsim.cc does not compile here ({marker}): cling compiles it", file=sys.stderr)
+
+
 def compiled(include: Path, lib: Path) -> Path | None:
     """``fwsim.cc`` compiled into a shared library (built the first time, under a lock, so that runs
     started together build it once); None, with one ``[ns3]`` line on stderr, when it cannot be had. A
@@ -102,8 +107,7 @@ def compiled(include: Path, lib: Path) -> Path | None:
     if out.exists():
         return out
     if refused.exists():  # refused with these sources and this compiler: not again every run
-        print(f"[ns3] fwsim.cc does not compile here ({refused}): cling compiles it", file=sys.stderr)
-        return None
+        return _refused(refused)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         lock = open(out.parent / ".fwsim.lock", "w")
@@ -115,8 +119,7 @@ def compiled(include: Path, lib: Path) -> Path | None:
         if out.exists():
             return out
         if refused.exists():  # (another run's build, waited for: refused)
-            print(f"[ns3] fwsim.cc does not compile here ({refused}): cling compiles it", file=sys.stderr)
-            return None
+            return _refused(refused)
         tmp = out.with_suffix(f".{os.getpid()}.tmp")
         cmd = [cxx, *CXXFLAGS, f"-I{include}", f"-I{SOURCE.parent}", "-x", "c++", "-", "-x", "none", "-o", str(tmp),
                *libs, f"-Wl,-rpath,{lib}"]

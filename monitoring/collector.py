@@ -13,9 +13,9 @@ from __future__ import annotations
 import ipaddress
 import logging
 
-from monitoring.estimator import Estimator
+from monitoring.estimator import CounterBatch, Estimator
 from monitoring.events import LinkLoad
-from monitoring.sflow import SFlowDecodeError, decode_datagram
+from monitoring.sflow import Datagram, SFlowDecodeError, decode_datagram
 
 LOG = logging.getLogger("freeway.monitor")
 
@@ -50,8 +50,30 @@ class Collector:
         """A datagram's samples into the estimator; what they changed as events (link loads only if
         ``loads``: one per counter sample, 138,240 a second at k=48, made for nobody when no app listens).
         ``source``: the address it came from, which must carry its agent address (``sources`` agent)."""
+        return self.handle_many([(now, data, source)], loads)
+
+    def handle_many(self, datagrams, loads: bool = True) -> list[LinkLoad]:
+        """``handle`` for several datagrams, each (when received, its bytes, where from), in the order they
+        came: their counters are folded at once (``Estimator.fold_counters``: a reader that finds many waiting
+        takes them in one go). The events: the ports' changes, then the link loads, each in that order."""
+        est, batch, events = self.estimator, CounterBatch(), []
+        for now, data, source in datagrams:
+            dg = self._accept(data, source)
+            if dg is None:
+                continue
+            self.stats["datagrams"] += 1
+            if dg.counter_samples:
+                self.stats["counter_samples"] += len(dg.counter_samples)
+                events += est.gather_counters(now, dg.counter_samples, dg.agent, batch)
+            for fs in dg.flow_samples:
+                self.stats["flow_samples"] += 1
+                est.on_flow_sample(now, fs, dg.agent)
+        return events + est.fold_counters(batch, loads)
+
+    def _accept(self, data: bytes, source: str | None) -> Datagram | None:
+        """The datagram decoded, or None (counted) if it is malformed or from no switch of the fabric."""
         try:
-            dg = decode_datagram(data)
+            dg = decode_datagram(data, lean=True)
         except SFlowDecodeError as e:
             return self._dropped(str(e))
         except Exception as e:  # a decoder bug, not the datagram's: still dropped and counted, never fatal
@@ -62,26 +84,18 @@ class Collector:
             if self.stats["agent_not_source"] in (1, 10, 100) or self.stats["agent_not_source"] % 1000 == 0:
                 LOG.warning("dropped sFlow datagram naming agent %s from %s (%d so far)", dg.agent, source,
                             self.stats["agent_not_source"])
-            return []
+            return None
         if not self.estimator.knows_agent(dg.agent):  # not a switch of the fabric: spoofed or misdirected
             self.stats["unknown_agent"] += 1
             if self.stats["unknown_agent"] in (1, 10, 100) or self.stats["unknown_agent"] % 1000 == 0:
                 LOG.warning("dropped sFlow datagram from agent %s, not a switch of the fabric (%d so far)", dg.agent,
                             self.stats["unknown_agent"])
-            return []
-        self.stats["datagrams"] += 1
-        events: list[LinkLoad] = []
-        if dg.counter_samples:
-            self.stats["counter_samples"] += len(dg.counter_samples)
-            events += self.estimator.on_counter_samples(now, dg.counter_samples, dg.agent, loads)
-        for fs in dg.flow_samples:
-            self.stats["flow_samples"] += 1
-            self.estimator.on_flow_sample(now, fs, dg.agent)
-        return events
+            return None
+        return dg
 
-    def _dropped(self, why: str) -> list[LinkLoad]:
+    def _dropped(self, why: str) -> None:
         self.stats["decode_errors"] += 1
         self.last_error = why
         if self.stats["decode_errors"] in (1, 10, 100) or self.stats["decode_errors"] % 1000 == 0:
             LOG.warning("dropped malformed sFlow datagram (%d so far): %s", self.stats["decode_errors"], why)
-        return []
+        return None

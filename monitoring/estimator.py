@@ -64,6 +64,34 @@ LINK_BUCKETS = 10  # a link's window is kept in this many buckets
 LINK_Z = 2.0  # the sampled reading is the rate's lower bound at this many standard deviations of the estimate
 
 
+NAN = float("nan")
+
+
+def _np():
+    import numpy
+
+    return numpy
+
+
+class CounterBatch:
+    """Readings of octets gathered from counter samples (``Estimator.gather_counters``): each one's slot (the
+    port side it reads), octets and time, in the order they came, until ``Estimator.fold_counters`` folds
+    them all at once."""
+
+    __slots__ = ("slots", "octets", "times")
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.slots: list[int] = []
+        self.octets: list[int] = []
+        self.times: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+
 MonitorConfigError = SettingError  # an invalid monitoring setting; the message names the key
 
 
@@ -138,8 +166,15 @@ class Estimator:
         # (when, octets) pairs: a new pair for each of 138,240 ports' samples at k=48 was a young object the
         # cyclic collector had to walk (numbers are not tracked)
         self._slot_of: dict[tuple[tuple[str, str], str], int] = {}
-        self._counter_at: list[float | None] = []
-        self._counter_octets: list[int] = []
+        self._counter_at, self._counter_octets = _np().full(64, NAN), _np().zeros(64, dtype=_np().uint64)  # (NaN: never)
+        self._slot_col = _np().full(64, -1, dtype=_np().intp)  # each slot's link: its position in the columns (-1: aside)
+        self._slot_cap = _np().ones(64)  # ... its capacity
+        self._slot_link: list[tuple[str, str]] = []  # ... the link itself
+        self._nslots = 0
+        # the links over the hot threshold by their counters (``_over["counters"]``) as an array by column: read
+        # for a whole batch of readings at once; rebuilt from the set when the set is not the one it was made of
+        self._over_col = _np().zeros(len(self.columns.links) + 1, dtype=bool)
+        self._over_src: set | None = None
         self._link_samples: dict[tuple[str, str], deque] = {}  # link -> [bucket start, bytes, samples, Σ bytes²]
         self._checked_at: dict[tuple[str, str], float] = {}  # when a link's samples were last held to the threshold
         self._over: dict[str, set[tuple[str, str]]] = {"counters": set(), "samples": set()}  # over it by each
@@ -209,9 +244,18 @@ class Estimator:
     def on_counter_samples(self, now: float, samples, agent: str | None = None,
                            loads: bool = True) -> list[LinkLoad | PortState]:
         """``on_counters`` for a datagram's samples, in their order (one call, not one a sample: a k=48
-        fabric sends 138,240 a second)."""
+        fabric sends 138,240 a second). The port changes they bring come first, then the link loads."""
+        batch = CounterBatch()
+        events = self.gather_counters(now, samples, agent, batch)
+        return events + self.fold_counters(batch, loads)
+
+    def gather_counters(self, now: float, samples, agent: str | None, batch: CounterBatch) -> list[PortState]:
+        """Half of ``on_counter_samples``: the samples' readings of octets kept in ``batch`` (folded by
+        ``fold_counters``, which may take those of many datagrams at once), their ports' status changes
+        worked out now and returned."""
         events: list = []
-        routes, watched, delta = self._routes, self._watched, self._delta
+        routes, watched = self._routes, self._watched
+        slots, octets, times = batch.slots, batch.octets, batch.times
         n = 0
         try:
             for sample in samples:
@@ -230,13 +274,135 @@ class Estimator:
                             ev = self._port_status(now, port, bool(up))
                             if ev is not None:
                                 events.append(ev)
-                    for slot, link, i, cap, out in measures:
-                        ev = delta(now, slot, link, i, ifc.out_octets if out else ifc.in_octets, cap, loads)
-                        if ev is not None:
-                            events.append(ev)
+                    for slot, out in measures:
+                        value = ifc.out_octets if out else ifc.in_octets
+                        if value >= UNKNOWN_COUNTER:  # sFlow's "unknown" (all ones): neither a measurement
+                            self.stats["unknown_counter"] += 1  # nor a new baseline
+                            continue
+                        slots.append(slot)
+                        octets.append(value)
+                        times.append(now)
         finally:
             self.stats["counter_samples"] += n
         return events
+
+    def fold_counters(self, batch: CounterBatch, loads: bool = True) -> list[LinkLoad]:
+        """The octets gathered in ``batch`` (``gather_counters``), each against its port's last reading, in
+        the order they came: the links' rates folded into their occupancy (as LinkLoad events, in that order,
+        if ``loads``), or nothing for a first reading, a clock step, a counter reset, or a rate faster than
+        the link. Worked out an array at a time: 165,888 readings a second at k=48 were a Python call each.
+        A port read twice in one batch is taken in rounds, each with every port at most once, so every
+        reading meets the one before it; the counters' interval is a running mean over the deltas in the
+        order they came, as one at a time would have it (the same arithmetic, the same numbers)."""
+        np = _np()
+        nb = len(batch.slots)
+        if not nb:
+            return []
+        s = np.array(batch.slots, dtype=np.intp)
+        o = np.array(batch.octets, dtype=np.uint64)
+        tm = np.array(batch.times, dtype=np.float64)
+        batch.clear()
+        order = np.argsort(s, kind="stable")
+        ss = s[order]
+        first = np.empty(nb, dtype=bool)
+        first[0] = True
+        np.not_equal(ss[1:], ss[:-1], out=first[1:])
+        if first.all():
+            rounds = [None]  # (every port once: one round of all)
+        else:  # each reading's rank among its port's in this batch: round r takes the r-th of each
+            rank = np.empty(nb, dtype=np.intp)
+            rank[order] = np.arange(nb) - np.maximum.accumulate(np.where(first, np.arange(nb), 0))
+            rounds = [np.flatnonzero(rank == r) for r in range(int(rank.max()) + 1)]
+        at, seen, cols = self._counter_at, self._counter_octets, self.columns
+        alpha, hot = self.cfg.ewma_alpha, self.hot_threshold
+        if hot is not None and (self._over["counters"] is not self._over_src
+                                or len(self._over["counters"]) != int(self._over_col.sum())):
+            self._sync_over()
+        done: list = []  # per round: (positions in the batch, their deltas, rates, occupancies, slots)
+        for idx in rounds:
+            sl, tr, orr = (s, tm, o) if idx is None else (s[idx], tm[idx], o[idx])
+            t0, o0 = at[sl], seen[sl]
+            at[sl], seen[sl] = tr, orr
+            with np.errstate(invalid="ignore"):
+                v = np.flatnonzero((tr > t0) & (orr >= o0))  # (NaN: a first reading)
+            if not len(v):
+                continue
+            slv, t0v, trv = sl[v], t0[v], tr[v]
+            dt = trv - t0v
+            bps = (orr[v] - o0[v]).astype(np.float64) * 8 / dt
+            cap = self._slot_cap[slv]
+            ok = bps <= IMPLAUSIBLE_RATE * cap  # faster than the link: not a measurement
+            self.stats["implausible_rate"] += int(len(ok) - ok.sum())
+            pos_in_batch = v if idx is None else idx[v]
+            if not ok.all():
+                kept = np.flatnonzero(ok)
+                done.append((pos_in_batch, dt, None, None, None))  # (their deltas still count for the interval)
+                pos_in_batch, dt, bps, cap, slv, t0v, trv = (pos_in_batch[kept], None, bps[kept], cap[kept],
+                                                            slv[kept], t0v[kept], trv[kept])
+            np.minimum(bps, cap, out=bps)  # (a little faster: counters read a moment apart; never more than the link)
+            col = self._slot_col[slv]
+            inside = col >= 0
+            if hot is not None:  # links going over the threshold, or under it: news either way, most are not
+                over = bps > hot * cap
+                was = self._over_col[col]
+                if not inside.all():
+                    for j in np.flatnonzero(~inside).tolist():
+                        was[j] = self._slot_link[int(slv[j])] in self._over["counters"]
+                changed = np.flatnonzero(over != was)
+                for j in changed.tolist():
+                    c = int(col[j])
+                    if c >= 0:
+                        self._over_col[c] = over[j]
+                    self._note_over(self._slot_link[int(slv[j])], "counters", bool(over[j]))
+                self._over_src = self._over["counters"]
+            util = bps / cap
+            if not inside.all():  # links kept aside (none the estimator is built with): one at a time
+                for j in np.flatnonzero(~inside).tolist():
+                    util[j] = cols.fold(None, self._slot_link[int(slv[j])], alpha, float(util[j]), float(bps[j]),
+                                        float(trv[j]), float(t0v[j]))
+                keep = np.flatnonzero(inside)
+                c, ui, bi, ti, fi = col[keep], util[keep], bps[keep], trv[keep], t0v[keep]
+            else:
+                c, ui, bi, ti, fi = col, util, bps, trv, t0v
+            if len(c):
+                old_t = cols.time[c]
+                folded = np.where(old_t == old_t, alpha * ui + (1 - alpha) * cols.util[c], ui)  # (NaN: never measured)
+                cols.util[c], cols.bps[c], cols.time[c], cols.fresh[c], cols.since[c] = folded, bi, ti, fi, fi
+                cols._measured = None
+                if inside.all():
+                    util = folded
+                else:
+                    util[keep] = folded
+            done.append((pos_in_batch, dt, bps, util, slv))
+        # the counters' interval: a running mean over the deltas in the order they came
+        deltas = [(p, d) for p, d, *_ in done if d is not None]
+        if deltas:
+            p = np.concatenate([p for p, _ in deltas])
+            d = np.concatenate([d for _, d in deltas])
+            ci = self.counter_interval_s
+            for x in (d if len(deltas) == 1 else d[np.argsort(p, kind="stable")]).tolist():
+                ci += INTERVAL_ALPHA * (x - ci)
+            self.counter_interval_s = ci
+        if not loads:
+            return []
+        parts = [r for r in done if r[2] is not None]
+        if not parts:
+            return []
+        p = np.concatenate([r[0] for r in parts])
+        rows = zip(np.concatenate([r[4] for r in parts]).tolist(), np.concatenate([r[2] for r in parts]).tolist(),
+                   np.concatenate([r[3] for r in parts]).tolist(), tm[p].tolist(), p.tolist(), strict=True)
+        links = self._slot_link
+        return [LinkLoad(t, links[sl], b, u) for sl, b, u, t, _ in sorted(rows, key=lambda r: r[4])]
+
+    def _sync_over(self) -> None:
+        """``_over_col`` made again from the set of links over the hot threshold by their counters."""
+        pos = self.columns.pos
+        self._over_col[:] = False
+        for link in self._over["counters"]:
+            i = pos.get(link)
+            if i is not None:
+                self._over_col[i] = True
+        self._over_src = self._over["counters"]
 
     def _route(self, agent: str | None, if_index: int) -> tuple | None:
         """What a counter sample of ``agent``'s ``if_index`` measures: (the (switch, port) if the port faces
@@ -259,20 +425,30 @@ class Estimator:
             ends = [((sw, other), "out", True)] + ([] if fabric_port else [((other, sw), "in", False)])
             pos = self.columns.pos
             r = ((sw, port) if fabric_port else None,
-                 tuple((self._slot((link, side)), link, pos.get(link), self.fabric.capacity_bps(link), out)
+                 tuple((self._slot((link, side), pos.get(link), self.fabric.capacity_bps(link)), out)
                        for link, side, out in ends))
         if len(self._routes) > 2 * len(self.ifmap) + 1024:
             self._routes.clear()
         self._routes[(agent, if_index)] = r
         return r
 
-    def _slot(self, key: tuple[tuple[str, str], str]) -> int:
-        """A (link, side)'s slot in the counters' last readings (a new one, never read, the first time)."""
+    def _slot(self, key: tuple[tuple[str, str], str], col: int | None, cap: float) -> int:
+        """A (link, side)'s slot in the counters' last readings (a new one, never read, the first time), with
+        its link's position in the columns (``col``, None: kept aside) and capacity."""
         slot = self._slot_of.get(key)
         if slot is None:
-            slot = self._slot_of[key] = len(self._counter_at)
-            self._counter_at.append(None)
-            self._counter_octets.append(0)
+            np = _np()
+            slot = self._slot_of[key] = self._nslots
+            if slot == len(self._counter_at):  # (full: twice the room)
+                n = 2 * slot
+                self._counter_at = np.concatenate([self._counter_at, np.full(n - slot, NAN)])
+                self._counter_octets = np.concatenate([self._counter_octets, np.zeros(n - slot, dtype=np.uint64)])
+                self._slot_col = np.concatenate([self._slot_col, np.full(n - slot, -1, dtype=np.intp)])
+                self._slot_cap = np.concatenate([self._slot_cap, np.ones(n - slot)])
+            self._nslots += 1
+            self._slot_link.append(key[0])
+        self._slot_col[slot] = -1 if col is None else col
+        self._slot_cap[slot] = cap
         return slot
 
     def _port_status(self, now: float, key: tuple[str, int], up: bool) -> PortState | None:
@@ -297,34 +473,6 @@ class Estimator:
             return None
         self.port_up[key] = False
         return PortState(now, key[0], key[1], False)
-
-    def _delta(self, now: float, slot: int, link: tuple[str, str], i: int | None, octets: int, cap: float,
-               loads: bool) -> LinkLoad | None:
-        """A port's octets read at ``now`` against its last reading (at ``slot``): the link's rate folded into
-        its occupancy (at position ``i`` of the columns; a LinkLoad if ``loads``), or nothing for a first
-        reading, a clock step, a counter reset, sFlow's unknown value, or a rate faster than the link."""
-        if octets >= UNKNOWN_COUNTER:
-            self.stats["unknown_counter"] += 1
-            return None  # sFlow's "unknown" (all ones): neither a measurement nor a new baseline
-        at, seen = self._counter_at, self._counter_octets
-        t0, octets0 = at[slot], seen[slot]
-        at[slot], seen[slot] = now, octets
-        if t0 is None or now <= t0 or octets < octets0:
-            return None  # first sample, clock step, or counter reset: rebaseline
-        dt = now - t0
-        self.counter_interval_s += INTERVAL_ALPHA * (dt - self.counter_interval_s)
-        bps = (octets - octets0) * 8 / dt
-        if bps > IMPLAUSIBLE_RATE * cap:  # faster than the link: not a measurement
-            self.stats["implausible_rate"] += 1
-            return None
-        if bps > cap:  # (a little faster: counters read a moment apart; never more than the link)
-            bps = cap
-        if self.hot_threshold is not None:
-            over = bps > self.hot_threshold * cap
-            if over != (link in self._over["counters"]):  # (news either way; most readings are not)
-                self._note_over(link, "counters", over)
-        util = self.columns.fold(i, link, self.cfg.ewma_alpha, bps / cap, bps, now, t0)
-        return LinkLoad(now, link, bps, util) if loads else None
 
     def _note_over(self, link: tuple[str, str], by: str, over: bool) -> None:
         """A link going over the hot threshold by one kind of reading (under it before, by that kind) is

@@ -45,9 +45,13 @@ class Shard:
         self._agents = 0
 
     def handle(self, now: float, data: bytes, source: str | None = None) -> None:
+        self.handle_many([(now, data, source)])
+
+    def handle_many(self, datagrams: list) -> None:
+        """Datagrams, each (when received, its bytes, where from), in the order they came."""
         try:
-            self._ports += self.collector.handle(now, data, False, source)  # (only port changes without loads)
-        except Exception:  # whatever one datagram did, the next ones are still read (as the app's reader)
+            self._ports += self.collector.handle_many(datagrams, False)  # (only port changes without loads)
+        except Exception:  # whatever they did, the next ones are still read (as the app's reader)
             self.collector.stats["decode_errors"] += 1
 
     def control(self, msg: dict) -> None:

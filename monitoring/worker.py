@@ -77,12 +77,14 @@ def serve(shard, udp: socket.socket, ctl: socket.socket, frames: Frames, batch_s
     while True:
         for key, _ in sel.select(max(0.0, next_batch - time.monotonic())):
             if key.data == "udp":
-                for _ in range(256):  # (then the batch's time and the controller's word are looked at)
+                got = []  # (then the batch's time and the controller's word are looked at)
+                for _ in range(256):
                     try:
                         data, source = udp.recvfrom(65535)
                     except (BlockingIOError, InterruptedError):
                         break
-                    shard.handle(time.monotonic(), data, source[0])
+                    got.append((time.monotonic(), data, source[0]))
+                shard.handle_many(got)  # (their counters folded at once)
             else:
                 data = ctl.recv(1 << 20)
                 if not data:

@@ -16,6 +16,7 @@ and elephants announced by its hosts, against the real controller process.
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -186,6 +187,30 @@ def agents_done(proc: subprocess.Popen, timeout: float) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+ROLES = ("controller", "collector workers", "agents", "emulator")
+
+
+def cpu_seconds() -> dict[str, float]:
+    """The CPU time (user and system) so far of the processes a level shares the machine with, by role: the
+    controller, its sFlow collector's workers, the sFlow agents, and this process (the OpenFlow emulator)."""
+    tick, me = os.sysconf("SC_CLK_TCK"), os.getpid()
+    out = dict.fromkeys(ROLES, 0.0)
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            stat = (p / "stat").read_text()
+        except OSError:  # (gone meanwhile)
+            continue
+        role = ("collector workers" if "monitoring.worker" in cmd else "agents" if "benches.sflowload" in cmd
+                else "controller" if " controller --fabric " in cmd else "emulator" if int(p.name) == me else None)
+        if role is not None:
+            fields = stat[stat.rindex(")") + 2:].split()  # (from the state on: utime and stime are the 12th, 13th)
+            out[role] += (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def udp_drops(port: int) -> int:
     """The kernel's drops for the UDP sockets bound to ``port`` on 127.0.0.1 (their receive buffers were full),
     summed: the collector's workers share the port (of a worker restarted, only the new socket's count)."""
@@ -247,13 +272,14 @@ def level(api: str, sflow_port: int, load: Load, d: Path, interval: float, sampl
     """One level: the agents send for ``seconds``; what they sent, what the controller took in and lost,
     its periods and its loop's lag meanwhile. ``during()`` (optional) runs while they send; its answer is
     kept under "during"."""
-    before, drops0 = scrape(api), udp_drops(sflow_port)
+    before, drops0, cpu0, t0 = scrape(api), udp_drops(sflow_port), cpu_seconds(), time.monotonic()
     proc = start_agents(load.spec(("127.0.0.1", sflow_port), seconds, interval, sampling), d,
                         f"{interval:g}s-1in{sampling}")
     extra = during() if during is not None else None
     sent = agents_done(proc, seconds + 120)
     time.sleep(1.0)  # what is still in the socket's buffer is read
     after, drops = scrape(api), udp_drops(sflow_port) - drops0
+    cpu1, took = cpu_seconds(), time.monotonic() - t0
     got = after.get("freeway_sflow_datagrams_total", 0) - before.get("freeway_sflow_datagrams_total", 0)
     lost = max(0, sent["datagrams"] - got)
     out = {"counter_interval_s": interval, "sampling": sampling, "sent": sent, "received_datagrams": int(got),
@@ -275,6 +301,15 @@ def level(api: str, sflow_port: int, load: Load, d: Path, interval: float, sampl
                       "over_50ms": int((after.get(f"gc{g}_count", 0) - before.get(f"gc{g}_count", 0))
                                        - (after.get(f"gc{g}_within_50ms", 0) - before.get(f"gc{g}_within_50ms", 0)))}
                   for g in "012"}}
+    # the cores each part used meanwhile (the agents: their own count, over their run), and the workers' CPU
+    # time a sample taken in (what decides how much sFlow a core of theirs can take)
+    share = {r: round((cpu1[r] - cpu0[r]) / took, 3) for r in ROLES if r != "agents"}
+    if sent.get("cpu_s") is not None and sent.get("s"):
+        share["agents"] = round(sent["cpu_s"] / sent["s"], 3)
+    out["cpu_cores"] = share
+    samples = out["interface_samples"] + out["flow_samples"]
+    out["worker_us_per_sample"] = (round(1e6 * (cpu1["collector workers"] - cpu0["collector workers"]) / samples, 2)
+                                   if samples and cpu1["collector workers"] > cpu0["collector workers"] else None)
     for q in (0.5, 0.99):
         for key, name in (("period", "freeway_period_duration_seconds"), ("loop_lag", "freeway_event_loop_lag_seconds"),
                           ("controller_handshake", "freeway_handshake_latency_seconds"),
@@ -308,7 +343,9 @@ def ladder(api: str, sflow_port: int, load: Load, d: Path, seconds: float = WIND
                  f"sender behind {r['sent']['behind_s']} s), lost {100 * r['lost_share']:.1f}% "
                  f"(kernel drops {r['kernel_drops']}), period p50 {r['period_p50_ms']} ms, loop lag p99 "
                  f"{r['loop_lag_p99_ms']} ms: {'sustained' if r['sustained'] else 'NOT sustained'}"
-                 f"{'' if r['keeps_up'] or not r['sustained'] else ' (but the period is over 100 ms)'}")
+                 f"{'' if r['keeps_up'] or not r['sustained'] else ' (but the period is over 100 ms)'}; cores used: "
+                 + ", ".join(f"{k} {v:.2f}" for k, v in r["cpu_cores"].items())
+                 + (f", {r['worker_us_per_sample']} us of a worker a sample" if r["worker_us_per_sample"] else ""))
         return r
 
     best_interval = best_sampling = None

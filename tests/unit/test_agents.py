@@ -101,7 +101,7 @@ def test_a_decoder_bug_drops_the_datagram_and_counts_it_and_the_next_is_read(mon
     good = enc.datagram([enc.counter_sample([enc.if_counters(7, out_octets=0)])])
     real = collector.decode_datagram
     monkeypatch.setattr(collector, "decode_datagram",
-                        lambda d: (_ for _ in ()).throw(ValueError("not enough values")) if d == b"bug" else real(d))
+                        lambda d, **kw: (_ for _ in ()).throw(ValueError("not enough values")) if d == b"bug" else real(d, **kw))
     assert col.handle(0.0, b"bug") == []
     assert col.stats["decode_errors"] == 1 and "ValueError" in col.last_error
     col.handle(0.1, good)

@@ -127,6 +127,7 @@ def test_a_live_reload_of_efms_threshold_rearms_the_early_rounds_at_the_new_one(
     """SIGHUP with a new efm.threshold: from the next period the policy and the links monitoring reports
     as newly hot (the early rounds) both use it."""
     from monitoring.estimator import Estimator
+    from monitoring.sflow import CounterSample, IfOctets
 
     app = _app(tmp_path, monkeypatch, mode="efm-biggest")
     est = Estimator(app.fabric)
@@ -140,11 +141,10 @@ def test_a_live_reload_of_efms_threshold_rearms_the_early_rounds_at_the_new_one(
     app.period(time.monotonic())  # the period takes the live settings
     assert app.policy.hot_threshold() == 0.5 and app.monitor.estimator.hot_threshold == 0.5
     link = ("e0_0", "a0_0")
-    cap = est.fabric.capacity_bps(link)
-    slot, i = est._slot((link, "out")), est.columns.pos[link]
-    assert est._delta(0.0, slot, link, i, 0, cap, True) is None
-    est._delta(1.0, slot, link, i, 6_000_000 // 8, cap, True)  # 60% of 10 Mbit/s: over 50%, not 70%
-    assert est.take_hot() == {link}
+    est.set_ifmap({7: ("e0_0", est.fabric.port_to("e0_0", "a0_0"))})
+    assert est.on_counters(0.0, CounterSample(0, 0, 7, (IfOctets(7, 3, 0, 0),))) == []
+    est.on_counters(1.0, CounterSample(0, 0, 7, (IfOctets(7, 3, 0, 6_000_000 // 8),)))  # 60% of 10 Mbit/s: over 50%,
+    assert est.take_hot() == {link}  # not 70%
 
 
 def test_tune_gc_freezes_what_start_up_built_and_raises_the_young_threshold():

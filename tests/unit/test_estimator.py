@@ -644,7 +644,7 @@ def test_a_new_port_map_moves_an_ifindex_at_once_and_unknown_ifindexes_are_not_k
         e.on_counters(4.0, _ifc(i, 0, 0))
     assert e.stats["unmapped_ifindex"] == before + 10000 and len(e._routes) <= len(IFMAP)
     # one counter slot per (link, side) a port was read for (two uplinks: their out sides), kept across maps
-    assert len(e._counter_at) == len(e._counter_octets) == 2
+    assert e._nslots == len(e._slot_link) == 2
 
 
 def test_elephants_found_in_one_tick_come_in_the_order_they_were_first_sampled():
@@ -662,3 +662,66 @@ def test_elephants_found_in_one_tick_come_in_the_order_they_were_first_sampled()
         starts += [ev.flow for ev in e.tick(t) if isinstance(ev, ElephantStart)]
         t = round(t + 0.05, 3)
     assert starts == order
+
+
+def _counter_stream(seed: int, ifindexes: list[int], steps: int = 150) -> list[tuple[float, list]]:
+    """(time, counter samples) a call, at random: ports read twice in one call, counters that reset, go back
+    in time, jump faster than the link or are unknown, ports down and up again."""
+    rng = random.Random(seed)
+    octets = {i: [rng.getrandbits(30), rng.getrandbits(30)] for i in ifindexes}
+    t, calls = 0.0, []
+    for _ in range(steps):
+        t += rng.choice([0.0, 0.001, 0.3, 1.0, -0.5]) if rng.random() < 0.2 else rng.random() * 0.5
+        samples = []
+        for _ in range(rng.randint(1, 30)):
+            i = rng.choice(ifindexes)
+            o = octets[i]
+            for k in (0, 1):
+                r = rng.random()
+                if r < 0.03:
+                    o[k] = rng.getrandbits(20)  # a reset
+                elif r > 0.05:
+                    o[k] += int(rng.random() * rng.choice([1e5, 1e6, 3e6]))  # (3e6 in a short gap: too fast)
+            vals = list(o)
+            if rng.random() < 0.03:
+                vals[rng.randint(0, 1)] = 2**64 - 1
+            samples.append(_ifc(i, vals[0], vals[1], status=3 if rng.random() > 0.05 else 1).interfaces)
+        calls.append((t, [CounterSample(1, 0, s[0].if_index, s) for s in samples]))
+    return calls
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_counters_folded_in_batches_read_as_one_at_a_time(seed):
+    """The counters are folded an array at a time (``fold_counters``), a port read twice in one batch in
+    rounds: whatever the batch, the columns, the counters' interval, the statistics, the links over the hot
+    threshold and the ports' status come out as with one sample a call, to the last bit."""
+    import numpy as np
+
+    from monitoring.estimator import CounterBatch
+
+    ifmap = {}
+    for sw in sorted(F.switches):
+        for port in sorted([F.port_to(sw, n) for n in F.neighbors(sw)] + [h.port for h in F.hosts if h.switch == sw]):
+            ifmap[1000 + len(ifmap)] = (sw, port)
+    calls = _counter_stream(seed, list(ifmap) + [5, 6])  # (5 and 6: unmapped)
+    one, many = Estimator(F), Estimator(F)
+    for e in (one, many):
+        e.set_ifmap(ifmap)
+        e.hot_threshold = None if seed % 3 == 0 else 0.3 + 0.2 * (seed % 2)
+    loads_one, loads_many = [], []
+    for t, samples in calls:
+        for s in samples:
+            loads_one += [ev for ev in one.on_counters(t, s) if not hasattr(ev, "up")]
+    rng, batch, ports = random.Random(seed), CounterBatch(), []
+    for t, samples in calls:  # a batch: any number of calls' samples
+        ports += many.gather_counters(t, samples, None, batch)
+        if rng.random() < 0.3:
+            loads_many += many.fold_counters(batch)
+    loads_many += many.fold_counters(batch)
+    for field in ("util", "bps", "time", "fresh", "since"):
+        assert np.array_equal(getattr(one.columns, field), getattr(many.columns, field), equal_nan=True), field
+    assert one.counter_interval_s == many.counter_interval_s
+    assert one.stats == many.stats and one.port_up == many.port_up
+    assert one.take_hot() == many.take_hot() and one._over["counters"] == many._over["counters"]
+    assert loads_one == loads_many  # (the same loads, in the order their readings came)
+    assert one.stats["implausible_rate"] > 0 and one.stats["unknown_counter"] > 0

@@ -155,3 +155,28 @@ def test_the_handshakes_wait_until_the_emulated_switches_have_applied_what_the_l
         assert not settle(api, timeout=2.5, backlog=lambda: 1)["settled"]  # never drained: not settled
     finally:
         server.shutdown()
+
+
+def test_the_cpu_a_level_used_is_read_by_role_from_the_processes_own_counts():
+    """``cpu_seconds`` finds each part by its command line: a process spinning for 0.4 s of CPU named as the
+    agents are counts for the agents (and not for the controller); this process counts as the emulator."""
+    import subprocess
+    import sys
+    import time
+
+    from experiments.benches.fabricload import cpu_seconds
+
+    before = cpu_seconds()
+    spin = ("import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4:\n    pass\n"
+            "import sys; sys.stdin.read()")
+    p = subprocess.Popen([sys.executable, "-c", spin, "experiments.benches.sflowload"], stdin=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        while cpu_seconds()["agents"] - before["agents"] < 0.38 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        after = cpu_seconds()
+    finally:
+        p.communicate(b"")
+    assert 0.38 <= after["agents"] - before["agents"] < 1.0
+    assert after["controller"] == before["controller"]
+    assert after["emulator"] >= before["emulator"] > 0

@@ -54,7 +54,13 @@ def test_the_sflow_reader_lets_the_others_run_once_its_datagrams_held_the_loop_f
     mon = MonitorApp()
     clock, log, costs = [0.0], [], [0.0001] * 9 + [0.002, 0.002] + [0.0001] * 3
 
+    class Waiting:  # the socket's own, non-blocking: nothing else waits each time
+        def recvfrom(self, n):
+            raise BlockingIOError
+
     class Sock:
+        fd = Waiting()
+
         def recvfrom(self, n):
             if not costs:
                 mon.is_active = False
@@ -62,12 +68,13 @@ def test_the_sflow_reader_lets_the_others_run_once_its_datagrams_held_the_loop_f
             log.append("datagram")
             return b"x", ("127.0.0.1", 6343)
 
-    def handle(now, data, loads, source):
+    def handle_many(got, loads):
+        assert len(got) == 1
         clock[0] += costs.pop(0)
         return []
 
     mon.sock, mon.is_active = Sock(), True
-    mon.collector.handle = handle
+    mon.collector.handle_many = handle_many
     monkeypatch.setattr(monitor_app.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(monitor_app.hub, "sleep", lambda s: log.append(f"yield {s}"))
     mon._receive()
@@ -75,6 +82,56 @@ def test_the_sflow_reader_lets_the_others_run_once_its_datagrams_held_the_loop_f
     assert monitor_app.YIELD_AFTER_S == 0.0003
     assert [t.split().count("datagram") for t in turns[:5]] == [3, 3, 3, 1, 1]  # 0.11 ms each; then 2 ms each
     assert log[-1] == "yield 1"  # (the closed socket: logged, waited on)
+
+
+def test_the_sflow_reader_takes_the_datagrams_waiting_in_one_go(tmp_path, monkeypatch):
+    """Datagrams that wait when the reader wakes are handled together (their counters folded at once), at
+    most ``READ_AT_ONCE`` at a time, each with the time it was read; the socket emptied, it waits again."""
+    from ryu_apps import monitor_app
+
+    fattree(4, 10).save(tmp_path / "f.json")
+    monkeypatch.setattr(config, "_active", config.Config(fabric=str(tmp_path / "f.json"), monitor="none"))
+    mon = MonitorApp()
+    waiting = [(bytes([i]), ("127.0.0.1", 6343)) for i in range(1, 12)]  # 11 behind the first
+    calls, clock = [], [0.0]
+
+    class Waiting:
+        def recvfrom(self, n):
+            if not waiting:
+                raise BlockingIOError
+            return waiting.pop(0)
+
+    class Sock:
+        fd = Waiting()
+        woken = 0
+
+        def recvfrom(self, n):  # (blocking: the first datagram, then what is left, then closed)
+            Sock.woken += 1
+            if Sock.woken == 1:
+                return b"\x00", ("127.0.0.1", 6343)
+            if waiting:
+                return waiting.pop(0)
+            mon.is_active = False
+            raise OSError("closed")
+
+    def handle_many(got, loads):
+        calls.append([(t, d[0]) for t, d, _ in got])
+        return []
+
+    def monotonic():
+        clock[0] += 0.001
+        return clock[0]
+
+    mon.sock, mon.is_active = Sock(), True
+    mon.collector.handle_many = handle_many
+    monkeypatch.setattr(monitor_app.time, "monotonic", monotonic)
+    monkeypatch.setattr(monitor_app.hub, "sleep", lambda s: None)
+    mon._receive()
+    assert monitor_app.READ_AT_ONCE == 8
+    assert [[d for _, d in c] for c in calls] == [list(range(8)), list(range(8, 12))]
+    assert Sock.woken == 3  # (the first, the ninth, then the closed socket)
+    times = [t for t, _ in calls[0]]
+    assert times == sorted(times) and len(set(times)) == len(times)  # each read at its own time
 
 
 def test_unknown_ifindexes_read_the_port_map_ever_less_often_while_they_find_nothing(tmp_path, monkeypatch):

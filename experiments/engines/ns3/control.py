@@ -192,15 +192,17 @@ class Controller:
                 self.estimator.on_flow_sample(s.time, sample)
 
     def poll_counters(self, now: float) -> None:
-        """Every port's interface counters, as an sFlow agent's counter samples."""
+        """Every port's interface counters, as an sFlow agent's counter samples (folded at once: the
+        estimator's events are not read here, the view and the liveness of the emulator's monitor are)."""
+        samples = []
         for (name, port), ix in self.ifindex.items():
             sw = self.net.switches[name]
             up = port not in self.switches[name].down_ports
             ifc = IfCounters(ix, 6, int(self.fabric.capacity_bps((name, self.net.ports[(name, port)].peer))), 1,
                              3 if up else 0, int(sw.rxBytes(port)), 0, 0, 0, 0, 0, 0, int(sw.txBytes(port)), 0, 0,
                              0, 0, 0, 0)
-            for ev in self.estimator.on_counters(now, CounterSample(0, 0, ix, (ifc,))):
-                del ev  # link loads and port states: the view and the liveness of the emulator's monitor
+            samples.append(CounterSample(0, 0, ix, (ifc,)))
+        self.estimator.on_counter_samples(now, samples, None, loads=False)
 
     def expire(self, now: float) -> None:
         """Entries idle past their timeout go; those that asked are reported to the policy."""

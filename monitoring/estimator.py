@@ -198,6 +198,7 @@ class Estimator:
         self._due: deque = deque()  # (when evaluated, flow), oldest first: flows no sample came for wait their turn
         # (agent, ifIndex) -> what its counter samples measure (``_route``), resolved once per port map
         self._routes: dict[tuple[str | None, int], tuple] = {}
+        self._ready: dict[tuple[str, int], tuple] = {}  # (switch, port) -> its route, resolved ahead (``prepare_routes``)
         # a worker of the collector keeps its located flow samples here for the controller (``fold_flow``)
         self.flow_sink: list | None = None
         # links whose collector worker died, until measured again (``monitoring.shard.Merge``): stale at any age
@@ -406,31 +407,48 @@ class Estimator:
 
     def _route(self, agent: str | None, if_index: int) -> tuple | None:
         """What a counter sample of ``agent``'s ``if_index`` measures: (the (switch, port) if the port faces
-        a switch, else None; ((side's slot, link, its position in the columns, capacity, its out side?),
-        ...)): the link out of the port, and for a host's port the host's link in too (the host has no
-        agent: the switch's rx side); None when the port map does not know the port. Resolved once per port
-        map, not for each of 138,240 ports' samples (the map lookups, the peer, the capacity three times were
-        a third of a sample's cost at k=48). Unknown ports are not kept (any ifIndex can come in a datagram),
-        and the whole is dropped if it ever holds more than the map could explain."""
+        a switch, else None; ((side's slot, its out side?), ...)): the link out of the port, and for a host's
+        port the host's link in too (the host has no agent: the switch's rx side); None when the port map
+        does not know the port. Resolved once per port map, not for each of 138,240 ports' samples (the map
+        lookups, the peer, the capacity three times were a third of a sample's cost at k=48). Unknown ports
+        are not kept (any ifIndex can come in a datagram), and the whole is dropped if it ever holds more
+        than the map could explain."""
         where = self.locate(agent, if_index)
         if where is None:
             return None
-        sw, port = where
-        peer = self.fabric.peer(sw, port)
-        if peer is None:
-            r: tuple = (None, ())
-        else:
-            other = peer[0]
-            fabric_port = other in self.fabric.switches
-            ends = [((sw, other), "out", True)] + ([] if fabric_port else [((other, sw), "in", False)])
-            pos = self.columns.pos
-            r = ((sw, port) if fabric_port else None,
-                 tuple((self._slot((link, side), pos.get(link), self.fabric.capacity_bps(link)), out)
-                       for link, side, out in ends))
+        r = self._ready.get(where)
+        if r is None:
+            r = self._resolve(where)
         if len(self._routes) > 2 * len(self.ifmap) + 1024:
             self._routes.clear()
         self._routes[(agent, if_index)] = r
         return r
+
+    def _resolve(self, where: tuple[str, int]) -> tuple:
+        """``_route``'s answer for a switch port (the fabric's alone: the same under any port map)."""
+        sw, port = where
+        peer = self.fabric.peer(sw, port)
+        if peer is None:
+            return (None, ())
+        other = peer[0]
+        fabric_port = other in self.fabric.switches
+        ends = [((sw, other), "out", True)] + ([] if fabric_port else [((other, sw), "in", False)])
+        pos = self.columns.pos
+        return ((sw, port) if fabric_port else None,
+                tuple((self._slot((link, side), pos.get(link), self.fabric.capacity_bps(link)), out)
+                      for link, side, out in ends))
+
+    def prepare_routes(self) -> int:
+        """Resolve what every port of the map measures now, before its first sample comes (a collector's
+        worker, given a map: at k=48 the first second of counters resolved 138,240 ports, took the worker
+        about a second more than it had, and its socket overflowed). The samples' agents are still noted as
+        they come. The number of ports resolved."""
+        if len(self._ready) > 2 * len(self.ifmap) + 1024:
+            self._ready.clear()
+        for where in set(self.ifmap.values()):
+            if where not in self._ready:
+                self._ready[where] = self._resolve(where)
+        return len(self._ready)
 
     def _slot(self, key: tuple[tuple[str, str], str], col: int | None, cap: float) -> int:
         """A (link, side)'s slot in the counters' last readings (a new one, never read, the first time), with

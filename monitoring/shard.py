@@ -58,6 +58,7 @@ class Shard:
         """What the controller tells its workers: the port map, the hot threshold, the monitoring settings."""
         if "ifmap" in msg:
             self.estimator.set_ifmap(msg["ifmap"])
+            self.estimator.prepare_routes()  # (before the samples come: a worker has no loop of others to hold)
         if "hot_threshold" in msg:
             self.estimator.hot_threshold = msg["hot_threshold"]
         if "config" in msg:

@@ -725,3 +725,16 @@ def test_counters_folded_in_batches_read_as_one_at_a_time(seed):
     assert one.take_hot() == many.take_hot() and one._over["counters"] == many._over["counters"]
     assert loads_one == loads_many  # (the same loads, in the order their readings came)
     assert one.stats["implausible_rate"] > 0 and one.stats["unknown_counter"] > 0
+
+
+def test_routes_prepared_ahead_read_the_same_and_note_each_agent_only_when_it_sends():
+    """A collector's worker resolves what every port of its map measures when the map comes
+    (``prepare_routes``), not at the port's first sample: the readings are the same, and an agent counts as
+    seen only once a sample of its comes."""
+    plain, ahead = _est(ewma_alpha=0.5), _est(ewma_alpha=0.5)
+    assert ahead.prepare_routes() == len(set(IFMAP.values())) and ahead.agents == set()
+    for e in (plain, ahead):
+        for t, octets in ((0.0, 0), (1.0, 250_000), (2.0, 400_000)):
+            e.on_counter_samples(t, [_ifc(ix, octets, 2 * octets) for ix in IFMAP], "10.0.0.7")
+    assert dict(plain.link_util) == dict(ahead.link_util) and len(ahead.link_util) > 0
+    assert plain.agents == ahead.agents == {"10.0.0.7"}

@@ -197,3 +197,63 @@ def test_an_agent_moved_to_another_worker_neither_repeats_a_port_down_nor_keeps_
     ev = merge.apply(1, {"rows": rows(i, 4.0), "stats": stats, "interval": (1.0, 0),
                          "ports": [PortState(4.0, port[0], port[1], True)]})
     assert len(ev) == 1 and est.port_up[port] is True
+
+
+def test_a_worker_reads_its_socket_on_while_the_controller_takes_nothing():
+    """A controller busy elsewhere (its period, a collection) takes no batch for a while: the worker keeps
+    the batch it has not taken in an outbox and reads its socket on, so nothing is lost there (it waited
+    for the stream once, and its socket's buffer overflowed). When the controller reads again, what it gets
+    brings it to the worker's latest readings."""
+    import socket
+    import threading
+    import time
+
+    from monitoring.worker import Frames, serve
+
+    fabric = fattree(4, 10)
+    ifmap, _, traffic = _traffic(fabric)
+    datagrams = [d for _, _, d in traffic if not d.endswith(b"garbage")]
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)  # (a few dozen datagrams, no more)
+    udp.bind(("127.0.0.1", 0))
+    udp.setblocking(False)
+    ours, theirs = socket.socketpair()
+    for s in (ours, theirs):
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    ours.setblocking(False)
+    shard = Shard(fabric, sources="any")
+    shard.control({"ifmap": ifmap})
+    th = threading.Thread(target=serve, args=(shard, udp, ours, Frames(), 0.005), daemon=True)
+    th.start()
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        for d in datagrams:  # the controller reads nothing meanwhile
+            tx.sendto(d, udp.getsockname())
+            time.sleep(0.0005)
+        deadline = time.monotonic() + 10
+        while shard.collector.stats["datagrams"] < len(datagrams) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert shard.collector.stats["datagrams"] == len(datagrams) > 300  # none lost at the worker's socket
+        est = Estimator(fabric)
+        merge, frames = Merge(est), Frames()
+        theirs.settimeout(0.2)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the controller reads again: batches until it is up to date
+            try:
+                data = theirs.recv(1 << 20)
+            except TimeoutError:
+                data = b""
+            for batch in frames.feed(data):
+                merge.apply(0, batch)
+            if np.array_equal(est.columns.time, shard.estimator.columns.time, equal_nan=True):
+                break
+        assert np.array_equal(est.columns.util, shard.estimator.columns.util, equal_nan=True)
+        assert len(est.columns.measured()) == len(shard.estimator.columns.measured()) > 0
+    finally:
+        theirs.close()
+        th.join(5)
+        tx.close()
+        udp.close()
+        ours.close()
+    assert not th.is_alive()  # (the controller's end closed: the worker ends)

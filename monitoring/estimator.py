@@ -199,6 +199,7 @@ class Estimator:
         # (agent, ifIndex) -> what its counter samples measure (``_route``), resolved once per port map
         self._routes: dict[tuple[str | None, int], tuple] = {}
         self._ready: dict[tuple[str, int], tuple] = {}  # (switch, port) -> its route, resolved ahead (``prepare_routes``)
+        self._to_prepare: list | None = None  # the map's ports not resolved ahead yet (None: not listed yet)
         # a worker of the collector keeps its located flow samples here for the controller (``fold_flow``)
         self.flow_sink: list | None = None
         # links whose collector worker died, until measured again (``monitoring.shard.Merge``): stale at any age
@@ -211,6 +212,7 @@ class Estimator:
         self._own = {agent for agent, _ in self.ifmap if agent is not None}  # agents with a map of their own
         self._any = any(agent is None for agent, _ in self.ifmap)  # some entries hold for any agent
         self._routes.clear()
+        self._to_prepare = None
 
     def knows_agent(self, agent: str | None) -> bool:
         """Is ``agent`` one of the fabric's? Known only when every map entry names its agent (each switch
@@ -438,17 +440,23 @@ class Estimator:
                 tuple((self._slot((link, side), pos.get(link), self.fabric.capacity_bps(link)), out)
                       for link, side, out in ends))
 
-    def prepare_routes(self) -> int:
-        """Resolve what every port of the map measures now, before its first sample comes (a collector's
-        worker, given a map: at k=48 the first second of counters resolved 138,240 ports, took the worker
-        about a second more than it had, and its socket overflowed). The samples' agents are still noted as
-        they come. The number of ports resolved."""
-        if len(self._ready) > 2 * len(self.ifmap) + 1024:
-            self._ready.clear()
-        for where in set(self.ifmap.values()):
-            if where not in self._ready:
-                self._ready[where] = self._resolve(where)
-        return len(self._ready)
+    def prepare_routes(self, limit: int | None = None) -> int:
+        """Resolve what the map's ports measure before their first samples come, up to ``limit`` of them a
+        call (None: all); how many are left. A collector's worker does it when it has nothing else to do: at
+        k=48 the first second of counters resolved 138,240 ports as they came, took the worker about a
+        second more than it had, and its socket overflowed (done all at once when the map comes, it held a
+        worker restarted under load 1.4 s before it read anything). The samples' agents are still noted as
+        they come."""
+        if self._to_prepare is None:
+            if len(self._ready) > 2 * len(self.ifmap) + 1024:
+                self._ready.clear()
+            self._to_prepare = [w for w in set(self.ifmap.values()) if w not in self._ready]
+        todo, ready = self._to_prepare, self._ready
+        for _ in range(len(todo) if limit is None else min(limit, len(todo))):
+            where = todo.pop()
+            if where not in ready:
+                ready[where] = self._resolve(where)
+        return len(todo)
 
     def _slot(self, key: tuple[tuple[str, str], str], col: int | None, cap: float) -> int:
         """A (link, side)'s slot in the counters' last readings (a new one, never read, the first time), with

@@ -54,11 +54,15 @@ class Shard:
         except Exception:  # whatever they did, the next ones are still read (as the app's reader)
             self.collector.stats["decode_errors"] += 1
 
+    def prepare(self, limit: int) -> int:
+        """Up to ``limit`` of the port map's routes resolved ahead of their samples; how many are left
+        (``Estimator.prepare_routes``: what the worker does when its socket has nothing for it)."""
+        return self.estimator.prepare_routes(limit)
+
     def control(self, msg: dict) -> None:
         """What the controller tells its workers: the port map, the hot threshold, the monitoring settings."""
         if "ifmap" in msg:
             self.estimator.set_ifmap(msg["ifmap"])
-            self.estimator.prepare_routes()  # (before the samples come: a worker has no loop of others to hold)
         if "hot_threshold" in msg:
             self.estimator.hot_threshold = msg["hot_threshold"]
         if "config" in msg:

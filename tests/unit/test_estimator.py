@@ -732,7 +732,11 @@ def test_routes_prepared_ahead_read_the_same_and_note_each_agent_only_when_it_se
     (``prepare_routes``), not at the port's first sample: the readings are the same, and an agent counts as
     seen only once a sample of its comes."""
     plain, ahead = _est(ewma_alpha=0.5), _est(ewma_alpha=0.5)
-    assert ahead.prepare_routes() == len(set(IFMAP.values())) and ahead.agents == set()
+    n = len(set(IFMAP.values()))
+    assert ahead.prepare_routes(2) == n - 2 and len(ahead._ready) == 2  # (a few at a time)
+    assert ahead.prepare_routes() == 0 and len(ahead._ready) == n and ahead.agents == set()
+    ahead.set_ifmap(IFMAP)  # the same map again: nothing left to resolve, what was is kept
+    assert ahead.prepare_routes(0) == 0 and len(ahead._ready) == n
     for e in (plain, ahead):
         for t, octets in ((0.0, 0), (1.0, 250_000), (2.0, 400_000)):
             e.on_counter_samples(t, [_ifc(ix, octets, 2 * octets) for ix in IFMAP], "10.0.0.7")

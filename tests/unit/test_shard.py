@@ -203,7 +203,7 @@ def test_a_worker_reads_its_socket_on_while_the_controller_takes_nothing():
     """A controller busy elsewhere (its period, a collection) takes no batch for a while: the worker keeps
     the batch it has not taken in an outbox and reads its socket on, so nothing is lost there (it waited
     for the stream once, and its socket's buffer overflowed). When the controller reads again, what it gets
-    brings it to the worker's latest readings."""
+    brings it to the worker's latest readings. Between datagrams, the worker resolved its map's routes."""
     import socket
     import threading
     import time
@@ -250,6 +250,8 @@ def test_a_worker_reads_its_socket_on_while_the_controller_takes_nothing():
                 break
         assert np.array_equal(est.columns.util, shard.estimator.columns.util, equal_nan=True)
         assert len(est.columns.measured()) == len(shard.estimator.columns.measured()) > 0
+        # (and between datagrams it resolved every port of its map ahead of its samples)
+        assert len(shard.estimator._ready) == len(set(ifmap.values())) and shard.estimator._to_prepare == []
     finally:
         theirs.close()
         th.join(5)

@@ -78,9 +78,10 @@ def collector_cost(fabric, rounds: int = 3) -> dict:
     """The collector's cost per counter sample on ``fabric``: every port's counters once per round, packed
     into datagrams as ``freeway bench fabric-scale``'s agents pack them (``experiments.benches.sflowload``), through
     the decoder alone and through the whole collector (decoder and estimator, with EFM's hot threshold
-    set, as the controller runs it); the fastest round of each."""
+    set, as a worker runs it: ``HOLD_N`` datagrams folded together); the fastest round of each."""
     from experiments.benches.sflowload import MAX_DATAGRAM
     from monitoring.collector import Collector
+    from monitoring.worker import HOLD_N
     from monitoring.estimator import Estimator
     from monitoring.sflow import decode_datagram
     from ryu_apps.simswitch import sflow as enc
@@ -115,8 +116,8 @@ def collector_cost(fabric, rounds: int = 3) -> dict:
         for d in batch:
             decode_datagram(d)
         t1 = time.perf_counter()
-        for d in batch:
-            col.handle(float(t + 1), d, False)
+        for j in range(0, len(batch), HOLD_N):  # (as a worker takes them: what waits, folded together)
+            col.handle_many([(float(t + 1), d, None) for d in batch[j:j + HOLD_N]], False)
         if t > 0:  # (the first round is every port's first reading: its baseline, and its route resolved)
             decode.append(t1 - t0)
             whole.append(time.perf_counter() - t1)

@@ -81,9 +81,9 @@ def collector_cost(fabric, rounds: int = 3) -> dict:
     set, as a worker runs it: ``HOLD_N`` datagrams folded together); the fastest round of each."""
     from experiments.benches.sflowload import MAX_DATAGRAM
     from monitoring.collector import Collector
-    from monitoring.worker import HOLD_N
     from monitoring.estimator import Estimator
     from monitoring.sflow import decode_datagram
+    from monitoring.worker import HOLD_N
     from ryu_apps.simswitch import sflow as enc
 
     ifmap, ix = {}, 1000

@@ -77,8 +77,9 @@ def serve(shard, udp: socket.socket, ctl: socket.socket, frames: Frames, batch_s
     it so far), until ``ctl`` ends. Never waits for the controller: a batch it has not taken yet stays in an
     outbox, written as it takes it, and no new batch is made meanwhile, so what changes comes in the next one
     (a drain is everything since the last: the rows as they are then, the flow samples kept in order). The
-    socket is read on all the while: a worker that waited for a controller busy with its period (the
-    stream's buffer holds less than one batch of k=48's rows) let its own socket's buffer overflow."""
+    socket is read on all the while: with Linux's default socket buffer (212 KB) a k=48 batch of rows (about
+    370 KB) does not fit in the stream, and a worker that waited for a controller busy with its period
+    stopped reading its own socket until the period ended."""
     sel = selectors.DefaultSelector()
     sel.register(udp, selectors.EVENT_READ, "udp")
     sel.register(ctl, selectors.EVENT_READ, "ctl")

@@ -88,9 +88,6 @@ class CounterBatch:
         self.octets: list[int] = []
         self.times: list[float] = []
 
-    def __len__(self) -> int:
-        return len(self.slots)
-
 
 MonitorConfigError = SettingError  # an invalid monitoring setting; the message names the key
 

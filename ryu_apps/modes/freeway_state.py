@@ -652,7 +652,7 @@ class FreewayState(Loads, MiceProgram, Recovery):
         if u_hol <= 1.0 + LEND_MARGIN:
             return hol
         try:
-            lent = self._place_on(pair, rate_bps, n, load, headroom, self.open_link, avoid)
+            lent = self._place_on(pair, rate_bps, n, load, headroom, self.open_link, avoid, explain=False)
         except NoRoom:
             lent = None
         if lent is not None and self._full_util(lent, scale) < u_hol - LEND_MARGIN:
@@ -663,34 +663,53 @@ class FreewayState(Loads, MiceProgram, Recovery):
             raise why
         return hol
 
-    def _place_on(self, pair, rate_bps, n, load, headroom, open_, avoid) -> list[Placement]:
+    def _place_on(self, pair, rate_bps, n, load, headroom, open_, avoid, explain: bool = True) -> list[Placement]:
+        """``explain`` False: a refusal without its reason (``NoRoom()``), for a caller that never shows it (working
+        the reason out walks every path of the pair, 552 at k=48)."""
         if n > 1 or not self.partition.is_partitioned(pair):
             paths = self._paths(pair, open_, avoid)
             if not paths:
-                raise self._no_path(pair, open_, avoid)
+                raise self._no_path(pair, open_, avoid) if explain else NoRoom()
             return split(paths, rate_bps, n, load, self.capacity_bps, headroom)
         stale = self.stale
         usable = ((lambda ln: ln not in stale and ln not in avoid) if stale or avoid else (lambda ln: True))
         found = self.partition.best_hol_path(pair, lambda ln: (load(ln) + rate_bps) / self.capacity_bps(ln),
                                              usable, open_)
         if found is None:
-            raise self._no_path(pair, open_, avoid)
+            raise self._no_path(pair, open_, avoid) if explain else NoRoom()
         # the same checks and refusal as Bin-Pack over every path
         return [bin_pack([found[1]], rate_bps, load, self.capacity_bps, headroom)]
 
     def _no_path(self, pair, open_, avoid) -> NoRoom:
         """Why the pair has no path to place on: every live path holds a low-latency (or dead) link, or
         those that do not hold a link measured too long ago (``stale``: no placement on a load it does not
-        know), or one the caller avoids."""
-        open_paths = [p for p in self.partition.live_paths(pair) if all(open_(ln) for ln in links(p))]
-        if not open_paths:
+        know), or one the caller avoids. One pass over the paths, each link judged once: a refusal for
+        stale links came to 5.3 ms at k=48 (552 paths a pair, walked three times) against 0.2 ms for a
+        placement, and while a worker's links are stale every announce is one."""
+        judged: dict = {}
+        stale_seen: set = set()
+        n_open, fresh = 0, False
+        for p in self.partition.live_paths(pair):
+            ls = links(p)
+            for ln in ls:
+                ok = judged.get(ln)
+                if ok is None:
+                    ok = judged[ln] = bool(open_(ln))
+                if not ok:
+                    break
+            else:
+                n_open += 1
+                old = [ln for ln in ls if ln in self.stale]
+                stale_seen.update(old)
+                fresh = fresh or not old
+        if not n_open:
             return NoRoom("no high-throughput path between these ToRs (all paths hold low-latency links)")
-        stale = sorted({ln for p in open_paths for ln in links(p) if ln in self.stale})
-        if stale and all(any(ln in self.stale for ln in links(p)) for p in open_paths):
-            return NoRoom(f"no freshly measured high-throughput path between these ToRs: each of its {len(open_paths)} "
+        if stale_seen and not fresh:
+            stale = sorted(stale_seen)
+            return NoRoom(f"no freshly measured high-throughput path between these ToRs: each of its {n_open} "
                           "crosses a link whose last measurement is too old to place on ("
                           f"{', '.join('%s>%s' % ln for ln in stale[:4])}{' ...' if len(stale) > 4 else ''})")
-        return NoRoom(f"no usable high-throughput path between these ToRs: its {len(open_paths)} cross links "
+        return NoRoom(f"no usable high-throughput path between these ToRs: its {n_open} cross links "
                       "being moved off or not measured lately")
 
     def _full_util(self, placements: list[Placement], scale: float = 1.0) -> float:

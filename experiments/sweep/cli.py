@@ -24,7 +24,7 @@ def cmd_sweep(args) -> int:
         return 2
     store = Store(root)
     try:
-        out = sweep(spec, store, args.scheduler, args.workers, args.rerun)
+        out = sweep(spec, store, args.scheduler, args.workers, args.rerun, nice=args.nice)
     except StoreError as e:
         print(f"freeway sweep: error: {e}", file=sys.stderr)
         return 2
@@ -67,6 +67,20 @@ def cmd_report(args) -> int:
     return 0
 
 
+def _nice(text: str) -> int:
+    import argparse
+
+    from experiments.sweep.task import NICE_MAX
+
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= NICE_MAX:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a niceness within 0-{NICE_MAX}")
+    return n
+
+
 def add_commands(sub) -> None:
     s = sub.add_parser("sweep", help="a grid of runs described in a YAML file, on Dask, into a results store "
                                      "(docs/sweeps.md)")
@@ -78,6 +92,10 @@ def add_commands(sub) -> None:
                    help="the local cluster's worker processes (0: one per core)")
     s.add_argument("--rerun", action="store_true", help="run every point again, even those stored")
     s.add_argument("--report", metavar="DIR", help="then write the report of the whole store into DIR")
+    s.add_argument("--nice", type=_nice, default=0, metavar="N",
+                   help="run each simulation at this niceness, 1-19, and in a scheduling group of its own at it "
+                        "(Linux's autogroup), so the sweep takes only what else on the machine leaves idle "
+                        "(default 0: as the sweep itself)")
     s.set_defaults(func=cmd_sweep)
     r = sub.add_parser("report", help="tables and plots of a results store (slowdown by size against load, "
                                       "the ideal dashed; ratios per seed and pooled)")

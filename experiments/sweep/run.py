@@ -49,8 +49,9 @@ class Outcome:
 
 
 def sweep(spec: Spec, store: Store, scheduler: str | None = None, workers: int = 0, rerun: bool = False,
-          every_s: float = 10.0, progress=print) -> Outcome:
-    """Run every point of ``spec`` that ``store`` lacks; what happened."""
+          every_s: float = 10.0, progress=print, nice: int = 0) -> Outcome:
+    """Run every point of ``spec`` that ``store`` lacks; what happened. ``nice``: each run's priority
+    (``task.run_point``), so that a sweep takes only what the machine leaves idle."""
     from distributed import Client, LocalCluster, as_completed
 
     store.check_writable()
@@ -79,7 +80,7 @@ def sweep(spec: Spec, store: Store, scheduler: str | None = None, workers: int =
         out.workers = len(client.scheduler_info().get("workers", {})) or 1
         progress(f"[sweep] on {scheduler or 'a local cluster'}: {out.workers} workers; dashboard "
                  f"{client.dashboard_link}")
-        futures = {client.submit(run_point, p, str(store.root.resolve()), h, rerun, key=f"freeway-run-{h}",
+        futures = {client.submit(run_point, p, str(store.root.resolve()), h, rerun, nice, key=f"freeway-run-{h}",
                                  retries=RETRIES, pure=False): (p, h) for p, h in todo}
         keys = {f.key for f in futures}
         done = failed = 0

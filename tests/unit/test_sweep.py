@@ -205,3 +205,18 @@ def test_a_permutation_point_sends_one_flow_from_and_to_every_host_across_pods()
     pod = {h.name: fabric.switches[h.switch].pod for h in fabric.hosts}
     assert sorted(f.src for f in flows) == sorted(pod) == sorted(f.dst for f in flows)
     assert all(pod[f.src] != pod[f.dst] and f.bytes == 0 and f.stop == 3.0 for f in flows)
+
+
+def test_a_niceness_outside_0_19_is_refused_by_the_command_and_by_the_task(tmp_path):
+    import argparse
+
+    from experiments.sweep.cli import _nice
+    from experiments.sweep.task import RunError, run_point
+
+    assert _nice("19") == 19 and _nice("0") == 0
+    for bad in ("20", "-1", "low"):
+        with pytest.raises(argparse.ArgumentTypeError, match="not a niceness within 0-19"):
+            _nice(bad)
+    with pytest.raises(RunError, match="nice: 25 is not within 0-19"):
+        run_point({"scenario": "fct", "mode": "ecmp", "seed": 1}, str(tmp_path), nice=25)
+    assert not list(tmp_path.iterdir())  # nothing written

@@ -604,6 +604,7 @@ class _WithProbes:
 
     def __init__(self, load, streams: list):
         self.load, self.streams = load, streams
+        self.ports = load.ports
 
     def spec(self, *args, **kwargs) -> dict:
         spec = self.load.spec(*args, **kwargs)

@@ -43,6 +43,8 @@ def test_a_k8_fabric_emulated_at_the_socket_is_programmed_walked_and_read_back_u
         assert lv["decode_errors"] == 0 and lv["unmapped_samples"] == 0, lv
     ok = [lv for lv in st["levels"] if lv["sustained"]]
     assert ok, st["levels"]  # 80 switches' agents at some level the controller keeps up with
+    # a level is sustained only as offered: the agents sent (nearly) every port's counters each interval
+    assert all(lv["offered"] and 0.95 <= lv["offered_share"] <= 1.05 for lv in ok), ok
     assert ok[0]["received_datagrams"] >= 0.99 * ok[0]["sent"]["datagrams"] and ok[0]["periods"] >= 2, ok[0]
     assert ok[0]["elephants"] >= 50, ok[0]  # the load's 100 elephants (20% of a link each) seen by sampling
     hs = st["handshake"]  # 100 announces a second for 2 s, while the sustained sFlow load goes on

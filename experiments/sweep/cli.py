@@ -93,9 +93,9 @@ def add_commands(sub) -> None:
     s.add_argument("--rerun", action="store_true", help="run every point again, even those stored")
     s.add_argument("--report", metavar="DIR", help="then write the report of the whole store into DIR")
     s.add_argument("--nice", type=_nice, default=0, metavar="N",
-                   help="run each simulation at this niceness, 1-19, and in a scheduling group of its own at it "
-                        "(Linux's autogroup), so the sweep takes only what else on the machine leaves idle "
-                        "(default 0: as the sweep itself)")
+                   help="run each simulation at this niceness, 0-19, and in a scheduling group of its own at it "
+                        "(Linux's autogroup), so the sweep takes only what else on the machine leaves idle; 19 "
+                        "for that (default 0: as the sweep itself)")
     s.set_defaults(func=cmd_sweep)
     r = sub.add_parser("report", help="tables and plots of a results store (slowdown by size against load, "
                                       "the ideal dashed; ratios per seed and pooled)")

@@ -75,30 +75,46 @@ def _die_with_parent() -> None:
 NICE_MAX = 19
 
 
-def _lower_priority(nice: int) -> None:
-    """In the engine's process: run at ``nice``, and in a session of its own whose scheduling group (Linux's
-    autogroup, on by default on desktop and Debian kernels) is at ``nice`` too. Without the group, ``nice``
-    orders a process only against those of its own session (sched(7)): a sweep started at nice 19 from one
-    shell competes as an equal with a benchmark started from another. The new session is the run's alone, so
-    the worker, the scheduler and the shell keep theirs."""
-    os.setsid()
-    try:
-        Path("/proc/self/autogroup").write_text(str(nice))
-    except OSError:  # no autogroup (another kernel, or turned off): the process's own niceness is what counts
-        pass
-    os.nice(max(0, nice - os.nice(0)))  # (never below what it inherited: that needs privilege)
-
-
 def _engine_preexec(nice: int) -> None:
+    """In the engine's process, before it runs: killed with its worker, at ``nice`` (never below what it
+    inherited: that needs privilege)."""
     _die_with_parent()
     if nice:
-        _lower_priority(nice)
+        os.nice(max(0, nice - os.nice(0)))
+
+
+GROUP_TRIES_S = 2.0  # how long the group's niceness is tried for (the kernel takes one write a 100 ms)
+
+
+def _group_nice(pid: int, nice: int) -> str | None:
+    """Put the engine's scheduling group at ``nice``: None, or why not. Without its group, a niceness orders a
+    process only against those of its own session (sched(7), Linux's autogroup, on by default on Debian's and
+    desktop kernels): a sweep started at nice 19 from one shell competes as an equal with a benchmark started
+    from another. The engine was started in a session of its own, so the group is the run's alone and the
+    worker, the scheduler and the shell keep theirs. The kernel takes one such write every 100 ms from an
+    unprivileged user (EAGAIN), and a sweep starts its runs together, so it is tried again for
+    ``GROUP_TRIES_S``."""
+    deadline = time.monotonic() + GROUP_TRIES_S
+    while True:
+        try:
+            with open(f"/proc/{pid}/autogroup", "w") as f:
+                f.write(str(nice))
+            return None
+        except FileNotFoundError:  # no autogroup in this kernel (or the engine is gone): its niceness is what counts
+            return None
+        except BlockingIOError as e:
+            if time.monotonic() > deadline:
+                return f"the kernel refused it for {GROUP_TRIES_S:g} s ({e})"
+            time.sleep(0.05)
+        except OSError as e:
+            return str(e)
 
 
 def run_point(point: dict, store_root: str, expect_hash: str | None = None, rerun: bool = False,
               nice: int = 0) -> dict:
     """Run one point unless the store has it; what happened (hash, status, wall seconds). ``nice`` (0-19): the
-    engine's priority, below what else the machine runs (``_lower_priority``); the results are the same."""
+    engine's priority and its scheduling group's (``_group_nice``), below what else the machine runs; the
+    results are the same."""
     if not 0 <= nice <= NICE_MAX:
         raise RunError(f"nice: {nice} is not within 0-{NICE_MAX}")
     store = Store(store_root)
@@ -115,8 +131,12 @@ def run_point(point: dict, store_root: str, expect_hash: str | None = None, reru
         env = child_env()  # (its hash seed fixed: the same point gives the same numbers)
         proc = subprocess.Popen([sys.executable, "-m", "experiments.engines.ns3.engine", str(spec_path), str(out_path)],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                                cwd=str(ROOT), preexec_fn=functools.partial(_engine_preexec, nice))
+                                cwd=str(ROOT), preexec_fn=functools.partial(_engine_preexec, nice),
+                                start_new_session=bool(nice))
         tail: list[str] = []
+        why = _group_nice(proc.pid, nice) if nice else None  # (if not: the run goes on at its own niceness, in a
+        head = [] if why is None else [  # group of its own at 0, and its log says so)
+            f"[sweep] the run's scheduling group could not be set to nice {nice}: {why}"]
         store.write_progress(h, f"{runs.label(point)}: started on {socket.gethostname()} (pid {proc.pid})")
         try:
             for line in proc.stdout:
@@ -127,7 +147,7 @@ def run_point(point: dict, store_root: str, expect_hash: str | None = None, reru
             proc.wait()
         finally:
             store.end_progress(h)
-        store.write_log(h, "\n".join(tail) + "\n")
+        store.write_log(h, "\n".join(head + tail) + "\n")
         if proc.returncode != 0 or not out_path.exists():
             raise RunError(f"{point['mode']} seed {point['seed']}: the engine failed (exit {proc.returncode}): "
                            + " | ".join(tail[-5:]))

@@ -510,7 +510,7 @@ class FreewayState(Loads, MiceProgram, Recovery):
             self.counters["reroute-overbooked"] += 1  # over all 576 was 5 ms a move), then the open, the live
             try:
                 placements = self._place_on(pair, el.rate_bps, n, self.load_bps, float("inf"),
-                                            self.partition.is_hol, avoid)
+                                            self.partition.is_hol, avoid, explain=False)
             except NoRoom:
                 placements = split(self._paths(pair, open_, avoid) or live, el.rate_bps, n, self.load_bps,
                                    self.capacity_bps, float("inf"))

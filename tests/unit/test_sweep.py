@@ -220,3 +220,39 @@ def test_a_niceness_outside_0_19_is_refused_by_the_command_and_by_the_task(tmp_p
     with pytest.raises(RunError, match="nice: 25 is not within 0-19"):
         run_point({"scenario": "fct", "mode": "ecmp", "seed": 1}, str(tmp_path), nice=25)
     assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_a_runs_scheduling_group_is_set_to_its_niceness_and_tried_again_while_the_kernel_refuses(monkeypatch):
+    """``--nice``: the engine's own session's group at the niceness (sched(7): a niceness alone orders a process
+    only within its group). The kernel takes one such write every 100 ms from an unprivileged user (EAGAIN), and
+    a sweep starts its runs together: the write is tried again, and a group it could not set is said."""
+    import builtins
+    import subprocess
+    from pathlib import Path
+
+    from experiments.sweep import task
+
+    child = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        path = Path(f"/proc/{child.pid}/autogroup")
+        refusals = []
+
+        def opener(file, mode="r", *a, **kw):
+            if str(file) == str(path) and "w" in mode and len(refusals) < 3:
+                refusals.append(file)
+                raise BlockingIOError(11, "Resource temporarily unavailable")
+            return builtins.open(file, mode, *a, **kw)
+
+        monkeypatch.setattr(task, "open", opener, raising=False)
+        assert task._group_nice(child.pid, 7) is None and len(refusals) == 3
+        if path.exists():  # (a kernel with autogroup)
+            assert path.read_text().strip().endswith("nice 7")
+        monkeypatch.setattr(task, "GROUP_TRIES_S", 0.2)
+        refusals.clear()
+        monkeypatch.setattr(task, "open", lambda *a, **kw: (_ for _ in ()).throw(BlockingIOError(11, "again")),
+                            raising=False)
+        why = task._group_nice(child.pid, 7)
+        assert why is not None and why.startswith("the kernel refused it for 0.2 s")
+    finally:
+        child.kill()
+        child.wait()

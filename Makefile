@@ -8,7 +8,7 @@ DEBS := openvswitch-switch mininet iperf3 iperf ethtool iputils-ping python3-ven
 # what only the tests use: a real browser for the fabric view, a real Prometheus to scrape /metrics, a real etcd
 TEST_DEBS := chromium chromium-driver prometheus etcd-server etcd-client
 OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= --durations=30  # the slowest tests in every run's output (CI keeps `make test` under 30 minutes)
 
 .PHONY: install debs test-debs ovs venv hook samples demo test unit integration lint clean
 

@@ -15,7 +15,17 @@ from topology.builder import ofctl
 from topology.fabric import fattree
 
 PY = sys.executable
-MODES = [("ecmp", []), ("hedera", []), ("efm-biggest", []), ("freeway", ["--isolation", "on"])]
+MODES = [("ecmp", ()), ("hedera", ()), ("efm-biggest", ()), ("freeway", ("--isolation", "on"))]  # (hashable:
+# a test that runs in some modes only names them, and pytest then shares their fabrics with the others)
+
+
+def modes(*names):
+    """A test run only in ``names``, on the module's fabrics of those modes: what it checks is the same
+    program in the others (it says which)."""
+    chosen = [m for m in MODES if m[0] in names]
+    assert len(chosen) == len(names), names
+    return pytest.mark.parametrize("fabric", chosen, indirect=True, ids=[m for m, _ in chosen])
+
 CUTS = {"agg-core": [("a0_0", "c1")], "edge-agg": [("e0_0", "a0_0")],
         "aggregation switch": [("a1_0", n) for n in ("e1_0", "e1_1", "c1", "c2")],
         "core switch": [("c3", a) for a in ("a0_1", "a1_1", "a2_1", "a3_1")]}
@@ -24,7 +34,7 @@ CUTS = {"agg-core": [("a0_0", "c1")], "edge-agg": [("e0_0", "a0_0")],
 @pytest.fixture(scope="module", params=MODES, ids=[m for m, _ in MODES])
 def fabric(request, tmp_path_factory):
     mode, extra = request.param
-    fn, ctl = start_fabric(tmp_path_factory, f"fo-{mode}", fattree(4, 10), mode=mode, extra=extra)
+    fn, ctl = start_fabric(tmp_path_factory, f"fo-{mode}", fattree(4, 10), mode=mode, extra=list(extra))
     try:
         fn.wait_reachable(30)
         yield fn, ctl, mode
@@ -47,6 +57,7 @@ def _up_lines(links):
 
 
 @pytest.mark.parametrize("cut", list(CUTS))
+@modes("ecmp", "freeway")  # Hedera and EFM forward what is not an elephant (pings) with ECMP's program
 def test_every_pair_reachable_within_a_second_of_a_cut_and_the_link_used_again(fabric, cut):
     fn, ctl, mode = fabric
     links = CUTS[cut]
@@ -262,6 +273,7 @@ def test_a_lone_unannounced_elephant_fills_its_path_in_every_mode(fabric):
         assert "adopted onto" in ctl.log_text(), ctl.log_tail()
 
 
+@modes("freeway")  # announcing elephants is Freeway's
 def test_rate_less_elephants_from_one_tor_all_get_a_fair_share(fabric):
     """Issue 13 item 2: on k=4 every high-throughput path from a ToR crosses one uplink; two and then four
     rate-less `freeway send` from under one ToR are all ACKed. Issue 37: with the ToR's low-latency uplink
@@ -270,8 +282,6 @@ def test_rate_less_elephants_from_one_tor_all_get_a_fair_share(fabric):
     least the one uplink they had without lending (until 10 s), and each at least 80% of its share of it
     over its whole transfer."""
     fn, ctl, mode = fabric
-    if mode != "freeway":
-        pytest.skip("announcing elephants is Freeway's")
     dsts = [next(h for h in fn.fabric.hosts if h.name == n) for n in ("h3_0_0", "h3_0_1", "h3_1_0", "h3_1_1")]
     for n, size, until in ((2, 5_000_000, 6.0), (4, 4_500_000, 10.0)):
         for i in range(n):
@@ -304,6 +314,7 @@ def test_rate_less_elephants_from_one_tor_all_get_a_fair_share(fabric):
             time.sleep(11)  # their entries expire (idle 2 s) before the next round
 
 
+@modes("hedera", "efm-biggest", "freeway")  # ECMP's only per-flow table is the monitor's, which they all run
 def test_thousands_of_short_flows_leave_the_controllers_tables_as_they_were(fabric):
     """Issue 13 item 7: 3,200 short TCP flows (every host connects 100 times to closed ports across the
     fabric: a SYN and a RST, two 5-tuples each) leave every per-flow table of the controller back at its

@@ -101,9 +101,8 @@ def reroute(trials: int, size: int, modes: list[str], out: Path) -> dict:
                 flows = {k: v for k, v in res.items() if k.startswith("F")}
                 agg = collisions.aggregate_mbps(flows)
                 tests[test_no][mode] = {"flows": flows, "reroutes": res["_reroutes"], "aggregate_mbps": round(agg, 3)}
-                print(f"[bench reroute] test {test_no} ({kind}) {mode}: " + ", ".join(
-                    f"{k} {v['goodput_mbps']:.2f} Mbit/s / {v['fct_s'] or 0:.1f} s" for k, v in flows.items())
-                    + f"; together {agg:.2f} Mbit/s (bytes / longest FCT)", flush=True)
+                print(f"[bench reroute] test {test_no} ({kind}) {mode}: {collisions.describe(flows)}"
+                      f"; together {agg:.2f} Mbit/s (bytes / longest FCT)", flush=True)
     finally:
         fn.stop()
         boot.stop()

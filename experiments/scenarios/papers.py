@@ -169,8 +169,7 @@ def collisions_ns3(modes: list[str], size: int, out: Path, jobs: int, ns3: dict)
                              "fct_s": b.get("fct_s"), "background": f.rate_mbps is not None}
         tests[test_no][mode] = {"flows": flows, "reroutes": sum(1 for e in run["events"] if e.get("type") == "reroute"),
                                 "aggregate_mbps": round(collisions.aggregate_mbps(flows), 3)}
-        print(f"[experiment] test {test_no} {mode}: " + ", ".join(
-            f"{k} {v['goodput_mbps']:.2f} Mbit/s / {v['fct_s'] or 0:.1f} s" for k, v in flows.items()), flush=True)
+        print(f"[experiment] test {test_no} {mode}: {collisions.describe(flows)}", flush=True)
     return {"fabric": "fattree k=4, 10 Mbit/s", "machine": machine(), "tests": tests, "settings": asdict(settings)}
 
 

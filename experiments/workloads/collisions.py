@@ -142,6 +142,15 @@ def background_seconds(size_bytes: int) -> int:
     return max(5, int(size_bytes * 8 / 4e6))
 
 
+def describe(flows: dict[str, dict]) -> str:
+    """The flows of one test run on one line: each one's goodput and completion time; a background flow
+    (paced, it runs for the whole test) has none, and one that did not finish says so."""
+    def one(k: str, v: dict) -> str:
+        fct = ("background" if v.get("background") else "not finished") if v["fct_s"] is None else f"{v['fct_s']:.1f} s"
+        return f"{k} {v['goodput_mbps']:.2f} Mbit/s / {fct}"
+    return ", ".join(one(k, v) for k, v in flows.items())
+
+
 def aggregate_mbps(res: dict[str, dict]) -> float:
     """What the colliding flows moved together: their bytes over the longest of their completion times
     (each iperf3 receiver's own duration, so start-up is left out: with short flows this reads high).

@@ -238,15 +238,22 @@ class FreewayPolicy(Policy):
         return out
 
     def period_parts(self, now, view):
-        """The period in three parts, each a Reaction the controller carries out before the next is
-        worked out (between them the loop serves what waits: a handshake, a barrier): the partition with
-        the moves and mice groups it asks for; the adopted elephants; EFM's round."""
-        out = self.observe(view)
+        """The period in parts, each a Reaction the controller carries out before the next is worked out
+        (between them the loop serves what waits: a handshake, a barrier): what the view says of stale
+        links and marks; the partition in its steps (``FreewayState.period_steps``: nothing to carry out
+        between them), with the moves and mice groups it asks for; the adopted elephants; EFM's round."""
+        yield self.observe(view)
         self.state.measure(now, view.link_util(), view.flows)
         self.state.stale = self.stale
-        res, ops = self.state.period(now, view.active_pairs(self.state.cfg.active_s))
-        out.events += self._partition_events(res, "mice load")
-        out.ops += ops
+        steps = self.state.period_steps(now, view.active_pairs(self.state.cfg.active_s))
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                res, ops = done.value
+                break
+            yield Reaction()
+        out = Reaction(ops, events=self._partition_events(res, "mice load"))
         for el, install, after in self.state.take_moves():  # off links that turned LOL, then the mice follow
             why = self.state.why_moved(el.eid)
             LOG.info("elephant %d leaves low-latency links (%s): to %s", el.eid, why,

@@ -233,6 +233,44 @@ def test_a_switch_gaining_or_losing_its_only_low_latency_hop_gets_a_group_or_los
     assert dst_index not in core.mice["a0_1"].gid_of and gid not in core.mice["a0_1"].groups
 
 
+def _steps(steps, between=lambda: None):
+    """Run a stepped period to its end, ``between`` called at each pause: (pauses, its result)."""
+    pauses = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return pauses, done.value
+        pauses += 1
+        between()
+
+
+def test_the_period_in_steps_answers_a_handshake_between_them_and_ends_as_the_whole_period():
+    """At k=48 the period held the controller's loop for up to 120 ms at a time (2026-12-02). In steps (the
+    mice loads; the partition step with its moves; the mice groups) it ends with the whole period's result
+    (a pair's new path, the mice groups it asks for), and lets a handshake in between, placed on the
+    partition as it stands then: an elephant on the path the step then turns low-latency moves off it
+    first, and the mice groups follow it."""
+    whole, stepped, busy = _core(), _core(), _core()
+    pairs = active_pairs(whole.fabric, [(SRC, DST)])
+    for core in (whole, stepped, busy):
+        for sw in core.fabric.switches:
+            core.switch_program(sw)
+        _mice_on(core, [ln for p in core.partition.lol_paths(("e0_0", "e5_2")) for ln in path_links(p)], 0.5, 2.0)
+    res, ops = whole.period(2.0, pairs)
+    assert res.added and ops
+    assert _steps(stepped.period_steps(2.0, pairs)) == (2, (res, ops))
+    answers = []
+    pauses, done = _steps(busy.period_steps(2.0, pairs),
+                          lambda: answers.append(busy.handshake(2.0, "e0_0", 1, SRC, _ann())) if not answers else None)
+    (el,) = busy.elephants.values()
+    assert answers[0].verdict == "ack" and (pauses, done) == (1, (res, []))
+    (move,) = busy.take_moves()
+    assert move[0] is el and not any(ln in res.became_lol for pl in el.placements for ln in path_links(pl.path))
+    assert busy.move_finished() == ops
+    assert busy.partition.n_lol(("e0_0", "e5_2")) == whole.partition.n_lol(("e0_0", "e5_2"))
+
+
 def test_config_errors_name_the_key():
     with pytest.raises(FreewayConfigError, match="punt_pps"):
         FreewayConfig(punt_pps=0)

@@ -313,9 +313,12 @@ class ControllerApp(SwitchesMixin, LinksMixin, ClusterMixin,
         view = self._view = self.view(now)
         busy = time.monotonic() - now  # the period's own time, not what runs between its parts
         if self.policy.periodic or self.monitor is not None:
-            parts = iter(self.policy.period_parts(now, view))
+            policy = self.policy
+            parts = iter(policy.period_parts(now, view))
             while True:
                 hub.sleep(0)  # between the parts, what waits on the loop (a handshake, a barrier) goes on
+                if self.policy is not policy or not self.master():  # handed over meanwhile: it decides no more
+                    break
                 t = time.monotonic()
                 part = next(parts, None)
                 if part is None:

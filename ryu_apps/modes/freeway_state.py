@@ -791,6 +791,8 @@ class FreewayState(Loads, MiceProgram, Recovery):
         self.now = now
         self.mice_util  # noqa: B018 (worked out once per measurement, kept for the step)
         yield
+        if self.recovering(now):  # a switch's read-back began the recovery meanwhile: no step, as above
+            return StepResult(), []
         res = self.partition.step(now, active_pairs, self.mice_util)
         ops: list[tuple[str, list]] = []
         moved = set()
@@ -809,6 +811,8 @@ class FreewayState(Loads, MiceProgram, Recovery):
             self.moving, self._moving_since = len(self.moves), now
             return res, ops
         yield
+        if self.recovering(now):  # ... the step's changes wait for the first mice update after it
+            return res, ops
         for sw, intents in self.mice_updates().items():
             ops.append((sw, intents))
         return res, ops

@@ -267,3 +267,28 @@ def test_an_error_is_heard_only_from_the_connection_a_switch_was_admitted_on(tmp
     assert seen and app.counters["error-not-admitted"] == 1
     app.on_error(SimpleNamespace(msg=SimpleNamespace(datapath=real, type=999, code=0, xid=3)))
     assert app.metrics.counts[("openflow_errors", "unknown")] == 1  # a label from a closed set
+
+
+def test_a_period_stops_between_its_parts_once_the_controller_no_longer_leads(tmp_path, monkeypatch):
+    """The loop runs other green threads between a period's parts; one of them may hand the fabric over
+    (the cluster's lease lost). The parts left were the old leader's decisions, sent to switches that now
+    follow another controller: no part runs after it (a helper's review, 2026-12-02)."""
+    from ryu_apps.modes.policy import Reaction
+
+    app = _app(tmp_path, monkeypatch)
+    ran, reacted = [], []
+
+    def parts(now, view):
+        for n in (1, 2, 3):
+            ran.append(n)
+            yield Reaction()
+
+    def react(r):
+        reacted.append(r)
+        app.handover = SimpleNamespace(leads=lambda: False)  # lost while the first part was carried out
+
+    monkeypatch.setattr(app.policy, "period_parts", parts)
+    monkeypatch.setattr(app, "react", react)
+    assert app.master()
+    app.period(time.monotonic())
+    assert ran == [1] and len(reacted) == 1

@@ -271,6 +271,29 @@ def test_the_period_in_steps_answers_a_handshake_between_them_and_ends_as_the_wh
     assert busy.partition.n_lol(("e0_0", "e5_2")) == whole.partition.n_lol(("e0_0", "e5_2"))
 
 
+def test_a_read_back_that_begins_the_recovery_between_the_periods_steps_stops_the_period_there():
+    """A restarted controller's first read-back opens the recovery, during which the partition does not step
+    and no mice group is sent (the switches' own are being read back). Arriving between the period's steps
+    (a helper's review, 2026-12-02) it stopped nothing: the step went on and its groups were sent."""
+    pair = ("e0_0", "e5_2")
+    for pause in (1, 2):
+        core = _core()
+        for sw in core.fabric.switches:
+            core.switch_program(sw)
+        _mice_on(core, [ln for p in core.partition.lol_paths(pair) for ln in path_links(p)], 0.5, 2.0)
+        before, seen = core.partition.n_lol(pair), []
+
+        def read_back(core=core, pause=pause, seen=seen):
+            seen.append(None)
+            if len(seen) == pause:
+                core.recover(2.0, "a0_1", [], [], [])
+
+        pauses, (res, ops) = _steps(core.period_steps(2.0, active_pairs(core.fabric, [(SRC, DST)])), read_back)
+        assert core.recovering(2.0) and ops == [], (pause, ops)
+        assert pauses == pause and bool(res.added) == (pause == 2), (pause, res)
+        assert core.partition.n_lol(pair) == before + (pause == 2)
+
+
 def test_config_errors_name_the_key():
     with pytest.raises(FreewayConfigError, match="punt_pps"):
         FreewayConfig(punt_pps=0)

@@ -177,3 +177,62 @@ def test_with_isolation_a_low_latency_link_is_lent_while_its_mice_leave_it_half_
     plain = FreewayState(F, FreewayConfig(), iso=None)
     plain.measure(2.0, {up: 0.3}, {MOUSE: FlowReading(3e6, frozenset({up}), False, 2.0)})
     assert plain.lend_below() == 0.05 and not plain.lendable(up)
+
+
+def _plain_hot_adopted(core, now, util, threshold, hold_down_s):
+    """EFM for adopted elephants as written before it looked for a path first: for every candidate, every
+    link of the pair's paths that it would make hot, then whether a path avoids them."""
+    from ryu_apps.modes.freeway_state import links
+
+    moves = []
+    for link in sorted((ln for ln, u in util.items() if u > threshold), key=lambda ln: -util[ln]):
+        cands = sorted((core.elephants[e] for e in core.alloc.crossing(link) if e in core.elephants
+                        and core.elephants[e].adopted and now - core.elephants[e].moved_at >= hold_down_s),
+                       key=lambda el: -el.rate_bps)
+        for el in cands:
+            mine = {ln for pl in el.placements for ln in links(pl.path)}
+            paths = core.elephant_paths((el.src.switch, el.dst.switch))
+            too_hot = {ln for p in paths for ln in links(p)
+                       if ln not in mine and core.load_bps(ln) + el.rate_bps > threshold * core.capacity_bps(ln)}
+            avoid = {link} | too_hot
+            if not any(not set(links(p)) & avoid for p in paths):
+                continue
+            plan = core.reroute_plan(el, avoid)
+            if plan is not None:
+                el.moved_at = now
+                moves.append((el, *plan))
+                break
+    return moves
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_hot_adopted_elephants_move_as_a_plain_walk_of_every_candidates_paths_would_move_them(seed):
+    """``hot_adopted`` looks for a path that avoids the hot link and every link the elephant would make hot
+    before it works out the whole set (at k=16 the set for every candidate that could not move was half of
+    the period, 2026-12-02). Over random fabrics of adopted elephants and hot links, the moves, their new
+    paths and the state after are those of the plain walk."""
+    import random
+
+    def build():
+        rng = random.Random(seed)
+        fabric = fattree(6, 10)
+        core = FreewayState(fabric, FreewayConfig(lend="off"))
+        hosts = fabric.hosts
+        for i in range(60):
+            a, b = rng.sample(hosts, 2)
+            if a.switch != b.switch:
+                core.adopt(0.0, FiveTuple(a.ip, b.ip, 6, 40000 + i, 5201), rng.uniform(0.5e6, 4e6))
+        links_ = sorted({ln for el in core.elephants.values() for pl in el.placements for ln in path_links(pl.path)})
+        util = {ln: rng.uniform(0.6, 1.0) for ln in rng.sample(links_, min(len(links_), 25))}
+        return core, util
+
+    a, util = build()
+    b, _ = build()
+    assert len(a.elephants) > 30
+    new = a.hot_adopted(20.0, util, 0.7, 10.0)
+    old = _plain_hot_adopted(b, 20.0, util, 0.7, 10.0)
+    assert [(el.eid, [pl.path for pl in el.placements]) for el, *_ in new] == \
+           [(el.eid, [pl.path for pl in el.placements]) for el, *_ in old]
+    assert {e: [pl.path for pl in el.placements] for e, el in a.elephants.items()} == \
+           {e: [pl.path for pl in el.placements] for e, el in b.elephants.items()}
+    assert dict(a.alloc.link) == dict(b.alloc.link)

@@ -116,7 +116,7 @@ def build(store, x: str = "load") -> dict:
                 out["rows"].append(row)
         out["ratios"] = _ratios(out)
         cells[name] = out
-    return {"store": str(store.root), "runs": len(runs), "cells": cells}
+    return {"store": str(store.root), "runs": len(runs), "cells": cells, "ablations": ablations(runs, flows, x)}
 
 
 def _shared_runs(runs):
@@ -136,6 +136,65 @@ def _shared_runs(runs):
     out = pd.concat(copies, ignore_index=True)
     keys = [k for k in (*CELL_KEYS, "mode", "seed", "load") if k in out.columns]
     return out.drop_duplicates(subset=keys, keep="first")  # (one run per point, whichever was stored first)
+
+
+CHANGE_KEYS = ("variant", "queues")  # what an ablation changes against its default (variant default, the mode's queues)
+ABLATION_FIGURES = (("<100KB", "p99"), (">=1MB", "mean"), ("1-10MB", "mean"))
+ABLATION_COUNTS = ("mice_rto", "elephant_rto", "meter_drops", "nacks", "all_drops", "core_drops")
+
+
+def _is_default(key: str, v) -> bool:
+    return v is None or _nan(v) or v == "" or (key == "variant" and v == "default")
+
+
+def ablations(runs, flows, x: str = "load") -> list[dict]:
+    """Each changed setting (a variant, a queue discipline) against the same mode's default runs in the same
+    cell and x, **on the seeds both have** (a seed is the same flows; pooling over different seeds would
+    compare different traffic): the headline figures pooled over those seeds' flows, and per run the counts
+    (timeouts, meter drops, refusals, drops), each with its ratio to the default's. One entry per cell, x
+    and mode that has a default and at least one change."""
+    if runs.empty or not any(k in runs.columns for k in CHANGE_KEYS):
+        return []
+    changes = [k for k in CHANGE_KEYS if k in runs.columns]
+    keys = [k for k in CELL_KEYS if k in runs.columns and k not in changes and k != x]
+    group_keys = [*keys, *([x] if x in runs.columns else []), "mode"]
+    out = []
+    for gkey, group in runs.groupby(group_keys, dropna=False, sort=True):
+        gkey = gkey if isinstance(gkey, tuple) else (gkey,)
+        cell = dict(zip(group_keys, gkey, strict=True))
+        label = group.apply(lambda r: " ".join(f"{k} {r[k]}" for k in changes if not _is_default(k, r[k])),
+                            axis=1)
+        if (label == "").sum() == 0 or label.nunique() < 2:
+            continue
+        base = group[label == ""]
+        rows = []
+        for change in sorted(set(label) - {""}):
+            mine = group[label == change]
+            seeds = sorted(set(mine["seed"].astype(int)) & set(base["seed"].astype(int)))
+            if not seeds:
+                continue
+            b, m = _figures(base, flows, seeds), _figures(mine, flows, seeds)
+            rows.append({"change": change, "seeds": seeds, "default": b, "changed": m,
+                         "ratio": {k: (m[k] / b[k] if m[k] is not None and b[k] else None) for k in m}})
+        if rows:
+            name = _cell_name({k: v for k, v in cell.items() if k in keys})
+            xv = cell.get(x)
+            out.append({"cell": name, "x": x, "xv": None if xv is None or _nan(xv) else xv,
+                        "mode": cell["mode"], "rows": rows})
+    return out
+
+
+def _figures(runs, flows, seeds: list[int]) -> dict:
+    """The ablation's figures of ``runs`` on ``seeds``: pooled slowdowns, and counts as a mean per run."""
+    sel = runs[runs["seed"].astype(int).isin(seeds)]
+    fl = flows[flows["hash"].isin(sel["hash"])] if not flows.empty else flows
+    out = {f"{b} {stat}": ((_pooled(fl, b) or {}).get(stat) if not fl.empty else None)
+           for b, stat in ABLATION_FIGURES}
+    for c in ABLATION_COUNTS:
+        vals = [float(v) for v in (sel[c].tolist() if c in sel.columns else []) if v is not None and not _nan(v)]
+        out[c] = sum(vals) / len(vals) if vals else None
+    out["unfinished"] = int(sel["unfinished"].sum()) if "unfinished" in sel.columns else None
+    return out
 
 
 def _nan(v) -> bool:
@@ -241,7 +300,39 @@ def markdown(rep: dict) -> str:
                     f"{_fmt(v['fw_large'])} ({_fmt(v['ecmp_small'])} / {_fmt(v['ecmp_large'])}) | "
                     f"{_verdict(v['t4'])} {v['unfinished']} |")
             lines.append("")
+    lines += ablation_markdown(rep.get("ablations") or [])
     return "\n".join(lines) + "\n"
+
+
+ABLATION_HEAD = ("<100KB p99", ">=1MB mean", "1-10MB mean", "mice RTOs", "elephant RTOs", "meter drops", "NACKs",
+                 "drops", "core drops")
+
+
+def ablation_markdown(abl: list[dict]) -> list[str]:
+    """Each ablation as a table: the default's row, then each change with its ratio to the default."""
+    if not abl:
+        return []
+    lines = ["## Ablations: each change against the default, on the seeds both ran", ""]
+    keys = ("<100KB p99", ">=1MB mean", "1-10MB mean", *ABLATION_COUNTS)
+    for a in abl:
+        at = f", {a['x']} {a['xv']:g}" if a["xv"] is not None else ""
+        lines += [f"### {a['cell']}{at}: {a['mode']}", "",
+                  "| change | seeds | " + " | ".join(ABLATION_HEAD) + " | unfinished |",
+                  "|---" * (len(ABLATION_HEAD) + 3) + "|"]
+        seen = set()
+        for r in a["rows"]:
+            seeds = ", ".join(map(str, r["seeds"]))
+            if tuple(r["seeds"]) not in seen:  # the default on these seeds
+                seen.add(tuple(r["seeds"]))
+                d = r["default"]
+                lines.append(f"| (default) | {seeds} | " + " | ".join(
+                    _fmt(d[k], 2 if i < 3 else 0) for i, k in enumerate(keys)) + f" | {d['unfinished']} |")
+            c, q = r["changed"], r["ratio"]
+            lines.append(f"| {r['change']} | {seeds} | " + " | ".join(
+                _fmt(c[k], 2 if i < 3 else 0) + (f" ({q[k]:.2f}x)" if q[k] is not None else "")
+                for i, k in enumerate(keys)) + f" | {c['unfinished']} |")
+        lines.append("")
+    return lines
 
 
 BASELINES = ("ecmp", "hedera-1s", "efm-biggest", "perpkt")  # T2's: the best of them on large flows

@@ -37,3 +37,46 @@ def test_an_unfinished_flow_misses_t4_and_a_missing_mode_is_not_judged():
     cell["rows"][0]["unfinished_total"] = cell["rows"][0]["unfinished_by_seed"][1] = 2
     (seed, pooled) = targets(cell)
     assert seed["t1"] is None and seed["t4"] is False and pooled["unfinished"] == 2
+
+
+def _runs_and_flows():
+    """Freeway+isolation by default on seeds 1 and 2, and with one variant on seed 2 only; ECMP on seed 2."""
+    import pandas as pd
+
+    runs, flows = [], []
+
+    def run(h, mode, seed, variant="default", small=(1.0,), large=(2.0,), rto=10):
+        runs.append({"scenario": "fct", "workload": "websearch", "k": 8, "load": 0.7, "announce_above": 0.0,
+                     "queues": "", "variant": variant, "mode": mode, "seed": seed, "hash": h, "status": "ok",
+                     "mice_rto": 1, "elephant_rto": rto, "meter_drops": 0, "nacks": 0, "all_drops": 100,
+                     "core_drops": 10, "unfinished": 0})
+        flows.extend({"hash": h, "bytes": 50_000, "bucket": "<100KB", "slowdown": v} for v in small)
+        flows.extend({"hash": h, "bytes": 2_000_000, "bucket": "1-10MB", "slowdown": v} for v in large)
+
+    run("a1", "freeway+isolation", 1, large=(9.0,), rto=99)  # a seed the variant did not run: left out
+    run("a2", "freeway+isolation", 2, large=(2.0,), rto=10)
+    run("b2", "freeway+isolation", 2, variant="meters-all", large=(3.0,), rto=30)
+    run("e2", "ecmp", 2, large=(4.0,))  # no change of its own: no ablation
+    return pd.DataFrame(runs), pd.DataFrame(flows)
+
+
+def test_an_ablation_compares_a_change_with_the_default_on_the_seeds_both_ran():
+    from experiments.sweep.report import ablation_markdown, ablations
+
+    (abl,) = ablations(*_runs_and_flows())
+    assert abl["mode"] == "freeway+isolation" and abl["xv"] == 0.7
+    (row,) = abl["rows"]
+    assert row["change"] == "variant meters-all" and row["seeds"] == [2]
+    assert row["default"][">=1MB mean"] == 2.0 and row["default"]["elephant_rto"] == 10  # seed 1's 9.0 and 99 out
+    assert row["ratio"][">=1MB mean"] == 1.5 and row["ratio"]["elephant_rto"] == 3.0
+    text = "\n".join(ablation_markdown([abl]))
+    assert "| (default) | 2 | 1.00 | 2.00 | 2.00 | 1 | 10 |" in text
+    assert "| variant meters-all | 2 | 1.00 (1.00x) | 3.00 (1.50x) |" in text
+
+
+def test_a_change_without_a_default_on_a_common_seed_is_no_ablation():
+    from experiments.sweep.report import ablations
+
+    runs, flows = _runs_and_flows()
+    assert ablations(runs[runs["hash"] != "a2"], flows) == []  # the default ran seed 1 only
+    assert ablations(runs[runs["variant"] == "default"], flows) == []  # nothing changed

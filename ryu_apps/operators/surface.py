@@ -71,6 +71,8 @@ class Surface:
         """Per-link series /metrics shows at most (``metrics_link_series``)."""
         return self.ctl.cfg.metrics_link_series
 
+    pause = staticmethod(_pause)  # what the metrics call between parts of the whole fabric's links
+
     # ----- reads --------------------------------------------------------------------------------
     def lldp_doc(self) -> dict:
         return self.ctl.linkwatch.doc(time.monotonic(), self.ctl.master())

@@ -333,6 +333,22 @@ def level(api: str, sflow_port: int, load: Load, d: Path, interval: float, sampl
     return out
 
 
+def handshake_level(ladder_out: dict) -> tuple[float, int, bool]:
+    """The sFlow level the handshakes are timed under: (counter interval, 1-in-N or 0, whether the controller
+    kept up with it). The shortest interval and densest sampling it kept up with; if it kept up with none, the
+    lightest level tried (the longest interval, then no flow samples, then the sparsest), not no sFlow at all:
+    without counters no link is ever measured, and every announce is refused as placed on a load nobody knows
+    (all 1,000 were, at k=48 on 2026-12-02, when 1 s + 1-in-1,000 was the only level and lost 14%)."""
+    interval, sampling = ladder_out.get("shortest_counter_interval_s"), ladder_out.get("densest_sampling")
+    if interval:
+        return interval, sampling or 0, True
+    tried = [lv for lv in ladder_out.get("levels", []) if lv.get("counter_interval_s")]
+    if not tried:
+        return 0, 0, False
+    light = max(tried, key=lambda lv: (lv["counter_interval_s"], not lv["sampling"], lv["sampling"] or 0))
+    return light["counter_interval_s"], light["sampling"] or 0, False
+
+
 def ladder(api: str, sflow_port: int, load: Load, d: Path, seconds: float = WINDOW_S, progress=print,
            only: list[tuple[float, int]] | None = None) -> dict:
     """The product's defaults first (counters every 1 s, flow samples 1-in-10); if the controller does not keep

@@ -570,22 +570,27 @@ def steady_state(em: Emulator, ctl, api: str, d: Path, pairs: int, seed: int, se
     out.update(fabricload.ladder(api, ctl.sflow_port, load, d, seconds, progress, levels))
     interval, sampling = out["shortest_counter_interval_s"], out["densest_sampling"]
     if handshake_rate > 0:
+        hs_interval, hs_sampling, kept_up = fabricload.handshake_level(out)
         hs_pairs = [(a, b) for a, b in load.hosts]
         quiet = settle(api, backlog=lambda: len(em.work))
         # every port's counters have come twice (a reading is a delta) and a period has seen them: settling left the
         # links unmeasured for longer than the policy's STALE_S, so until then they are stale, and an announce is
         # refused as placed on a load nobody knows (92 of 1,000 were, 2026-12-02, when this was one interval + 1 s)
-        warm = 2 * (interval or 1.0) + 1.0
+        warm = 2 * (hs_interval or 1.0) + 1.0
 
         def during() -> dict:
             time.sleep(warm)  # the steady load, not its first datagrams
             return em.handshakes(hs_pairs, handshake_rate, handshake_s)
 
-        r = fabricload.level(api, ctl.sflow_port, load, d, interval or 0, sampling or 0, handshake_s + 4.0 + warm,
+        r = fabricload.level(api, ctl.sflow_port, load, d, hs_interval, hs_sampling, handshake_s + 4.0 + warm,
                              during=during)
-        out["handshake"] = {**r.pop("during"), "settled": quiet, "warm_up_s": warm, "under": r}
+        out["handshake"] = {**r.pop("during"), "settled": quiet, "warm_up_s": warm, "under": r,
+                            "under_a_level_kept_up": kept_up}
         hs_ = out["handshake"]
-        progress(f"[fabric-scale] handshakes at {handshake_rate:g}/s: {hs_['acks']} of {hs_['sent']} ACKed, "
+        progress(f"[fabric-scale] handshakes at {handshake_rate:g}/s under counters every {hs_interval:g} s"
+                 + (f" and flow samples 1-in-{hs_sampling}" if hs_sampling else "")
+                 + ("" if kept_up else " (a level the controller did not keep up with: the lightest tried)")
+                 + f": {hs_['acks']} of {hs_['sent']} ACKed, "
                  f"{hs_['nacks']} NACKed, {hs_['unanswered']} unanswered; answered p50/p99 {hs_['p50_ms']}/"
                  f"{hs_['p99_ms']} ms (max {hs_['max_ms']} ms); in the controller (packet-in to answer) p50/p99 "
                  f"{r['controller_handshake_p50_ms']}/{r['controller_handshake_p99_ms']} ms, the switches' "

@@ -180,3 +180,15 @@ def test_the_cpu_a_level_used_is_read_by_role_from_the_processes_own_counts():
     assert 0.38 <= after["agents"] - before["agents"] < 1.0
     assert after["controller"] == before["controller"]
     assert after["emulator"] >= before["emulator"] > 0
+
+
+def test_the_handshakes_run_under_the_densest_level_kept_up_with_else_the_lightest_tried():
+    """Never under no sFlow at all: without counters no link is measured and every announce is refused."""
+    lv = [{"counter_interval_s": 1.0, "sampling": 10}, {"counter_interval_s": 2.0, "sampling": 1000},
+          {"counter_interval_s": 2.0, "sampling": 0}, {"counter_interval_s": 1.0, "sampling": 1000}]
+    kept = {"levels": lv, "shortest_counter_interval_s": 1.0, "densest_sampling": 1000}
+    assert fabricload.handshake_level(kept) == (1.0, 1000, True)
+    none = {"levels": lv, "shortest_counter_interval_s": None, "densest_sampling": None}
+    assert fabricload.handshake_level(none) == (2.0, 0, False)  # the longest interval, no flow samples
+    assert fabricload.handshake_level({**none, "levels": lv[:2]}) == (2.0, 1000, False)
+    assert fabricload.handshake_level({**none, "levels": []}) == (0, 0, False)

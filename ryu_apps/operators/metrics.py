@@ -203,7 +203,7 @@ LINK_SERIES = 2000  # per-link series at most (``metrics_link_series``): k=48 ha
 UTIL_BUCKETS = (0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
 
 
-PAUSE_EVERY = 4096  # links looked at between two calls of the source's ``pause`` (the event loop's other work)
+PAUSE_EVERY = 4096  # links looked at between two calls of the source's ``pause`` (as ``opstate.PAUSE_EVERY``)
 
 
 @dataclass
@@ -226,7 +226,7 @@ def link_summary(links: list[dict], limit: int, pause=None) -> LinkSummary:
     lldp: Counter = Counter()
     per_bucket = [0] * (len(UTIL_BUCKETS) + 1)
     util_sum, measured = 0.0, 0
-    heap: list = []  # the ``limit`` links shown: (down, utilisation, -index) smallest first = the one to drop
+    heap: list = []  # the ``limit`` links shown, as (down, utilisation, -index): the smallest is the one to drop
     for i, ln in enumerate(links):
         if pause is not None and i % PAUSE_EVERY == PAUSE_EVERY - 1:
             pause()
@@ -240,11 +240,11 @@ def link_summary(links: list[dict], limit: int, pause=None) -> LinkSummary:
             per_bucket[bisect_left(UTIL_BUCKETS, u)] += 1
         key = (not ln["up"], u or 0.0, -i)
         if len(heap) < limit:
-            heapq.heappush(heap, (key, i))
-        elif key > heap[0][0]:
-            heapq.heapreplace(heap, (key, i))
+            heapq.heappush(heap, key)
+        elif key > heap[0]:
+            heapq.heapreplace(heap, key)
     at_most = list(itertools.accumulate(per_bucket))[:len(UTIL_BUCKETS)]
-    shown = [links[i] for _, i in sorted(heap, reverse=True)] if len(links) > limit else links
+    shown = [links[-k[2]] for k in sorted(heap, reverse=True)] if len(links) > limit else links
     return LinkSummary(shown, classes, lldp, at_most, measured, util_sum)
 
 
@@ -316,9 +316,8 @@ class _FabricCollector:
         checked = GaugeMetricFamily("freeway_lldp_links", "Switch links by what LLDP says of them (verified: heard "
                                     "both ways; waiting: not yet; missing, miswired: faults, not used)",
                                     labels=["state"])
-        by_check = summary.lldp
         for state in ("verified", "waiting", "missing", "miswired"):
-            checked.add_metric([state], by_check[state])
+            checked.add_metric([state], summary.lldp[state])
         yield checked
         yield GaugeMetricFamily("freeway_lldp_unexpected", "Adjacencies LLDP hears that the fabric description does "
                                 "not have (reported, never used)", value=len(st.get("unexpected", ())))

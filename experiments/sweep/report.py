@@ -98,7 +98,8 @@ def build(store, x: str = "load") -> dict:
                     continue
                 fl = flows[flows["hash"].isin(mine["hash"])] if not flows.empty else flows
                 row = {"x": xv, "mode": mode, "seeds": sorted(int(s) for s in mine["seed"]),
-                       "runs": len(mine), "pooled": {}, "per_seed": {}}
+                       "runs": len(mine), "pooled": {}, "per_seed": {},
+                       "hashes": {int(sd): sorted(h) for sd, h in mine.groupby("seed")["hash"]}}
                 for b in ["all", *BUCKETS, ">=1MB"]:
                     row["pooled"][b] = _pooled(fl, b) if not fl.empty else None
                     col = BUCKET_COLUMNS[b]
@@ -114,9 +115,30 @@ def build(store, x: str = "load") -> dict:
                                                                                strict=True)}
                 row["flows_total"] = int(mine["flows"].sum())
                 out["rows"].append(row)
-        out["ratios"] = _ratios(out)
+            _common(out, xv, flows)
+        out["ratios"] = _ratios(out, lambda r, seeds, b: _on_seeds(flows, r, seeds, b))
         cells[name] = out
     return {"store": str(store.root), "runs": len(runs), "cells": cells, "ablations": ablations(runs, flows, x)}
+
+
+def _on_seeds(flows, row: dict, seeds: list[int], bucket: str) -> dict | None:
+    """A row's figures pooled over ``seeds`` only (its own pooled figures when those are all it ran)."""
+    if list(seeds) == row["seeds"]:
+        return row["pooled"][bucket]
+    hashes = [h for sd in seeds for h in row.get("hashes", {}).get(sd, [])]
+    if not hashes or flows.empty:
+        return None
+    return _pooled(flows[flows["hash"].isin(hashes)], bucket)
+
+
+def _common(cell: dict, xv, flows) -> None:
+    """Each row of ``xv`` pooled over the seeds *every* mode at ``xv`` ran as well (``common``, on
+    ``common_seeds``): a mode that ran fewer seeds than another is compared with it on the same flows only."""
+    rows = [r for r in cell["rows"] if r["x"] == xv]
+    common = sorted(set.intersection(*(set(r["seeds"]) for r in rows))) if rows else []
+    for r in rows:
+        r["common_seeds"] = common
+        r["common"] = {b: (_on_seeds(flows, r, common, b) if common else None) for b in ["all", *BUCKETS, ">=1MB"]}
 
 
 def _shared_runs(runs):
@@ -201,8 +223,10 @@ def _nan(v) -> bool:
     return isinstance(v, float) and math.isnan(v)
 
 
-def _ratios(cell: dict) -> list[dict]:
-    """Each mode against the ideal and against ECMP, per headline figure: pooled, and per seed (low-high)."""
+def _ratios(cell: dict, on_seeds=None) -> list[dict]:
+    """Each mode against the ideal and against ECMP, per headline figure: pooled over the seeds both ran
+    (``on_seeds(row, seeds, bucket)`` pools a row over some of its seeds; without it, each row's own pooled
+    figures), and per seed (low-high)."""
     out = []
     ideals = [m for m in cell["modes"] if m.partition("+")[0] == IDEAL]
 
@@ -218,12 +242,17 @@ def _ratios(cell: dict) -> list[dict]:
                 ref = ideal_of(mode) if kind == "ideal" else "ecmp"
                 if ref is None or ref not in rows or mode == ref or mode.partition("+")[0] == IDEAL:
                     continue
+                both = sorted(set(r["seeds"]) & set(rows[ref]["seeds"]))
                 for b, stat in HEADLINE:
-                    a, base = (r["pooled"][b] or {}).get(stat), (rows[ref]["pooled"][b] or {}).get(stat)
+                    if on_seeds is None:
+                        a, base = (r["pooled"][b] or {}).get(stat), (rows[ref]["pooled"][b] or {}).get(stat)
+                    else:
+                        a = (on_seeds(r, both, b) or {}).get(stat) if both else None
+                        base = (on_seeds(rows[ref], both, b) or {}).get(stat) if both else None
                     per = [r["per_seed"][b][stat].get(s) / rows[ref]["per_seed"][b][stat].get(s)
                            for s in r["seeds"] if rows[ref]["per_seed"][b][stat].get(s)
                            and r["per_seed"][b][stat].get(s) is not None and not _nan(r["per_seed"][b][stat].get(s))]
-                    out.append({"x": xv, "mode": mode, "vs": ref, "figure": f"{b} {stat}",
+                    out.append({"x": xv, "mode": mode, "vs": ref, "figure": f"{b} {stat}", "on_seeds": both,
                                 "pooled": a / base if a is not None and base else None,
                                 "seeds": [min(per), max(per)] if per else None})
     return out
@@ -241,7 +270,8 @@ def markdown(rep: dict) -> str:
                 continue
             seeds = sorted({s for r in rows for s in r["seeds"]})
             head = f"{cell['x']} {xv}, " if xv is not None else ""
-            lines.append(f"{head}seeds {', '.join(map(str, seeds))} pooled (each seed's low-high in brackets):")
+            lines.append(f"{head}seeds {', '.join(map(str, seeds))} pooled (each seed's low-high in brackets; a "
+                         "mode that ran fewer seeds says which):")
             lines.append("")
             if timed:
                 ideal = next((r for r in rows if r["mode"].partition("+")[0] == IDEAL), None)
@@ -266,24 +296,28 @@ def markdown(rep: dict) -> str:
                           + " | >=1MB mean | unfinished |", "|---" * (2 * len(BUCKETS) + 3) + "|"]
                 for r in rows:
                     cells = []
+                    name = r["mode"] + (f" (seed{'s' * (len(r['seeds']) > 1)} {', '.join(map(str, r['seeds']))})"
+                                        if r["seeds"] != seeds else "")
                     for b in [*BUCKETS]:
                         p = r["pooled"][b] or {}
                         cells += [_fmt(p.get("mean")) + _spread(r, b, "mean"), _fmt(p.get("p99")) + _spread(r, b, "p99")]
                     big = r["pooled"][">=1MB"] or {}
-                    lines.append(f"| {r['mode']} | " + " | ".join(cells)
+                    lines.append(f"| {name} | " + " | ".join(cells)
                                  + f" | {_fmt(big.get('mean'))}{_spread(r, '>=1MB', 'mean')} | "
                                  f"{r['unfinished_total']}/{r['flows_total']} |")
             lines.append("")
         rat = [q for q in cell["ratios"] if q["pooled"] is not None]
         if rat and not paper and not timed:
-            lines += ["Ratios (pooled; each seed's low-high):", "",
-                      "| " + cell["x"] + " | mode | against | <100KB p99 | >=1MB mean |", "|---|---|---|---|---|"]
+            lines += ["Ratios (pooled over the seeds both modes ran; each seed's low-high):", "",
+                      "| " + cell["x"] + " | mode | against | seeds | <100KB p99 | >=1MB mean |",
+                      "|---|---|---|---|---|---|"]
             keyed: dict = {}
             for q in rat:
                 keyed.setdefault((q["x"], q["mode"], q["vs"]), {})[q["figure"]] = q
             for (xv, mode, vs), figs in keyed.items():
-                lines.append(f"| {'-' if xv is None else xv} | {mode} | {vs} | {_ratio_cell(figs, '<100KB p99')} | "
-                             f"{_ratio_cell(figs, '>=1MB mean')} |")
+                on = next(iter(figs.values())).get("on_seeds") or []
+                lines.append(f"| {'-' if xv is None else xv} | {mode} | {vs} | {', '.join(map(str, on))} | "
+                             f"{_ratio_cell(figs, '<100KB p99')} | {_ratio_cell(figs, '>=1MB mean')} |")
             lines.append("")
         verdicts = targets(cell) if not paper and not timed else []
         if verdicts:
@@ -293,8 +327,10 @@ def markdown(rep: dict) -> str:
                       f"| {cell['x']} | seed | T1: FI <100KB p99 (ECMP, ECMP+iso) | T2: FI >=1MB mean (best, which) "
                       "| T3: Freeway's (ECMP's) | T4: unfinished |", "|---|---|---|---|---|---|"]
             for v in verdicts:
+                who = (f"pooled ({', '.join(map(str, v['pooled_seeds']))})" if v["seed"] == "pooled"
+                       and v.get("pooled_seeds") is not None else v["seed"])
                 lines.append(
-                    f"| {'-' if v['x'] is None else v['x']} | {v['seed']} | {_verdict(v['t1'])} {_fmt(v['fi_small'])} "
+                    f"| {'-' if v['x'] is None else v['x']} | {who} | {_verdict(v['t1'])} {_fmt(v['fi_small'])} "
                     f"({_fmt(v['ecmp_small'])}, {_fmt(v['ecmpi_small'])}) | {_verdict(v['t2'])} {_fmt(v['fi_large'])} "
                     f"({_fmt(v['best_large'])}, {v['best'] or '-'}) | {_verdict(v['t3'])} {_fmt(v['fw_small'])} / "
                     f"{_fmt(v['fw_large'])} ({_fmt(v['ecmp_small'])} / {_fmt(v['ecmp_large'])}) | "
@@ -340,7 +376,8 @@ BASELINES = ("ecmp", "hedera-1s", "efm-biggest", "perpkt")  # T2's: the best of 
 
 def targets(cell: dict) -> list[dict]:
     """The FCT benchmark's four targets for one cell, per x, per seed and pooled (docs/fct.md): None where a
-    mode they need was not run."""
+    mode they need was not run. Pooled is over the seeds every mode at that x ran (``common``, where the
+    report worked it out), so that no mode is judged on flows the others did not carry."""
     out = []
     for xv in cell["xs"]:
         rows = {r["mode"]: r for r in cell["rows"] if r["x"] == xv}
@@ -352,7 +389,7 @@ def targets(cell: dict) -> list[dict]:
                 r = rows.get(mode)
                 if r is None:
                     return None
-                v = ((r["pooled"][bucket] or {}).get(stat) if seed == "pooled"
+                v = (((r["common"] if "common" in r else r["pooled"])[bucket] or {}).get(stat) if seed == "pooled"
                      else r["per_seed"][bucket][stat].get(seed))
                 return None if v is None or _nan(v) else float(v)
 
@@ -362,10 +399,12 @@ def targets(cell: dict) -> list[dict]:
             fw_s, fw_l = fig("freeway", "<100KB", "p99"), fig("freeway", ">=1MB", "mean")
             base = {m: v for m in BASELINES if (v := fig(m, ">=1MB", "mean")) is not None}
             best = min(base, key=base.get) if base else None
-            unfinished = sum(int(r["unfinished_total"]) if seed == "pooled" else r["unfinished_by_seed"].get(seed, 0)
-                             for r in rows.values())
+            pooled_seeds = next((r["common_seeds"] for r in rows.values() if "common_seeds" in r), None)
+            unfinished = sum((sum(r["unfinished_by_seed"].get(sd, 0) for sd in pooled_seeds)
+                              if pooled_seeds is not None else int(r["unfinished_total"])) if seed == "pooled"
+                             else r["unfinished_by_seed"].get(seed, 0) for r in rows.values())
             out.append({
-                "x": xv, "seed": seed, "fi_small": fi_s, "fi_large": fi_l, "ecmp_small": e_s, "ecmp_large": e_l,
+                "x": xv, "seed": seed, "pooled_seeds": pooled_seeds if seed == "pooled" else None, "fi_small": fi_s, "fi_large": fi_l, "ecmp_small": e_s, "ecmp_large": e_l,
                 "ecmpi_small": ei_s, "fw_small": fw_s, "fw_large": fw_l, "best": best,
                 "best_large": base.get(best) if best else None, "unfinished": unfinished,
                 "t1": None if None in (fi_s, e_s, ei_s) else fi_s <= 0.5 * e_s and fi_s <= ei_s,

@@ -80,3 +80,32 @@ def test_a_change_without_a_default_on_a_common_seed_is_no_ablation():
     runs, flows = _runs_and_flows()
     assert ablations(runs[runs["hash"] != "a2"], flows) == []  # the default ran seed 1 only
     assert ablations(runs[runs["variant"] == "default"], flows) == []  # nothing changed
+
+
+def test_modes_that_ran_different_seeds_are_compared_on_the_seeds_both_ran():
+    """ECMP ran seeds 1 and 2, Freeway+isolation seed 2 only: its ratio to ECMP and the pooled targets are
+    taken on seed 2's flows, not against ECMP's two seeds pooled (different traffic)."""
+    import pandas as pd
+
+    from experiments.sweep.report import _common, _on_seeds, _pooled, _ratios
+
+    flows = pd.DataFrame([
+        {"hash": "e1", "bytes": 2_000_000, "bucket": "1-10MB", "slowdown": 10.0},  # ECMP seed 1: a bad seed
+        {"hash": "e2", "bytes": 2_000_000, "bucket": "1-10MB", "slowdown": 2.0},
+        {"hash": "f2", "bytes": 2_000_000, "bucket": "1-10MB", "slowdown": 3.0},
+    ])
+
+    def row(mode, hashes):
+        fl = flows[flows["hash"].isin([h for hs in hashes.values() for h in hs])]
+        per = {b: {"mean": {}, "p99": {}} for b in ("<100KB", ">=1MB")}
+        return {"x": 0.7, "mode": mode, "seeds": sorted(hashes), "hashes": hashes, "per_seed": per,
+                "pooled": {b: _pooled(fl, b) for b in ("all", "<100KB", "100KB-1MB", "1-10MB", ">10MB", ">=1MB")}}
+
+    cell = {"xs": [0.7], "modes": ["ecmp", "freeway+isolation"],
+            "rows": [row("ecmp", {1: ["e1"], 2: ["e2"]}), row("freeway+isolation", {2: ["f2"]})]}
+    assert cell["rows"][0]["pooled"][">=1MB"]["mean"] == 6.0  # ECMP's own two seeds pooled
+    _common(cell, 0.7, flows)
+    assert [r["common_seeds"] for r in cell["rows"]] == [[2], [2]]
+    assert cell["rows"][0]["common"][">=1MB"]["mean"] == 2.0
+    (q,) = [q for q in _ratios(cell, lambda r, seeds, b: _on_seeds(flows, r, seeds, b)) if q["figure"] == ">=1MB mean"]
+    assert q["on_seeds"] == [2] and q["pooled"] == 1.5  # 3.0 / 2.0, not 3.0 / 6.0

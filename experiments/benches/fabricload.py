@@ -193,9 +193,12 @@ ROLES = ("controller", "collector workers", "agents", "emulator")
 
 def cpu_seconds() -> dict[str, float]:
     """The CPU time (user and system) so far of the processes a level shares the machine with, by role: the
-    controller, its sFlow collector's workers, the sFlow agents, and this process (the OpenFlow emulator)."""
+    controller, its sFlow collector's workers, the sFlow agents, and this process (the OpenFlow emulator).
+    Only this process and those it started (and theirs) count: a controller or a generator of someone else's
+    on the same machine is not this level's."""
     tick, me = os.sysconf("SC_CLK_TCK"), os.getpid()
     out = dict.fromkeys(ROLES, 0.0)
+    procs = {}  # pid -> (parent, role, cpu seconds)
     for p in Path("/proc").iterdir():
         if not p.name.isdigit():
             continue
@@ -204,11 +207,20 @@ def cpu_seconds() -> dict[str, float]:
             stat = (p / "stat").read_text()
         except OSError:  # (gone meanwhile)
             continue
+        pid = int(p.name)
         role = ("collector workers" if "monitoring.worker" in cmd else "agents" if "benches.sflowload" in cmd
-                else "controller" if " controller --fabric " in cmd else "emulator" if int(p.name) == me else None)
-        if role is not None:
-            fields = stat[stat.rindex(")") + 2:].split()  # (from the state on: utime and stime are the 12th, 13th)
-            out[role] += (int(fields[11]) + int(fields[12])) / tick
+                else "controller" if " controller --fabric " in cmd else "emulator" if pid == me else None)
+        fields = stat[stat.rindex(")") + 2:].split()  # (from the state on: the parent is the 2nd, utime and
+        procs[pid] = (int(fields[1]), role, (int(fields[11]) + int(fields[12])) / tick)  # stime the 12th, 13th)
+    for pid, (_, role, cpu) in procs.items():
+        if role is None:
+            continue
+        at, seen = pid, set()
+        while at not in (me, 0, 1) and at in procs and at not in seen:  # (up the parents to this process)
+            seen.add(at)
+            at = procs[at][0]
+        if at == me:
+            out[role] += cpu
     return out
 
 

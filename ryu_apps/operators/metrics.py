@@ -218,10 +218,16 @@ class LinkSummary:
     util_sum: float
 
 
-def link_summary(links: list[dict], limit: int, pause=None) -> LinkSummary:
+def _dict_fields(ln: dict) -> tuple:
+    return ln["src"], ln["dst"], ln["up"], ln["class"], ln["lldp"], ln["utilisation"]
+
+
+def link_summary(links: list, limit: int, pause=None, fields=_dict_fields) -> LinkSummary:
     """One pass over the links (a k=48 fabric has 165,888 directed links: sorting them all, then counting
     them once per bucket, held the event loop 0.7 s a scrape), calling ``pause()`` every ``PAUSE_EVERY``
-    links so that what waits on the loop (handshakes, echo replies, barriers) goes on."""
+    links so that what waits on the loop (handshakes, echo replies, barriers) goes on. A link is an API
+    document, or anything ``fields`` reads (src, dst, up, class, LLDP state, utilisation) from; ``shown``
+    holds the links as they were given."""
     classes: Counter = Counter()
     lldp: Counter = Counter()
     per_bucket = [0] * (len(UTIL_BUCKETS) + 1)
@@ -230,15 +236,15 @@ def link_summary(links: list[dict], limit: int, pause=None) -> LinkSummary:
     for i, ln in enumerate(links):
         if pause is not None and i % PAUSE_EVERY == PAUSE_EVERY - 1:
             pause()
-        classes[ln["class"]] += 1
-        if ln["lldp"] is not None and ln["src"] < ln["dst"]:
-            lldp[ln["lldp"]] += 1
-        u = ln["utilisation"]
+        src, dst, up, cls, state, u = fields(ln)
+        classes[cls] += 1
+        if state is not None and src < dst:
+            lldp[state] += 1
         if u is not None:
             measured += 1
             util_sum += u
             per_bucket[bisect_left(UTIL_BUCKETS, u)] += 1
-        key = (not ln["up"], u or 0.0, -i)
+        key = (not up, u or 0.0, -i)
         if len(heap) < limit:
             heapq.heappush(heap, key)
         elif key > heap[0]:
@@ -289,8 +295,9 @@ class _FabricCollector:
                                     "that cross the link (> 0: the link is LOL)", labels=["src", "dst"])
         links = st["links"]
         limit = getattr(self.source, "link_series", LINK_SERIES)
-        summary = link_summary(links, limit, getattr(self.source, "pause", None))
-        shown, classes = summary.shown, summary.classes
+        summary = link_summary(links, limit, getattr(self.source, "pause", None), st.get("link_fields", _dict_fields))
+        doc = st.get("link_doc")
+        shown, classes = ([doc(x) for x in summary.shown] if doc else summary.shown), summary.classes
         for ln in shown:
             lab = [ln["src"], ln["dst"]]
             up.add_metric(lab, 1 if ln["up"] else 0)

@@ -10,6 +10,7 @@ as a handshake does, and the answer waits for the switches' barriers like the ho
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 
@@ -183,9 +184,19 @@ class Surface:
         return out
 
     def metrics_fabric(self) -> dict:
-        fabric = self.api_fabric()
-        return {"switches": fabric["switches"], "links": fabric["links"], "partition": self.api_partition(),
-                "unexpected": fabric["unexpected"]}
+        """What the metrics show of the fabric. Not ``api_fabric``'s document: at k=48 that is 165,888 link
+        documents and 27,648 hosts' for a scrape that counts the links and shows 2,000 of them (1.1 s of the
+        event loop a scrape, 2026-12-02); here the links are the plain items, ``link_doc`` makes the
+        documents of those shown, ``link_fields`` gives what is counted of each."""
+        c = self.ctl
+        view, check = c.shown_view(), self.lldp_doc()
+        checks = check["links"]
+        return {"switches": opstate.switches(c.fabric, c.switch_states),
+                "links": opstate.link_states(c.fabric, c.policy, view, c.switch_states, _pause),
+                "link_doc": functools.partial(opstate.link_doc, c.fabric, c.policy, view, checks),
+                "link_fields": lambda item: (item[0][0], item[0][1], item[3], item[4],
+                                             opstate.link_lldp(checks, item[0], item[2]), opstate.link_util(item[5])),
+                "partition": self.api_partition(), "unexpected": check["unexpected"]}
 
     def metrics_exposition(self) -> bytes:
         return self.ctl.metrics.exposition(self.fabric_epoch())

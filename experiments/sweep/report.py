@@ -383,6 +383,8 @@ def targets(cell: dict) -> list[dict]:
         rows = {r["mode"]: r for r in cell["rows"] if r["x"] == xv}
         if "freeway+isolation" not in rows and "freeway" not in rows:
             continue
+        if not any(m in rows for m in ("ecmp+isolation", *BASELINES)):
+            continue  # (a cell of Freeway alone, an ablation's variant: nothing to judge it against)
         seeds = sorted({s for r in rows.values() for s in r["seeds"]})
         for seed in [*seeds, "pooled"]:
             def fig(mode, bucket, stat, rows=rows, seed=seed):

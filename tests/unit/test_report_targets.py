@@ -37,6 +37,8 @@ def test_an_unfinished_flow_misses_t4_and_a_missing_mode_is_not_judged():
     cell["rows"][0]["unfinished_total"] = cell["rows"][0]["unfinished_by_seed"][1] = 2
     (seed, pooled) = targets(cell)
     assert seed["t1"] is None and seed["t4"] is False and pooled["unfinished"] == 2
+    cell["rows"] = [r for r in cell["rows"] if r["mode"].startswith("freeway")]  # Freeway alone (a variant's cell)
+    assert targets(cell) == []
 
 
 def _runs_and_flows():

@@ -553,12 +553,23 @@ class FabricNet:
             failed = self.ping_matrix(failed)
         return time.monotonic() - t0, failed
 
+    def iperf_server(self, host: str, port: int, timeout: float = 10.0) -> None:
+        """An iperf3 server on ``host`` for one client (``-1``), started in the background, once it listens:
+        ``iperf3 -D`` returns before its daemon has bound the port, and a client started at once on a busy
+        machine was refused, sent nothing, and its announced elephant expired under a test's eyes."""
+        h = self.host(host)
+        h.cmd(f"iperf3 -s -1 -p {port} -D >/dev/null 2>&1")
+        t0 = time.monotonic()
+        while f":{port} " not in h.cmd(f"ss -Htln 'sport = :{port}'") + " ":
+            if time.monotonic() - t0 > timeout:
+                raise BuildError(f"iperf3 on {host} does not listen on port {port} after {timeout:.0f} s")
+            time.sleep(0.05)
+
     def iperf(self, src: str, dst: str, seconds: float = 5, cport: int | None = None,
               port: int = 5201) -> float:
         """TCP goodput in Mbit/s from ``src`` to ``dst`` measured by iperf3 at the receiver."""
         s, d = self.host(src), self.host(dst)
-        d.cmd(f"iperf3 -s -1 -p {port} -D >/dev/null 2>&1")
-        time.sleep(0.3)
+        self.iperf_server(dst, port)
         extra = f" --cport {cport}" if cport else ""
         out = s.cmd(f"iperf3 -c {d.IP()} -p {port} -t {seconds} -J{extra}")
         try:

@@ -65,8 +65,7 @@ def test_ecmp_spreads_eight_flows_over_uplinks(k4):
     for attempt in range(3):
         if attempt == 2:
             time.sleep(11.0)
-        dst.cmd(f"iperf3 -s -1 -p {5301 + attempt} -D >/dev/null 2>&1")
-        time.sleep(0.3)
+        fn.iperf_server(dst.name, 5301 + attempt)
         before = _uplink_tx(fn, "e0_0")
         fn.host("h0_0_0").cmd(f"iperf3 -c {dst.IP()} -p {5301 + attempt} -P 8 -t 3 >/dev/null 2>&1")
         after = _uplink_tx(fn, "e0_0")

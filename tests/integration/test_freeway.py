@@ -188,8 +188,7 @@ def test_handshake_flood_is_metered_and_a_legitimate_one_is_answered(k4_freeway)
 def test_unannounced_elephant_is_found_and_moved_to_a_hol_path(k4_freeway):
     fn, ctl = k4_freeway
     dst = fn.host("h3_0_1")
-    dst.cmd("iperf3 -s -1 -p 5701 -D >/dev/null 2>&1")
-    time.sleep(0.3)
+    fn.iperf_server(dst.name, 5701)
     fn.host("h0_0_1").sendCmd(f"iperf3 -c {dst.IP()} -p 5701 --cport 46001 -b 3M -t 6")
     deadline = time.monotonic() + 5
     while not _elephant_entries("e0_0", 46001):
@@ -249,8 +248,7 @@ def test_unmodified_iperf3_under_the_hook_is_announced_and_takes_its_entries_fro
     high-throughput path, and none over e0_1's low-latency uplink."""
     fn, ctl = k4_freeway
     dst = fn.host("h3_1_0")
-    dst.cmd("iperf3 -s -1 -p 5301 -D >/dev/null 2>&1")
-    time.sleep(0.3)
+    fn.iperf_server(dst.name, 5301)
     part = Partition(fn.fabric)
     e01 = fn.fabric.switches["e0_1"]
     ups = {n: fn.fabric.port_to("e0_1", n) for n in fn.fabric.up_neighbors("e0_1")}

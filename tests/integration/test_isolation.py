@@ -48,8 +48,7 @@ def _measure(tmp_path, isolation: bool, mtu: int = 1500, check=None):
         unloaded = _mice(fn)
         before = _tc_sent(f"e2_0-eth{next(h.port for h in fabric.hosts if h.name == 'h2_0_0')}")
         # an elephant into h2_0_0 from its neighbour on the same ToR: it saturates e2_0's port 1
-        fn.host("h2_0_0").cmd("iperf3 -s -1 -p 5801 -D >/dev/null 2>&1")
-        time.sleep(0.3)
+        fn.iperf_server("h2_0_0", 5801)
         fn.host("h2_0_1").sendCmd(f"iperf3 -c {fn.host('h2_0_0').IP()} -p 5801 -t 12 -J")
         time.sleep(3.0)  # established, and detected (marked) in the isolated run
         loaded = _mice(fn)
@@ -137,8 +136,7 @@ def test_a_metered_elephant_is_held_to_its_allocation(tmp_path):
                       isolation=IsolationConfig()) as fn:
         fn.wait_reachable(30)
         dst = fn.host("h3_1_1")
-        dst.cmd("iperf3 -s -1 -p 5802 -D >/dev/null 2>&1")
-        time.sleep(0.3)
+        fn.iperf_server(dst.name, 5802)
         out = fn.host("h0_0_0").cmd(f"{PY} -m ryu_apps.cli send --to {dst.IP()} --port 5802 --size 1M --rate 4 "
                                     "--json -- iperf3 -c {to} -p {port} --cport {cport} -t 8 -J")
         ack = json.loads(out.splitlines()[0])

@@ -22,8 +22,7 @@ def test_elephant_detected_with_rate_and_link_occupancy_close_to_iperf(k4):
     assert _wait_for(ctl, lambda e: e.get("type") == "links" and "h0_0_0>e0_0" in e["utilisation"], 20), \
         ctl.log_tail()
     dst = fn.host("h3_1_1")
-    dst.cmd("iperf3 -s -1 -p 5401 -D >/dev/null 2>&1")
-    time.sleep(0.3)
+    fn.iperf_server(dst.name, 5401)
     t0 = time.time()
     out = fn.host("h0_0_0").cmd(f"iperf3 -c {dst.IP()} -p 5401 -t 8 -b 3M --cport 41001 -J")
     measured = json.loads(out)["end"]["sum_received"]["bits_per_second"]

@@ -211,8 +211,7 @@ def test_a_real_prometheus_scrape_follows_the_traffic(ops, prometheus):
     idle = prom.value(access) or 0.0
     datagrams0 = prom.value("freeway_sflow_datagrams_total")
     dst = fn.host("h3_1_0")
-    dst.cmd("iperf3 -s -1 -p 5801 -D >/dev/null 2>&1")
-    time.sleep(0.3)
+    fn.iperf_server(dst.name, 5801)
     fn.host("h0_1_0").sendCmd(f"iperf3 -c {dst.IP()} -p 5801 --cport 47001 -t 12")
     seen = {"access": 0.0, "up": 0.0, "elephants": 0.0}
     deadline = time.monotonic() + 11
@@ -274,7 +273,7 @@ def test_the_fabric_view_in_a_real_browser_matches_the_api_and_shows_elephants_a
         assert driver.find_elements(By.CSS_SELECTOR, "g.node.switch.connected").__len__() == 20
 
         dst = ops.fn.host("h3_1_1")
-        dst.cmd("iperf3 -s -1 -p 5002 -D >/dev/null 2>&1")
+        ops.fn.iperf_server(dst.name, 5002)
         code, ack = ops.announce("h0_0_1", "h3_1_1", 44001, dport=5002, rate_bps=4e6)
         assert code == 201, ack
         eid = ack["elephant"]["id"]
@@ -476,8 +475,7 @@ def test_a_switch_that_goes_away_shows_as_disconnected_in_the_api_and_the_metric
 def test_after_a_controller_crash_the_api_shows_what_was_recovered_from_the_switches(ops):
     fn = ops.fn
     dst = fn.host("h3_1_1")
-    dst.cmd("iperf3 -s -1 -p 5901 -D >/dev/null 2>&1")
-    time.sleep(0.3)
+    fn.iperf_server(dst.name, 5901)
     code, ack = ops.announce("h0_0_1", "h3_1_1", 48001, dport=5901, rate_bps=3e6)
     assert code == 201
     fn.host("h0_0_1").sendCmd(f"iperf3 -c {dst.IP()} -p 5901 --cport 48001 -b 3M -t 14")

@@ -66,8 +66,7 @@ def test_a_fabric_over_two_switch_processes_works_as_one(tmp_path):
             # an announced elephant is placed and installed across switches of both processes, and gets its
             # link's rate and no more (the shaping holds)
             dst = fn.host(fabric.hosts[-1].name)
-            dst.cmd("iperf3 -s -1 -p 5805 -D >/dev/null 2>&1")
-            time.sleep(0.3)
+            fn.iperf_server(dst.name, 5805)
             out = fn.host(fabric.hosts[0].name).cmd(
                 f"{PY} -m ryu_apps.cli send --to {dst.IP()} --port 5805 --size 1G --json -- "
                 "iperf3 -c {to} -p {port} --cport {cport} -t 4 -J")

@@ -606,24 +606,51 @@ def paper_figures(rep: dict, out: Path, store) -> list[str]:
             first = runs[runs["hash"].isin(mine[fw])].sort_values("seed").head(1)
             if not first.empty:
                 h = first["hash"].iloc[0]
-                pr = pairs[pairs["hash"] == h]
-                if not pr.empty:
-                    moved = pr.groupby("pair")["lol_paths"].agg(lambda v: v.max() - v.min() + len(set(v)))
-                    pair = moved.idxmax()
-                    series = pr[pr["pair"] == pair].sort_values("t")
+                ts = sorted(links[links["hash"] == h]["t"].unique().tolist()) if not links.empty else []
+                pair, series, n_min = fig5_series(pairs[pairs["hash"] == h], ts, _lol_min(store, h, pairs))
+                if pair is not None:
                     fig, ax = plt.subplots(figsize=(8, 3.8))
-                    ax.step(series["t"], series["lol_paths"], where="post", label="low-latency paths")
+                    ax.step(ts, series, where="post", label="low-latency paths")
                     ax.set_xlabel("time (s)")
-                    ax.set_ylabel(f"paths of {pair}")
-                    mice = _pair_mice_mbps(flows[flows["hash"] == h], pair, store, series["t"].tolist())
+                    ax.set_ylabel(f"low-latency paths of {pair}")
+                    ax.set_ylim(n_min - 1.5, max(series) + 1.5)
+                    mice = _pair_mice_mbps(flows[flows["hash"] == h], pair, store, ts)
                     if mice:
                         ax2 = ax.twinx()
-                        ax2.plot(series["t"], mice, "r:", label="mice traffic")
+                        ax2.plot(ts, mice, "r:", label="mice traffic")
                         ax2.set_ylabel("mice traffic between the racks (Mbit/s)", color="r")
-                    ax.set_title("paper: 4 most of the time, 5-6 in bursts, back to 4", fontsize=9)
+                    widened = sum(1 for v in series if v > n_min)
+                    ax.set_title(f"paper: 4 most of the time, 5-6 in bursts, back to 4; here {n_min} fixed, "
+                                 f"widened {widened} s of {len(ts)}", fontsize=9)
                     fig.suptitle(f"the Freeway paper's Fig. 5 ({fw}, seed {int(first['seed'].iloc[0])})")
                     names.append(save(fig, out / f"{slug}-fig5.png"))
     return names
+
+
+def fig5_series(pairs, ts: list[float], n_min: int) -> tuple[str | None, list[int], int]:
+    """Fig. 5's ToR pair and its low-latency paths at each of ``ts``: a run's ``pairs`` table lists a pair only
+    while it has more than the fixed ``n_min`` (the partition keeps no record of the others), so a second
+    it is absent from is a second at ``n_min``. The pair is the one widened the most seconds (then the
+    widest); None when no pair ever widened (nothing to draw but a flat line: the caller says so)."""
+    if pairs.empty or not ts:
+        return None, [], n_min
+    by_pair = pairs.groupby("pair").agg(n=("t", "size"), hi=("lol_paths", "max"))
+    pair = by_pair.sort_values(["n", "hi"], ascending=False).index[0]
+    at = {round(float(t), 3): int(v) for t, v in pairs[pairs["pair"] == pair][["t", "lol_paths"]].itertuples(index=False)}
+    return str(pair), [at.get(round(float(t), 3), n_min) for t in ts], n_min
+
+
+def _lol_min(store, h: str, pairs) -> int:
+    """The fixed low-latency paths of a run's ToR pairs: recorded with its pairs (runs since 2026-12-02),
+    else the partition's default on the run's fabric."""
+    mine = pairs[pairs["hash"] == h]
+    if "lol_min" in mine.columns and mine["lol_min"].notna().any():
+        return int(mine["lol_min"].dropna().iloc[0])
+    from experiments.sweep.runs import fabric_of
+    from ryu_apps.algorithms.partition import Partition
+
+    point = json.loads(store.index().set_index("hash").loc[h, "point"])
+    return Partition(fabric_of(point)).n_min
 
 
 def _pair_mice_mbps(flows, pair: str, store, ts: list[float]) -> list[float]:
@@ -631,10 +658,13 @@ def _pair_mice_mbps(flows, pair: str, store, ts: list[float]) -> list[float]:
     over its completion time."""
     import ast
 
-    try:
-        src_tor, dst_tor = ast.literal_eval(pair)
-    except (ValueError, SyntaxError):
-        return []
+    if ">" in pair:  # (as the runs record it, "e3_1>e2_3")
+        src_tor, _, dst_tor = pair.partition(">")
+    else:
+        try:
+            src_tor, dst_tor = ast.literal_eval(pair)
+        except (ValueError, SyntaxError):
+            return []
     from experiments.sweep.runs import fabric_of
 
     point = json.loads(store.index().set_index("hash").loc[flows["hash"].iloc[0], "point"]) if not flows.empty else None

@@ -171,7 +171,7 @@ def _series(result: dict, fabric, keys: dict) -> tuple[list[dict], list[dict]]:
                 links.append({**keys, "t": s["time"], "link": name, "util": u,
                               "cls": ("lol" if name in lol else "hol") if cls == "lol" else "all"})
         for pair, n in (s.get("lol_paths") or {}).items():
-            pairs.append({**keys, "t": s["time"], "pair": str(pair),
+            pairs.append({**keys, "t": s["time"], "pair": str(pair), "lol_min": s.get("lol_min"),
                           "lol_paths": n if isinstance(n, (int, float)) else len(n)})
     return links, pairs
 

@@ -111,3 +111,17 @@ def test_modes_that_ran_different_seeds_are_compared_on_the_seeds_both_ran():
     assert cell["rows"][0]["common"][">=1MB"]["mean"] == 2.0
     (q,) = [q for q in _ratios(cell, lambda r, seeds, b: _on_seeds(flows, r, seeds, b)) if q["figure"] == ">=1MB mean"]
     assert q["on_seeds"] == [2] and q["pooled"] == 1.5  # 3.0 / 2.0, not 3.0 / 6.0
+
+
+def test_fig5_fills_the_seconds_a_pair_was_not_listed_with_the_fixed_paths_and_picks_the_pair_widened_longest():
+    """A run lists a ToR pair only while it has more low-latency paths than the fixed number: Fig. 5's line
+    is the fixed number at every other second, for the pair widened the most seconds."""
+    import pandas as pd
+
+    from experiments.sweep.report import fig5_series
+
+    pairs = pd.DataFrame([{"t": 3.0, "pair": "e0>e1", "lol_paths": 6},
+                          {"t": 2.0, "pair": "e2>e3", "lol_paths": 5}, {"t": 3.0, "pair": "e2>e3", "lol_paths": 5}])
+    pair, series, n_min = fig5_series(pairs, [1.0, 2.0, 3.0, 4.0], 4)
+    assert pair == "e2>e3" and series == [4, 5, 5, 4] and n_min == 4
+    assert fig5_series(pairs.iloc[:0], [1.0], 4)[0] is None

@@ -122,6 +122,12 @@ def link_util(r) -> float | None:
     return round(r.util, 4) if r else None
 
 
+def link_fields(checks: dict[str, str] | None, item: tuple) -> tuple:
+    """What the metrics count of a ``_link_states`` item: src, dst, up, class, LLDP state, utilisation."""
+    ln, _, access, up, cls, r = item
+    return ln[0], ln[1], up, cls, link_lldp(checks, ln, access), link_util(r)
+
+
 def link_doc(fabric: Fabric, policy, view: View, checks: dict[str, str] | None, item: tuple) -> dict:
     """One directed link's API document, from its ``_link_states`` item."""
     ln, port, access, up, cls, r = item

@@ -194,8 +194,7 @@ class Surface:
         return {"switches": opstate.switches(c.fabric, c.switch_states),
                 "links": opstate.link_states(c.fabric, c.policy, view, c.switch_states, _pause),
                 "link_doc": functools.partial(opstate.link_doc, c.fabric, c.policy, view, checks),
-                "link_fields": lambda item: (item[0][0], item[0][1], item[3], item[4],
-                                             opstate.link_lldp(checks, item[0], item[2]), opstate.link_util(item[5])),
+                "link_fields": functools.partial(opstate.link_fields, checks),
                 "partition": self.api_partition(), "unexpected": check["unexpected"]}
 
     def metrics_exposition(self) -> bytes:

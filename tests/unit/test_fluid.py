@@ -1,8 +1,8 @@
-"""The fluid model of placement (experiments/analysis/fluid.py): max-min shares between events."""
+"""The fluid model of placement (experiments.engines.fluid.py): max-min shares between events."""
 
 import pytest
 
-from experiments.analysis.fluid import simulate, summary
+from experiments.engines.fluid import simulate, summary
 from experiments.workloads.flowlist import Flow
 from topology.fabric import fattree
 
@@ -57,7 +57,7 @@ def test_fair_rates_are_the_controllers_max_min():
     flows over a small set of links."""
     import random
 
-    from experiments.analysis.fluid import fair_rates
+    from experiments.engines.fluid import fair_rates
     from ryu_apps.algorithms.maxmin import max_min
 
     rng = random.Random(7)

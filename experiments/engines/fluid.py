@@ -1,4 +1,4 @@
-"""What path placement alone can give: the benchmark's flows in a fluid model (pure).
+"""What path placement alone can give: the benchmark's flows in a fluid model, an engine without packets (pure).
 
 Every flow is a fluid: at each arrival and departure, the active flows get their max-min fair rates
 (``fair_rates``, as ``ryu_apps.algorithms.maxmin``) over the links they cross, and hold them until the next event. No
@@ -13,7 +13,7 @@ away. Placements:
 - ``least-loaded-large``: the same for flows of ``large`` bytes or more only, the others as ``ecmp``
   (Freeway's split: announced elephants placed, mice hashed).
 
-``python -m experiments.analysis.fluid --k 8 --workload websearch --load 0.7 --seed 2`` prints the mean
+``python -m experiments.engines.fluid --k 8 --workload websearch --load 0.7 --seed 2`` prints the mean
 slowdown (a flow's time over its size at line rate) of flows of 1 MB and more, and of all flows, per
 placement, and each placement's ratio to the ideal. Issue 58's T2 asks Freeway's single path per
 elephant to come within 1.1 x of per-packet spraying; a single-path placement that misses it even here,
@@ -142,7 +142,7 @@ def summary(rows: list[dict], large: int = LARGE) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.analysis.fluid", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m experiments.engines.fluid", description=__doc__.splitlines()[0])
     ap.add_argument("--k", type=int, default=8)
     ap.add_argument("--link-mbps", type=float, default=100.0)
     ap.add_argument("--workload", default="websearch", choices=sorted(fct.DISTRIBUTIONS))

@@ -11,7 +11,10 @@ away. Placements:
 - ``least-loaded``: one path per flow, chosen at its arrival with perfect knowledge: the path whose
   busiest fabric link carries the fewest active flows (ties drawn), never moved afterwards;
 - ``least-loaded-large``: the same for flows of ``large`` bytes or more only, the others as ``ecmp``
-  (Freeway's split: announced elephants placed, mice hashed).
+  (Freeway's split: announced elephants placed, mice hashed);
+- ``least-loaded-hol``: ``least-loaded-large`` with the large flows kept off one aggregation plane (the
+  ``a*_<lol_plane>`` switches and their links), as Freeway's partition keeps its fixed low-latency paths
+  for the mice (at k=4 and k=8 they are the ``a*_0`` plane); the others still hashed over every path.
 
 ``python -m experiments.engines.fluid --k 8 --workload websearch --load 0.7 --seed 2`` prints the mean
 slowdown (a flow's time over its size at line rate) of flows of 1 MB and more, and of all flows, per
@@ -30,7 +33,7 @@ from experiments.workloads import fct
 from topology.fabric import Fabric, fattree
 from topology.paths import path_links, tor_paths
 
-PLACEMENTS = ("ideal", "ecmp", "least-loaded", "least-loaded-large")
+PLACEMENTS = ("ideal", "ecmp", "least-loaded", "least-loaded-large", "least-loaded-hol")
 LARGE = 1_000_000
 
 
@@ -65,14 +68,21 @@ def fair_rates(flows: dict[object, list], cap: float) -> dict[object, float]:
     return rate
 
 
+def _in_plane(switch: str, plane: int) -> bool:
+    """Whether ``switch`` is an aggregation switch of index ``plane`` in its pod (``a<pod>_<plane>``)."""
+    return switch.startswith("a") and switch.rpartition("_")[2] == str(plane)
+
+
 def _host_links(fabric: Fabric, src: str, dst: str) -> list[tuple[str, str]]:
     s = next(h for h in fabric.hosts if h.name == src)
     d = next(h for h in fabric.hosts if h.name == dst)
     return [(s.name, s.switch), (d.switch, d.name)]
 
 
-def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = LARGE) -> list[dict]:
-    """Each flow's fluid completion: ``[{"bytes", "start", "fct_s", "slowdown"}]`` in the flows' order."""
+def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = LARGE, lol_plane: int = 0
+             ) -> list[dict]:
+    """Each flow's fluid completion: ``[{"bytes", "start", "fct_s", "slowdown", "links"}]`` in the flows'
+    order (``links``: the fabric links it was placed on)."""
     if placement not in PLACEMENTS:
         raise ValueError(f"placement: one of {', '.join(PLACEMENTS)}, got {placement!r}")
     cap = fabric.link_rate_mbps * 1e6
@@ -84,6 +94,7 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
     left: dict[int, float] = {}  # flow -> bits to go
     on: dict[tuple[str, str], int] = {}  # fabric link -> active flows crossing it
     fabric_links: dict[int, list] = {}
+    via: dict[int, tuple] = {}  # flow -> the fabric links it took (none: host links only)
     out: list[dict | None] = [None] * len(flows)
     now, nxt = 0.0, 0
 
@@ -97,7 +108,9 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
         if pair not in paths_of:
             paths_of[pair] = [path_links(p) for p in tor_paths(fabric, *pair)]
         options = paths_of[pair]
-        if placement == "ecmp" or (placement == "least-loaded-large" and f.bytes < large):
+        if placement == "least-loaded-hol" and f.bytes >= large:
+            options = [p for p in options if not any(_in_plane(sw, lol_plane) for ln in p for sw in ln)] or options
+        if placement == "ecmp" or (placement in ("least-loaded-large", "least-loaded-hol") and f.bytes < large):
             chosen = options[rng.randrange(len(options))]
         else:
             def busiest(p):
@@ -108,6 +121,7 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
         fabric_links[i] = chosen
         for ln in chosen:
             on[ln] = on.get(ln, 0) + 1
+        via[i] = tuple(chosen)
         return lk + list(chosen)
 
     while nxt < len(order) or active:
@@ -124,7 +138,8 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
             for ln in fabric_links.pop(i, ()):
                 on[ln] -= 1
             alone = f.bytes * 8 / cap
-            out[i] = {"bytes": f.bytes, "start": f.start, "fct_s": now - f.start, "slowdown": (now - f.start) / alone}
+            out[i] = {"bytes": f.bytes, "start": f.start, "fct_s": now - f.start, "slowdown": (now - f.start) / alone,
+                      "links": via.get(i, ())}
         while nxt < len(order) and flows[order[nxt]].start <= now:
             i = order[nxt]
             nxt += 1

@@ -67,3 +67,21 @@ def test_fair_rates_are_the_controllers_max_min():
         want = max_min(flows, dict.fromkeys(links, 100.0))
         got = fair_rates(flows, 100.0)
         assert got == pytest.approx(want, rel=1e-6, abs=1e-6)
+
+
+def test_least_loaded_hol_keeps_large_flows_off_the_low_latency_plane_and_mice_on_every_path():
+    """Two large flows from one ToR to another pod, and the a*_0 plane kept for mice: both large flows go
+    by a*_1 (k=4: two paths through it), so they share e0_0's uplink to a0_1 and run at half rate; a small
+    flow may still take the a*_0 plane."""
+    fabric = fattree(4, 100)
+    flows = _flows((0.0, "h0_0_0", "h2_0_0", MB), (0.0, "h0_0_1", "h2_0_1", MB))
+    for seed in range(5):
+        assert [r["slowdown"] for r in simulate(fabric, flows, "least-loaded-hol", seed)] == pytest.approx([2.0, 2.0])
+        assert [r["slowdown"] for r in simulate(fabric, flows, "least-loaded-large", seed)] == pytest.approx([1.0, 1.0])
+    planes = {sw for seed in range(5) for r in simulate(fabric, flows, "least-loaded-hol", seed)
+              for ln in r["links"] for sw in ln if sw.startswith("a")}
+    assert planes == {"a0_1", "a2_1"}
+    small = _flows((0.0, "h0_0_0", "h2_0_0", 10_000))
+    hashed = {sw for seed in range(10) for ln in simulate(fabric, small, "least-loaded-hol", seed)[0]["links"]
+              for sw in ln if sw.startswith("a")}
+    assert hashed == {"a0_0", "a0_1", "a2_0", "a2_1"}  # a small flow is drawn over every path, the plane's too

@@ -1,8 +1,8 @@
 """What path placement alone can give: the benchmark's flows in a fluid model, an engine without packets (pure).
 
 Every flow is a fluid: at each arrival and departure, the active flows get their max-min fair rates
-(``fair_rates``, as ``ryu_apps.algorithms.maxmin``) over the links they cross, and hold them until the next event. No
-queues, no TCP, no control delay: what is left is how the flows share links, so the difference
+(``fair_rates``, as ``ryu_apps.algorithms.maxmin``) over the links they cross, and hold them until the
+next event. No queues, no TCP, no control delay: what is left is how the flows share links, so the difference
 between two placements here is what placement itself costs, with every scheme's other losses taken
 away. Placements:
 
@@ -68,17 +68,6 @@ def fair_rates(flows: dict[object, list], cap: float) -> dict[object, float]:
     return rate
 
 
-def _in_plane(switch: str, plane: int) -> bool:
-    """Whether ``switch`` is an aggregation switch of index ``plane`` in its pod (``a<pod>_<plane>``)."""
-    return switch.startswith("a") and switch.rpartition("_")[2] == str(plane)
-
-
-def _host_links(fabric: Fabric, src: str, dst: str) -> list[tuple[str, str]]:
-    s = next(h for h in fabric.hosts if h.name == src)
-    d = next(h for h in fabric.hosts if h.name == dst)
-    return [(s.name, s.switch), (d.switch, d.name)]
-
-
 def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = LARGE, lol_plane: int = 0
              ) -> list[dict]:
     """Each flow's fluid completion: ``[{"bytes", "start", "fct_s", "slowdown", "links"}]`` in the flows'
@@ -89,11 +78,11 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
     rng = random.Random(seed)
     hosts = {h.name: h for h in fabric.hosts}
     paths_of: dict[tuple[str, str], list] = {}
+    plane = {name for name, sw in fabric.switches.items() if sw.role == "agg" and sw.index == lol_plane}
     order = sorted(range(len(flows)), key=lambda i: flows[i].start)
     active: dict[int, list] = {}  # flow -> its links
     left: dict[int, float] = {}  # flow -> bits to go
     on: dict[tuple[str, str], int] = {}  # fabric link -> active flows crossing it
-    fabric_links: dict[int, list] = {}
     via: dict[int, tuple] = {}  # flow -> the fabric links it took (none: host links only)
     out: list[dict | None] = [None] * len(flows)
     now, nxt = 0.0, 0
@@ -101,7 +90,7 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
     def place(i: int) -> list:
         f = flows[i]
         s, d = hosts[f.src], hosts[f.dst]
-        lk = _host_links(fabric, f.src, f.dst)
+        lk = [(s.name, s.switch), (d.switch, d.name)]
         if placement == "ideal" or s.switch == d.switch:
             return lk
         pair = (s.switch, d.switch)
@@ -109,7 +98,7 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
             paths_of[pair] = [path_links(p) for p in tor_paths(fabric, *pair)]
         options = paths_of[pair]
         if placement == "least-loaded-hol" and f.bytes >= large:
-            options = [p for p in options if not any(_in_plane(sw, lol_plane) for ln in p for sw in ln)] or options
+            options = [p for p in options if not any(sw in plane for ln in p for sw in ln)] or options
         if placement == "ecmp" or (placement in ("least-loaded-large", "least-loaded-hol") and f.bytes < large):
             chosen = options[rng.randrange(len(options))]
         else:
@@ -118,7 +107,6 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
             best = min(busiest(p) for p in options)
             tied = [p for p in options if busiest(p) == best]
             chosen = tied[rng.randrange(len(tied))]
-        fabric_links[i] = chosen
         for ln in chosen:
             on[ln] = on.get(ln, 0) + 1
         via[i] = tuple(chosen)
@@ -135,7 +123,7 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
         for i in [i for i in active if left[i] <= 1e-6 * flows[i].bytes * 8 + 1e-9]:
             f = flows[i]
             del active[i], left[i]
-            for ln in fabric_links.pop(i, ()):
+            for ln in via.get(i, ()):
                 on[ln] -= 1
             alone = f.bytes * 8 / cap
             out[i] = {"bytes": f.bytes, "start": f.start, "fct_s": now - f.start, "slowdown": (now - f.start) / alone,

@@ -1,4 +1,4 @@
-"""The fluid model of placement (experiments.engines.fluid.py): max-min shares between events."""
+"""The fluid model of placement (experiments/engines/fluid.py): max-min shares between events."""
 
 import pytest
 

@@ -70,7 +70,10 @@ class PartitionConfig:
     lol_order: str = setting("paper", "the order a pair's paths join the low-latency set: paper (by core number: "
                              "on a fat-tree the k/2 fixed low-latency paths all go up through a ToR's first "
                              "aggregation switch, one uplink of k/2) or spread (one core of each aggregation switch "
-                             "in turn: the fixed ones leave by every uplink)", choices=("paper", "spread"))
+                             "in turn: the fixed ones leave by every uplink, so every uplink is a low-latency link "
+                             "and no path is made of high-throughput links alone, against the paper's "
+                             "Constraint 1: elephants go only where lending opens a link)",
+                             choices=("paper", "spread"))
     mice_paths: str = setting("all", "the paths mice take: lol (the paper: the low-latency paths only) or all (every "
                               "live path, weighted by load, as ECMP spreads them: with isolation the queues keep "
                               "them apart from elephants; elephants still go on high-throughput paths first)",

@@ -449,3 +449,6 @@ def test_spread_order_gives_the_fixed_low_latency_paths_every_uplink():
         assert sorted(part.tops) == sorted(Partition(f).tops)
     spread = Partition(f, PartitionConfig(lol_order="spread"))
     assert spread.tops[:4] == ["c1", "c5", "c9", "c13"]
+    # the price: every uplink carries a fixed low-latency path, so no path is high-throughput end to end
+    # (the paper's Constraint 1 fails; elephants go only where lending opens a link)
+    assert spread.hol_paths(pair) == [] and len(Partition(f).hol_paths(pair)) == 12

@@ -16,6 +16,20 @@ away. Placements:
   ``a*_<lol_plane>`` switches and their links), as Freeway's partition keeps its fixed low-latency paths
   for the mice (at k=4 and k=8 they are the ``a*_0`` plane); the others still hashed over every path.
 
+What a placement knows of the fabric is its ``View`` (the default: every active flow, at once). The views
+that make the model's placement Freeway's, piece by piece (``--view freeway`` takes them all):
+
+- ``large_only``: only the large flows count (Freeway's allocations: the mice it hashes are not in them);
+- ``hold_s``: a large flow still counts this long after it finishes (Freeway releases an elephant when its
+  entries idle out, ``elephant_idle_s`` after its last packet);
+- ``measured``: a link that holds no large flow reads its measured load instead, in large flows (a tenth
+  of the link each: Freeway counts a rate-less elephant at its floor, and a link's measurement where it
+  holds no allocation): the load of the last ``poll_s``, smoothed as monitoring smooths it;
+- ``lend_margin``: with the plane closed (``least-loaded-hol``), a large flow takes a path over it only
+  when that path's busiest link holds more than this many large flows fewer (Freeway's lending: the
+  high-throughput paths fuller than the link by its margin, the lent path better by it);
+- ``ties``: ``first`` (the pair's paths in order, as Bin-Pack breaks ties) or ``random``.
+
 ``python -m experiments.engines.fluid --k 8 --workload websearch --load 0.7 --seed 2`` prints the mean
 slowdown (a flow's time over its size at line rate) of flows of 1 MB and more, and of all flows, per
 placement, and each placement's ratio to the ideal. Issue 58's T2 asks Freeway's single path per
@@ -28,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+from dataclasses import dataclass, replace
 
 from experiments.workloads import fct
 from topology.fabric import Fabric, fattree
@@ -35,6 +50,34 @@ from topology.paths import path_links, tor_paths
 
 PLACEMENTS = ("ideal", "ecmp", "least-loaded", "least-loaded-large", "least-loaded-hol")
 LARGE = 1_000_000
+
+
+@dataclass(frozen=True)
+class View:
+    """What a least-loaded placement sees of the fabric (see the module's docstring)."""
+
+    large_only: bool = False
+    hold_s: float = 0.0
+    measured: bool = False
+    lend_margin: float | None = None
+    ties: str = "random"
+    poll_s: float = 1.0
+    alpha: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.ties not in ("random", "first"):
+            raise ValueError(f"ties: random or first, got {self.ties!r}")
+        if self.hold_s < 0 or self.poll_s <= 0 or not 0 < self.alpha <= 1:
+            raise ValueError("hold_s: at least 0; poll_s: above 0; alpha: in (0, 1]")
+        if self.measured and not self.large_only:
+            raise ValueError("measured: only with large_only (a link reads its measurement where it holds no "
+                             "large flow)")
+
+
+PERFECT = View()
+# Freeway's placement as its state sees the fabric (ryu_apps/modes/freeway_state.py: ``handshake``'s
+# ``load_after``, ``place``'s lending, ``elephant_idle_s`` 2 s, Bin-Pack's ties to the first path)
+FREEWAY_VIEW = View(large_only=True, hold_s=2.0, measured=True, lend_margin=1.0, ties="first")
 
 
 def fair_rates(flows: dict[object, list], cap: float) -> dict[object, float]:
@@ -68,12 +111,14 @@ def fair_rates(flows: dict[object, list], cap: float) -> dict[object, float]:
     return rate
 
 
-def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = LARGE, lol_plane: int = 0
-             ) -> list[dict]:
+def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = LARGE, lol_plane: int = 0,
+             view: View = PERFECT) -> list[dict]:
     """Each flow's fluid completion: ``[{"bytes", "start", "fct_s", "slowdown", "links"}]`` in the flows'
-    order (``links``: the fabric links it was placed on)."""
+    order (``links``: the fabric links it was placed on). ``view``: what a least-loaded placement sees."""
     if placement not in PLACEMENTS:
         raise ValueError(f"placement: one of {', '.join(PLACEMENTS)}, got {placement!r}")
+    if view.lend_margin is not None and placement != "least-loaded-hol":
+        raise ValueError("lend_margin: only with least-loaded-hol (the plane it lends)")
     cap = fabric.link_rate_mbps * 1e6
     rng = random.Random(seed)
     hosts = {h.name: h for h in fabric.hosts}
@@ -83,9 +128,27 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
     active: dict[int, list] = {}  # flow -> its links
     left: dict[int, float] = {}  # flow -> bits to go
     on: dict[tuple[str, str], int] = {}  # fabric link -> active flows crossing it
+    held: dict[tuple[str, str], int] = {}  # fabric link -> large flows the view still holds on it
+    unhold: list[tuple[float, tuple]] = []  # (when, links) of finished large flows still held
+    carried: dict[tuple[str, str], float] = {}  # fabric link -> bits carried since the last poll
+    measured: dict[tuple[str, str], float] = {}  # fabric link -> smoothed load (fraction of the link)
+    next_poll = view.poll_s if view.measured else float("inf")
     via: dict[int, tuple] = {}  # flow -> the fabric links it took (none: host links only)
     out: list[dict | None] = [None] * len(flows)
     now, nxt = 0.0, 0
+
+    def seen(ln) -> float:
+        if not view.large_only:
+            return on.get(ln, 0)
+        n = held.get(ln, 0)
+        return n if n or not view.measured else measured.get(ln, 0.0) * 10
+
+    def least(options: list) -> tuple[float, list]:
+        def busiest(p):
+            return max(seen(ln) for ln in p)
+        best = min(busiest(p) for p in options)
+        tied = [p for p in options if busiest(p) == best]
+        return best, tied[0] if view.ties == "first" else tied[rng.randrange(len(tied))]
 
     def place(i: int) -> list:
         f = flows[i]
@@ -96,19 +159,21 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
         pair = (s.switch, d.switch)
         if pair not in paths_of:
             paths_of[pair] = [path_links(p) for p in tor_paths(fabric, *pair)]
-        options = paths_of[pair]
+        every = options = paths_of[pair]
         if placement == "least-loaded-hol" and f.bytes >= large:
             options = [p for p in options if not any(sw in plane for ln in p for sw in ln)] or options
         if placement == "ecmp" or (placement in ("least-loaded-large", "least-loaded-hol") and f.bytes < large):
             chosen = options[rng.randrange(len(options))]
         else:
-            def busiest(p):
-                return max(on.get(ln, 0) for ln in p)
-            best = min(busiest(p) for p in options)
-            tied = [p for p in options if busiest(p) == best]
-            chosen = tied[rng.randrange(len(tied))]
+            best, chosen = least(options)
+            if view.lend_margin is not None and best > 1 and options is not every:
+                lent, on_lent = least(every)
+                if lent < best - view.lend_margin:
+                    chosen = on_lent
         for ln in chosen:
             on[ln] = on.get(ln, 0) + 1
+            if f.bytes >= large:
+                held[ln] = held.get(ln, 0) + 1
         via[i] = tuple(chosen)
         return lk + list(chosen)
 
@@ -116,15 +181,36 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
         rates = fair_rates(active, cap) if active else {}
         t_arrive = flows[order[nxt]].start if nxt < len(order) else float("inf")
         done_at = min((now + left[i] / rates[i] for i in active if rates[i] > 0), default=float("inf"))
-        t = min(t_arrive, done_at)
+        t_unhold = min((t for t, _ in unhold), default=float("inf"))
+        # (the view's events matter only while flows still arrive)
+        t = min(t_arrive, done_at, *((next_poll, t_unhold) if nxt < len(order) else ()))
         for i in active:
             left[i] -= rates[i] * (t - now)
+            if view.measured:
+                for ln in via.get(i, ()):
+                    carried[ln] = carried.get(ln, 0.0) + rates[i] * (t - now)
         now = t
+        if now >= next_poll:
+            for ln in set(carried) | set(measured):
+                u = carried.get(ln, 0.0) / view.poll_s / cap
+                measured[ln] = view.alpha * u + (1 - view.alpha) * measured[ln] if ln in measured else u
+            carried.clear()
+            next_poll += view.poll_s
+        for entry in [e for e in unhold if e[0] <= now]:
+            unhold.remove(entry)
+            for ln in entry[1]:
+                held[ln] -= 1
         for i in [i for i in active if left[i] <= 1e-6 * flows[i].bytes * 8 + 1e-9]:
             f = flows[i]
             del active[i], left[i]
             for ln in via.get(i, ()):
                 on[ln] -= 1
+            if f.bytes >= large and via.get(i):
+                if view.hold_s:
+                    unhold.append((now + view.hold_s, via[i]))
+                else:
+                    for ln in via[i]:
+                        held[ln] -= 1
             alone = f.bytes * 8 / cap
             out[i] = {"bytes": f.bytes, "start": f.start, "fct_s": now - f.start, "slowdown": (now - f.start) / alone,
                       "links": via.get(i, ())}
@@ -153,13 +239,23 @@ def main(argv=None) -> int:
     ap.add_argument("--duration", type=float, default=2.0)
     ap.add_argument("--seed", type=int, default=2)
     ap.add_argument("--placements", default=",".join(PLACEMENTS))
+    ap.add_argument("--view", default="perfect", choices=("perfect", "freeway"),
+                    help="what least-loaded-hol sees: perfect (every active flow, at once) or freeway (Freeway's "
+                         "allocations, held 2 s, measurements, lending margin 1, ties to the first path)")
+    ap.add_argument("--hold", type=float, help="the view's hold_s (a finished large flow still counts this long)")
+    ap.add_argument("--lend-margin", type=float, help="the view's lend_margin (-1: the plane closed)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
+    view = FREEWAY_VIEW if a.view == "freeway" else PERFECT
+    if a.hold is not None:
+        view = replace(view, hold_s=a.hold)
+    if a.lend_margin is not None:
+        view = replace(view, lend_margin=None if a.lend_margin < 0 else a.lend_margin)
     fabric = fattree(a.k, a.link_mbps)
     flows = fct.poisson_flows(fabric, a.workload, a.load, a.duration, a.seed, max_bytes=30_000_000)
     res = {}
     for p in a.placements.split(","):
-        res[p] = summary(simulate(fabric, flows, p, a.seed))
+        res[p] = summary(simulate(fabric, flows, p, a.seed, view=view if p == "least-loaded-hol" else PERFECT))
         if not a.json:
             r = res[p]
             ideal = res.get("ideal", {}).get("ge1MB_mean")
@@ -167,7 +263,8 @@ def main(argv=None) -> int:
             print(f"{p:20s} >=1MB mean slowdown {r['ge1MB_mean']:.3f}{rel}; all flows {r['all_mean']:.3f} "
                   f"({r['flows']} flows)", flush=True)
     if a.json:
-        print(json.dumps({"k": a.k, "workload": a.workload, "load": a.load, "seed": a.seed, "results": res}))
+        print(json.dumps({"k": a.k, "workload": a.workload, "load": a.load, "seed": a.seed, "view": vars(view),
+                          "results": res}))
     return 0
 
 

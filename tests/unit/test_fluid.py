@@ -85,3 +85,59 @@ def test_least_loaded_hol_keeps_large_flows_off_the_low_latency_plane_and_mice_o
     hashed = {sw for seed in range(10) for ln in simulate(fabric, small, "least-loaded-hol", seed)[0]["links"]
               for sw in ln if sw.startswith("a")}
     assert hashed == {"a0_0", "a0_1", "a2_0", "a2_1"}  # a small flow is drawn over every path, the plane's too
+
+
+def test_a_view_that_holds_finished_large_flows_moves_the_next_one_off_their_path():
+    """Freeway releases an elephant when its entries idle out, 2 s after its last packet: a view holding
+    finished large flows sends the next one elsewhere; without the hold, ties go to the first path."""
+    from experiments.engines.fluid import View
+
+    fabric = fattree(4, 100)
+    flows = _flows((0.0, "h0_0_0", "h2_0_0", MB), (0.1, "h0_0_1", "h2_0_1", MB))  # the first ends at 0.08 s
+    for hold, same in ((0.0, True), (1.0, False)):
+        first, second = simulate(fabric, flows, "least-loaded-large", view=View(large_only=True, hold_s=hold,
+                                                                                 ties="first"))
+        assert (first["links"] == second["links"]) is same, hold
+        assert second["slowdown"] == pytest.approx(1.0)
+
+
+def test_a_measured_view_sees_the_small_flows_of_the_last_poll_where_it_holds_no_large_flow():
+    """A small flow (4 Mbit) crosses one of e0_0's two uplinks and ends before the poll at 50 ms: the
+    large flow after it reads that uplink at 0.8 of the link (8 large flows' worth) and takes the other;
+    a view without measurements sees nothing there and takes the first path."""
+    from experiments.engines.fluid import View
+
+    fabric = fattree(4, 100)
+    flows = _flows((0.0, "h0_0_0", "h2_0_0", 500_000), (0.06, "h0_0_1", "h2_0_1", MB),
+                   (0.5, "h1_0_0", "h3_0_0", 10_000))  # (the last: arrivals go on past the poll)
+    for seed in range(4):
+        small, large, _ = simulate(fabric, flows, "least-loaded-large", seed,
+                                   view=View(large_only=True, measured=True, ties="first", poll_s=0.05))
+        assert large["links"][0] != small["links"][0]
+        _, blind, _ = simulate(fabric, flows, "least-loaded-large", seed, view=View(large_only=True, ties="first"))
+        assert blind["links"] == tor_links(fabric, "e0_0", "e2_0")[0]
+
+
+def tor_links(fabric, a, b):
+    from topology.paths import path_links, tor_paths
+
+    return [tuple(path_links(p)) for p in tor_paths(fabric, a, b)]
+
+
+def test_lending_takes_the_low_latency_plane_only_when_it_is_emptier_by_more_than_the_margin():
+    """Three long large flows from e0_0 to pod 2, the a*_0 plane closed to them: the second still shares
+    the a0_1 uplink with the first (one flow there is not over the margin); the third goes over the plane
+    (two on the uplink against none). The plane closed (no margin), all three share a0_1's uplink."""
+    from experiments.engines.fluid import View
+
+    fabric = fattree(4, 100)
+    flows = _flows((0.0, "h0_0_0", "h2_0_0", 10 * MB), (0.01, "h0_0_1", "h2_0_1", 10 * MB),
+                   (0.02, "h0_0_0", "h2_0_1", 10 * MB))
+    for margin, on_plane in ((1.0, 1), (None, 0)):
+        rows = simulate(fabric, flows, "least-loaded-hol", view=View(large_only=True, lend_margin=margin,
+                                                                      ties="first"))
+        assert sum(r["links"][0] == ("e0_0", "a0_0") for r in rows) == on_plane, margin
+    with pytest.raises(ValueError, match="lend_margin: only with least-loaded-hol"):
+        simulate(fabric, flows, "least-loaded-large", view=View(lend_margin=1.0))
+    with pytest.raises(ValueError, match="measured: only with large_only"):
+        View(measured=True)

@@ -22,9 +22,11 @@ that make the model's placement Freeway's, piece by piece (``--view freeway`` ta
 - ``large_only``: only the large flows count (Freeway's allocations: the mice it hashes are not in them);
 - ``hold_s``: a large flow still counts this long after it finishes (Freeway releases an elephant when its
   entries idle out, ``elephant_idle_s`` after its last packet);
-- ``measured``: a link that holds no large flow reads its measured load instead, in large flows (a tenth
-  of the link each: Freeway counts a rate-less elephant at its floor, and a link's measurement where it
-  holds no allocation): the load of the last ``poll_s``, smoothed as monitoring smooths it;
+- ``measured``: ``idle``: a link that holds no large flow reads its measured load instead, in large flows
+  (a tenth of the link each: Freeway counts a rate-less elephant at its floor, and a link's measurement
+  where it holds no allocation), the load of the last ``poll_s``, smoothed as monitoring smooths it;
+  ``small``: a link reads the large flows it holds plus the measured load of the small flows on it (a
+  view Freeway does not have: its mice load estimate added to its allocations); ``off``;
 - ``lend_margin``: with the plane closed (``least-loaded-hol``), a large flow takes a path over it only
   when that path's busiest link holds more than this many large flows fewer (Freeway's lending: the
   high-throughput paths fuller than the link by its margin, the lent path better by it);
@@ -58,7 +60,7 @@ class View:
 
     large_only: bool = False
     hold_s: float = 0.0
-    measured: bool = False
+    measured: str = "off"
     lend_margin: float | None = None
     ties: str = "random"
     poll_s: float = 1.0
@@ -69,15 +71,16 @@ class View:
             raise ValueError(f"ties: random or first, got {self.ties!r}")
         if self.hold_s < 0 or self.poll_s <= 0 or not 0 < self.alpha <= 1:
             raise ValueError("hold_s: at least 0; poll_s: above 0; alpha: in (0, 1]")
-        if self.measured and not self.large_only:
-            raise ValueError("measured: only with large_only (a link reads its measurement where it holds no "
-                             "large flow)")
+        if self.measured not in ("off", "idle", "small"):
+            raise ValueError(f"measured: off, idle or small, got {self.measured!r}")
+        if self.measured != "off" and not self.large_only:
+            raise ValueError("measured: only with large_only (the measurement stands in for what is not held)")
 
 
 PERFECT = View()
 # Freeway's placement as its state sees the fabric (ryu_apps/modes/freeway_state.py: ``handshake``'s
 # ``load_after``, ``place``'s lending, ``elephant_idle_s`` 2 s, Bin-Pack's ties to the first path)
-FREEWAY_VIEW = View(large_only=True, hold_s=2.0, measured=True, lend_margin=1.0, ties="first")
+FREEWAY_VIEW = View(large_only=True, hold_s=2.0, measured="idle", lend_margin=1.0, ties="first")
 
 
 def fair_rates(flows: dict[object, list], cap: float) -> dict[object, float]:
@@ -132,7 +135,7 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
     unhold: list[tuple[float, tuple]] = []  # (when, links) of finished large flows still held
     carried: dict[tuple[str, str], float] = {}  # fabric link -> bits carried since the last poll
     measured: dict[tuple[str, str], float] = {}  # fabric link -> smoothed load (fraction of the link)
-    next_poll = view.poll_s if view.measured else float("inf")
+    next_poll = view.poll_s if view.measured != "off" else float("inf")
     via: dict[int, tuple] = {}  # flow -> the fabric links it took (none: host links only)
     out: list[dict | None] = [None] * len(flows)
     now, nxt = 0.0, 0
@@ -141,7 +144,9 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
         if not view.large_only:
             return on.get(ln, 0)
         n = held.get(ln, 0)
-        return n if n or not view.measured else measured.get(ln, 0.0) * 10
+        if view.measured == "small":
+            return n + measured.get(ln, 0.0) * 10
+        return n if n or view.measured == "off" else measured.get(ln, 0.0) * 10
 
     def least(options: list) -> tuple[float, list]:
         def busiest(p):
@@ -186,7 +191,7 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
         t = min(t_arrive, done_at, *((next_poll, t_unhold) if nxt < len(order) else ()))
         for i in active:
             left[i] -= rates[i] * (t - now)
-            if view.measured:
+            if view.measured == "idle" or (view.measured == "small" and flows[i].bytes < large):
                 for ln in via.get(i, ()):
                     carried[ln] = carried.get(ln, 0.0) + rates[i] * (t - now)
         now = t
@@ -244,11 +249,14 @@ def main(argv=None) -> int:
                          "allocations, held 2 s, measurements, lending margin 1, ties to the first path)")
     ap.add_argument("--hold", type=float, help="the view's hold_s (a finished large flow still counts this long)")
     ap.add_argument("--lend-margin", type=float, help="the view's lend_margin (-1: the plane closed)")
+    ap.add_argument("--measured", choices=("off", "idle", "small"), help="the view's measured")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     view = FREEWAY_VIEW if a.view == "freeway" else PERFECT
     if a.hold is not None:
         view = replace(view, hold_s=a.hold)
+    if a.measured is not None:
+        view = replace(view, measured=a.measured)
     if a.lend_margin is not None:
         view = replace(view, lend_margin=None if a.lend_margin < 0 else a.lend_margin)
     fabric = fattree(a.k, a.link_mbps)

@@ -1,5 +1,7 @@
 """The fluid model of placement (experiments/engines/fluid.py): max-min shares between events."""
 
+from dataclasses import replace
+
 import pytest
 
 from experiments.engines.fluid import simulate, summary
@@ -112,7 +114,7 @@ def test_a_measured_view_sees_the_small_flows_of_the_last_poll_where_it_holds_no
                    (0.5, "h1_0_0", "h3_0_0", 10_000))  # (the last: arrivals go on past the poll)
     for seed in range(4):
         small, large, _ = simulate(fabric, flows, "least-loaded-large", seed,
-                                   view=View(large_only=True, measured=True, ties="first", poll_s=0.05))
+                                   view=View(large_only=True, measured="idle", ties="first", poll_s=0.05))
         assert large["links"][0] != small["links"][0]
         _, blind, _ = simulate(fabric, flows, "least-loaded-large", seed, view=View(large_only=True, ties="first"))
         assert blind["links"] == tor_links(fabric, "e0_0", "e2_0")[0]
@@ -140,4 +142,26 @@ def test_lending_takes_the_low_latency_plane_only_when_it_is_emptier_by_more_tha
     with pytest.raises(ValueError, match="lend_margin: only with least-loaded-hol"):
         simulate(fabric, flows, "least-loaded-large", view=View(lend_margin=1.0))
     with pytest.raises(ValueError, match="measured: only with large_only"):
-        View(measured=True)
+        View(measured="idle")
+
+
+def test_a_view_of_held_large_flows_plus_measured_small_ones_avoids_a_link_both_load():
+    """Two long large flows hold one path each from e0_0 to e2_0; a small flow into e2_0 crossed one of
+    its downlinks before the poll. Every path of the third large flow holds one large flow: Freeway's view
+    (``idle``: measurements only where nothing is held) ties and takes the first path; the view that adds
+    the small flows' measured load takes a path off the downlink the small flow loaded."""
+    from experiments.engines.fluid import View
+
+    fabric = fattree(4, 100)
+    flows = _flows((0.0, "h0_0_0", "h2_0_0", 10 * MB), (0.001, "h0_0_1", "h2_0_1", 10 * MB),
+                   (0.0, "h1_0_0", "h2_0_1", 500_000), (0.06, "h0_0_0", "h2_0_1", 10 * MB))
+    seen = 0
+    for seed in range(8):
+        view = View(large_only=True, ties="first", poll_s=0.05)
+        _, _, small, third = simulate(fabric, flows, "least-loaded-large", seed, view=replace(view, measured="small"))
+        _, _, _, third_idle = simulate(fabric, flows, "least-loaded-large", seed, view=replace(view, measured="idle"))
+        assert third_idle["links"] == tor_links(fabric, "e0_0", "e2_0")[0]
+        down = [ln for ln in small["links"] if ln[1] == "e2_0"]
+        assert down and down[0] not in third["links"], seed
+        seen += down[0] in third_idle["links"]
+    assert seen  # (some seeds put the small flow on the first path's downlink)

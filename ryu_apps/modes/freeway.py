@@ -14,7 +14,7 @@ from ryu_apps.modes.policy import LOG, NOTHING, Placed, Policy, Reaction, flow_d
 from ryu_apps.openflow import pipeline
 from ryu_apps.openflow.intents import UdpOut
 from ryu_apps.openflow.txn import METER_MOD_FAILED, Failure, Txn
-from ryu_apps.programs import arp
+from ryu_apps.programs import arp, pins
 from topology.fabric import Fabric
 from topology.paths import path_top
 from topology.queues import IsolationConfig
@@ -109,6 +109,14 @@ class FreewayPolicy(Policy):
         return out
 
     def on_other_packet(self, now, switch, port, data) -> Reaction:
+        fin = pins.fin_of(data)
+        if fin is not None:  # a placed elephant's FIN, copied by its ingress ToR (release_on_fin)
+            el, ops = self.state.fin(switch, port, *fin)
+            if el is None:
+                return NOTHING()
+            LOG.info("elephant %d sent its FIN on %s: allocation released", el.eid, switch)
+            return Reaction(list(ops.items()), events=[{"type": "released", "how": "adopted" if el.adopted
+                                                        else "announced", "elephant": el.eid, "reason": "fin"}])
         udp = arp.decode_udp(data)
         if udp is None or udp[2] != hs.SERVICE_PORT:
             self.counters["packet-in-dropped"] += 1
@@ -224,9 +232,13 @@ class FreewayPolicy(Policy):
         if flow:  # an EFM pin of an unannounced elephant: forgotten
             return Reaction(events=[{"type": "released", "how": "efm", "flow": str(flow), "reason": "idle"}])
         eid = eid_of(cookie)
+        finished = self.state.finished(cookie)
         ops = self.state.flow_removed(switch, cookie)
         if not ops:
             return NOTHING()
+        if finished:  # released by its FIN already: its entries went idle after its last packets
+            LOG.info("elephant entry %x of a finished elephant expired on %s: its entries cleared", cookie, switch)
+            return Reaction(list(ops.items()))
         LOG.info("elephant entry %x expired on %s: allocation released", cookie, switch)
         return Reaction(list(ops.items()), events=[{"type": "released", "how": "announced", "elephant": eid,
                                                     "reason": "idle"}])

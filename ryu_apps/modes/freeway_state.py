@@ -47,6 +47,16 @@ class FreewayConfig(PartitionConfig):
     elephant_idle_s: int = setting(2, "an elephant's entries expire after this long without packets, and its "
                                    "allocation is released (a finished 1 MB flow held its share 10 s, when this "
                                    "was 10: new elephants were placed around phantoms)", "s", min=1, live=True)
+    release_on_fin: bool = setting(True, "an elephant's TCP FIN, copied to the controller by one more entry at its "
+                                   "ingress ToR, releases its allocation at once (off: only its entries' idle timeout "
+                                   "does, elephant_idle_s after its last packet, and new elephants are placed around "
+                                   "the finished ones meanwhile)", live=True)
+    place_load: str = setting("held", "the load an announced elephant is placed by: held (on each link, what "
+                              "is allocated there, a rate-less elephant at its floor, plus the link's mice load as "
+                              "monitoring estimates it) or measured (the link's measured load where it is above "
+                              "what is allocated: a finished elephant's traffic stays in that 1-s, smoothed "
+                              "measurement for seconds after it ends, and new elephants were placed around it)",
+                              choices=("held", "measured"), live=True)
     headroom: float = setting(1.0, "a path has room while its maximum utilisation with the flow stays at or "
                               "below this", positive=True, live=True)
     active_s: float = setting(3.0, "a ToR pair is active (evaluated each period) this long after its last mice "
@@ -105,8 +115,13 @@ class FreewayConfig(PartitionConfig):
 
 
 LEND_MARGIN = 0.1  # lending needs the HOL paths fuller than capacity, and the lent path better, by this much
+# ... with ``place_load: held``: half an elephant's floor (a tenth of its host's link), so that a lent path
+# emptier by one elephant is taken (the fluid model: 1-2% on large flows, experiments/engines/fluid.py), and
+# what is left of measurement noise (the mice load) still decides nothing
+LEND_MARGIN_HELD = 0.05
 GROW_AT = 0.8  # an adopted elephant measured at this fraction of its allocation or more grows
 SHRINK_AT = 0.5  # ... below this fraction it shrinks
+FINISHED_KEPT = 100_000  # elephants released by their FIN whose entries are remembered until they idle out
 MOVE_WAIT_S = 10.0  # the longest the mice groups wait for elephant moves to report back
 
 
@@ -124,6 +139,8 @@ class FreewayState(Loads, MiceProgram, Recovery):
         self._changes: dict[str, tuple[float, float]] = {}  # host -> (tokens, when): its announces' bucket
         self.records: dict[int, dict] = {}  # what a cluster store kept of each announced elephant (``record``)
         self.by_subflow: dict[hs.Subflow, int] = {}
+        self._fins: dict[int, set] = {}  # elephant -> its subflows whose FIN was seen (``fin``)
+        self._finished: dict[int, Elephant] = {}  # cookie -> an elephant released by its FIN, its entries left
         self.link_util: dict[Link, float] = {}
         self.flows = {}  # the period's flow readings (five-tuple -> rate, links, elephant?, last seen): ``measure``
         self._mice_of: tuple | None = None  # (link_util, flows) the mice loads were computed from, and they
@@ -182,7 +199,7 @@ class FreewayState(Loads, MiceProgram, Recovery):
     def _entries(self, el: Elephant, path: Path, sub: hs.Subflow) -> list[tuple[str, Flow]]:
         meter = self.meter_of(el)
         return path_entries(self.fabric, path, sub, el.cookie, self.cfg.elephant_idle_s, self.iso,
-                            meter.meter_id if meter else 0)
+                            meter.meter_id if meter else 0, fin=self.cfg.release_on_fin)
 
     def refuse_meters(self, switch: str) -> bool:
         """A switch refused a meter: forward its elephants without. False if that was known already."""
@@ -312,9 +329,16 @@ class FreewayState(Loads, MiceProgram, Recovery):
         held, comp = self._rateless_held()  # rate-less elephants give up what they hold above their minimum
         extra = self.per_meter() - 1.0  # ... and their meters let through this much more than they hold
 
-        def load_after(ln: Link) -> float:
-            measured = self.link_util.get(ln, 0.0) * self.capacity_bps(ln) - extra * held[ln]
-            return max(0.0, max(measured, self.alloc.link.get(ln, 0.0)) - comp[ln])
+        if self.cfg.place_load == "held":  # what is placed on the link now, and its mice
+            mice = self.mice_seen
+
+            def load_after(ln: Link) -> float:
+                return (max(0.0, self.alloc.link.get(ln, 0.0) - comp[ln])
+                        + mice.get(ln, 0.0) * self.capacity_bps(ln))
+        else:
+            def load_after(ln: Link) -> float:
+                measured = self.link_util.get(ln, 0.0) * self.capacity_bps(ln) - extra * held[ln]
+                return max(0.0, max(measured, self.alloc.link.get(ln, 0.0)) - comp[ln])
 
         # a rate-less elephant may grow to its host's link (the placement is chosen for that; it is
         # allocated its floor, then its share)
@@ -468,6 +492,7 @@ class FreewayState(Loads, MiceProgram, Recovery):
 
     def _release(self, eid: int) -> Elephant | None:
         self.pending.discard(eid)
+        self._fins.pop(eid, None)
         el = self.elephants.pop(eid, None)
         if el is None:
             return None
@@ -482,13 +507,50 @@ class FreewayState(Loads, MiceProgram, Recovery):
         eid = eid_of(cookie)
         el = self.elephants.get(eid) if eid is not None else None
         if el is None or el.cookie != cookie:
-            return {}
-        self._release(eid)
-        self.counters["elephant-expired"] += 1
+            el = self._finished.pop(cookie, None)
+            if el is None:
+                return {}
+        else:
+            self._release(eid)
+            self.counters["elephant-expired"] += 1
         out: dict[str, list] = {}
         for sw, intents in self.release_ops(el):
             out.setdefault(sw, []).extend(intents)
         return out
+
+    def finished(self, cookie: int) -> bool:
+        """Whether ``cookie`` is an elephant's released by its FIN whose entries are still on the switches."""
+        return cookie in self._finished
+
+    def fin(self, switch: str, in_port: int, src: str, dst: str, sport: int, dport: int
+            ) -> tuple[Elephant | None, dict[str, list]]:
+        """A placed elephant's FIN, as its ingress ToR copied it (``release_on_fin``): once every subflow of
+        the elephant has sent one, release it and clear its entries, as an idle timeout would a few seconds
+        later: (the elephant released, the operations). A FIN of no placed elephant, or not from its source
+        host's port, changes nothing (counted); nor does one before the elephant's install is confirmed (its
+        timeout releases it then)."""
+        sub = hs.Subflow(src, dst, 6, sport, dport)
+        eid = self.by_subflow.get(sub)
+        el = self.elephants.get(eid) if eid is not None else None
+        if el is None:
+            self.counters["fin-unknown"] += 1
+            return None, {}
+        if (switch, in_port) != (el.src.switch, el.src.port):
+            self.counters["fin-not-from-its-host"] += 1
+            return None, {}
+        if eid in self.pending:
+            self.counters["fin-before-confirmed"] += 1
+            return None, {}
+        done = self._fins.setdefault(eid, set())
+        done.add(sub)
+        if len(done) < len(el.subflows):
+            return None, {}
+        self._release(eid)
+        self.counters["elephant-finished"] += 1
+        self._finished[el.cookie] = el
+        while len(self._finished) > FINISHED_KEPT:  # (a flow-removed that never came: the oldest forgotten)
+            del self._finished[next(iter(self._finished))]
+        return el, {}
 
     def reroute_plan(self, el: Elephant, avoid: set[Link], overbook_lol: bool = False):
         """(install, after) to move an elephant off ``avoid`` onto HOL paths, overbooked when none has
@@ -658,14 +720,17 @@ class FreewayState(Loads, MiceProgram, Recovery):
             hol, why = None, e
         if not self.lending():
             return hol
-        u_hol = self._full_util(hol, scale) if hol is not None else float("inf")
-        if u_hol <= 1.0 + LEND_MARGIN:
+        held = self.cfg.place_load == "held"
+        full = load if held else self.load_bps  # (lending judged by the same load)
+        margin = LEND_MARGIN_HELD if held else LEND_MARGIN
+        u_hol = self._full_util(hol, scale, full) if hol is not None else float("inf")
+        if u_hol <= 1.0 + margin:
             return hol
         try:
             lent = self._place_on(pair, rate_bps, n, load, headroom, self.open_link, avoid, explain=False)
         except NoRoom:
             lent = None
-        if lent is not None and self._full_util(lent, scale) < u_hol - LEND_MARGIN:
+        if lent is not None and self._full_util(lent, scale, full) < u_hol - margin:
             self.counters["placed-on-lent"] += any(not self.partition.is_hol(ln) for pl in lent
                                                    for ln in links(pl.path))
             return lent
@@ -722,14 +787,15 @@ class FreewayState(Loads, MiceProgram, Recovery):
         return NoRoom(f"no usable high-throughput path between these ToRs: its {n_open} cross links "
                       "being moved off or not measured lately")
 
-    def _full_util(self, placements: list[Placement], scale: float = 1.0) -> float:
+    def _full_util(self, placements: list[Placement], scale: float = 1.0, load=None) -> float:
         """The busiest link's utilisation with ``placements`` (their rates times ``scale``) added to
-        everything allocated and measured."""
+        ``load`` (default ``load_bps``: everything allocated and measured)."""
+        load = load or self.load_bps
         extra: Counter = Counter()
         for pl in placements:
             for ln in links(pl.path):
                 extra[ln] += pl.rate_bps * scale
-        return max(((self.load_bps(ln) + r) / self.capacity_bps(ln) for ln, r in extra.items()), default=0.0)
+        return max(((load(ln) + r) / self.capacity_bps(ln) for ln, r in extra.items()), default=0.0)
 
     def _paths(self, pair, open_, avoid=frozenset()) -> list[Path]:
         """The pair's live paths whose links are all ``open_``, freshly measured and not in ``avoid``."""

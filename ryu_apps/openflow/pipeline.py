@@ -69,6 +69,8 @@ _BANDS = (
     Band("hedera-edge", 400, FORWARD, "Hedera: one entry per flow at its ingress ToR, counting its bytes"),
     Band("elephant-mark", 450, INGRESS, "a detected elephant that keeps its path: mark it, go to forward"),
     Band("elephant", 500, INGRESS, "a placed elephant: exact 5-tuple, its own path"),
+    Band("elephant-fin", 510, INGRESS, "a placed elephant's FIN at its ingress ToR: forwarded as the elephant, and "
+                                       "its headers to the controller, which releases the elephant's allocation"),
     Band("arp", 1000, FORWARD, "ARP to the controller (proxy ARP from the host table), through the host's punt meter"),
     Band("service-drop", 1900, FORWARD, "anything else to the handshake service address"),
     Band("handshake", 2000, FORWARD, "the elephant handshake to the controller, through the host's punt meter"),

@@ -4,12 +4,15 @@ and the make-before-break plan that moves a flow onto a path (``pin``)."""
 from __future__ import annotations
 
 from ryu_apps.openflow import pipeline
-from ryu_apps.openflow.intents import SEND_FLOW_REM, DeleteFlows, Flow, Output, match
+from ryu_apps.openflow.intents import SEND_FLOW_REM, DeleteFlows, Flow, Output, ToController, match
 from ryu_apps.programs.forwarding import ETH_IPV4
 from topology.fabric import Fabric
 from topology.paths import Path, path_ports
 
 PRIO_ELEPHANT = pipeline.prio("elephant")
+PRIO_ELEPHANT_FIN = pipeline.prio("elephant-fin")
+TCP_FIN = 0x001  # the FIN bit of OpenFlow's tcp_flags (and of the TCP header's flags byte)
+FIN_PUNT_BYTES = 128  # what of a FIN reaches the controller: its Ethernet, IPv4 and TCP headers
 
 
 KIND_EDGE, KIND_PLACED = 1, 2  # the kind field of an EFM or Hedera cookie
@@ -26,10 +29,15 @@ def flow_match(src: str, dst: str, proto: int, sport: int, dport: int):
 
 
 def path_entries(fabric: Fabric, path: Path, flow, cookie: int, idle_timeout: int, iso=None,
-                 meter_id: int = 0) -> list[tuple[str, Flow]]:
+                 meter_id: int = 0, fin: bool = False) -> list[tuple[str, Flow]]:
     """(switch, entry) along ``path`` to the flow's destination host, egress side first; the ingress
     entry (installed last) reports its removal. ``flow`` has src, dst, proto, sport, dport. With an
-    IsolationConfig ``iso`` the entries mark the flow an elephant; ``meter_id`` meters it at ingress."""
+    IsolationConfig ``iso`` the entries mark the flow an elephant; ``meter_id`` meters it at ingress.
+
+    ``fin`` (a TCP flow): one more entry at the ingress ToR, above the elephant's, for its FIN: sent on
+    as the elephant's packets are, and its headers to the controller (``fin_of`` reads them), so that
+    the flow's end is known when its sender closes, not an idle timeout later. It has no timeout of
+    its own (it sees no packet until the end): it goes with the elephant's cookie."""
     from ryu_apps.programs.isolation import elephant_actions
 
     dst = fabric.host_by_ip(flow.dst)
@@ -43,7 +51,28 @@ def path_entries(fabric: Fabric, path: Path, flow, cookie: int, idle_timeout: in
         out.append((sw, Flow(PRIO_ELEPHANT, m, actions, table_id=pipeline.table_for(PRIO_ELEPHANT, fabric.switches[sw].is_tor),
                              cookie=cookie, idle_timeout=idle_timeout,
                              flags=SEND_FLOW_REM if i == 0 else 0, meter_id=meter_id if i == 0 else 0)))
+        if i == 0 and fin and flow.proto == 6:
+            out.append((sw, Flow(PRIO_ELEPHANT_FIN, match(**dict(m), tcp_flags=(TCP_FIN, TCP_FIN)),
+                                 actions + (ToController(FIN_PUNT_BYTES),),
+                                 table_id=pipeline.table_for(PRIO_ELEPHANT_FIN, fabric.switches[sw].is_tor),
+                                 cookie=cookie, meter_id=meter_id)))
     return out
+
+
+def fin_of(data: bytes) -> tuple[str, str, int, int] | None:
+    """(source IP, destination IP, source port, destination port) of an Ethernet/IPv4/TCP frame with
+    its FIN bit set (as the FIN entry sends it, truncated or not), else None: anything shorter than
+    its headers, not IPv4 or TCP, a fragment past the first, or without FIN."""
+    if len(data) < 14 + 20 or data[12:14] != b"\x08\x00":
+        return None
+    ihl = (data[14] & 0x0F) * 4
+    if data[14] >> 4 != 4 or ihl < 20 or data[23] != 6 or (data[20] & 0x1F) | data[21]:
+        return None
+    tcp = 14 + ihl
+    if len(data) < tcp + 14 or not data[tcp + 13] & TCP_FIN:
+        return None
+    src, dst = ".".join(map(str, data[26:30])), ".".join(map(str, data[30:34]))
+    return src, dst, int.from_bytes(data[tcp:tcp + 2], "big"), int.from_bytes(data[tcp + 2:tcp + 4], "big")
 
 
 def pin(fabric: Fabric, path: Path, flow, owner: pipeline.CookieSpace, ident: int, gen: int, idle_s: int,

@@ -42,6 +42,7 @@ class Trace:
     hops: list[Hop] = field(default_factory=list)
     delivered_to: str | None = None
     dropped: str = ""  # why, if it was
+    copied: list[str] = field(default_factory=list)  # the switches that sent a copy to the controller
 
     @property
     def path(self) -> tuple[str, ...]:
@@ -116,7 +117,7 @@ def frame(pkt: dict, src_mac: str, dst_mac: str, payload: bytes = b"") -> bytes:
     if pkt["ip_proto"] == 6:
         from os_ken.lib.packet import tcp as pkt_tcp
 
-        p.add_protocol(pkt_tcp.tcp(src_port=pkt["tcp_src"], dst_port=pkt["tcp_dst"], bits=0x02))
+        p.add_protocol(pkt_tcp.tcp(src_port=pkt["tcp_src"], dst_port=pkt["tcp_dst"], bits=pkt.get("tcp_flags", 0x02)))
     else:
         p.add_protocol(pkt_udp.udp(src_port=pkt["udp_src"], dst_port=pkt["udp_dst"]))
     if payload:
@@ -203,21 +204,32 @@ class SimFabric:
         self.react(self.policy.on_links(self.now, self.dead()))
 
     def send(self, src_host: str, flow: FiveTuple, dscp: int = 0, payload: bytes = b"",
-             src_mac: str | None = None) -> Trace:
+             src_mac: str | None = None, tcp_flags: int | None = None) -> Trace:
         """Walk one packet from a host through the fabric; packet-ins go to the policy first. The
         packet has the host's MAC unless ``src_mac`` says otherwise (and ``flow``'s source IP, which
-        may be another host's: a spoofed packet)."""
+        may be another host's: a spoofed packet); a TCP packet has the flags ``tcp_flags`` (none given:
+        it matches no entry on them, and a packet-in of it reads as a SYN)."""
         h = next(x for x in self.fabric.hosts if x.name == src_host)
         mac = (src_mac or h.mac).lower()
         pkt = {**packet(flow, dscp), "eth_src": mac}
+        if tcp_flags is not None:
+            pkt["tcp_flags"] = tcp_flags
         return self._walk(h.switch, h.port, pkt, Trace(), payload, mac)
 
     def _walk(self, sw: str, in_port: int, pkt: dict, trace: Trace, payload: bytes, src_mac: str) -> Trace:
         for _ in range(MAX_HOPS):
             outs = self.switches[sw].process({**pkt, "in_port": in_port})
-            if outs and outs[0][0] == "controller":  # the packet-in holds the packet as modified so far
+            if outs and all(o[0] == "controller" for o in outs):  # the packet-in holds the packet as modified so far
                 sent = {k: v for k, v in outs[0][1].items() if k != "in_port"}
                 return self._punt(sw, in_port, {**sent, "queue": None}, trace, payload, src_mac)
+            copies = [o for o in outs if o[0] == "controller"]
+            if copies:  # a copy to the controller (a FIN): the policy sees it, the packet goes on
+                sent = {k: v for k, v in copies[0][1].items() if k != "in_port"}
+                dst = self.fabric.host_by_ip(sent["ipv4_dst"])
+                self.react(self.policy.on_packet(self.now, sw, in_port, frame(
+                    sent, src_mac, dst.mac if dst else "02:fe:ff:ff:ff:fe", payload)))
+                trace.copied.append(sw)
+                outs = [o for o in outs if o[0] != "controller"]
             if len(outs) != 1:
                 trace.dropped = f"{sw}: {'no output' if not outs else f'{len(outs)} outputs'}"
                 return trace

@@ -364,6 +364,8 @@ def frame_fields(data: bytes) -> dict:
             sport, dport = struct.unpack_from("!HH", data, l4)
             names = ("tcp_src", "tcp_dst") if out["ip_proto"] == 6 else ("udp_src", "udp_dst")
             out.update({names[0]: sport, names[1]: dport})
+            if out["ip_proto"] == 6 and len(data) >= l4 + 14:
+                out["tcp_flags"] = ((data[l4 + 12] & 0x0F) << 8) | data[l4 + 13]
     return out
 
 

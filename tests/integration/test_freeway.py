@@ -46,12 +46,21 @@ def test_elephant_entries_carry_the_transfer_and_expire(k4_freeway):
     reps = _send(fn, "h0_1_1", dst.IP(), 5002, "--size 3M --rate 5")
     assert reps[0]["answer"] == "ack" and reps[1]["sent"] == 3_000_000
     sport = reps[0]["sports"][0]
+    # the sender closed: its FIN, copied by e0_1's FIN entry (a tcp_flags match), released the elephant at
+    # once, seconds before its entries idle out (release_on_fin); the entries stay for the flow's last packets
+    fin = [ln for ln in ofctl("dump-flows", "e0_1").splitlines() if "priority=510" in ln and f"tp_src={sport}" in ln]
+    assert len(fin) == 1 and "CONTROLLER:128" in fin[0], fin
+    deadline = time.monotonic() + 3
+    while "sent its FIN on e0_1" not in ctl.log_text():
+        assert time.monotonic() < deadline, ctl.log_tail()
+        time.sleep(0.2)
     time.sleep(1.5)  # OVS refreshes flow statistics lazily
     ingress = _elephant_entries("e0_1", sport)[0]
     assert int(re.search(r"n_bytes=(\d+)", ingress).group(1)) > 3_000_000  # the data took the entries
+    assert int(re.search(r"n_packets=(\d+)", fin[0]).group(1)) == 0  # (read before the FIN came)
     dst.cmd("kill %1")
-    deadline = time.monotonic() + 20  # idle timeout 10 s, then flow-removed releases the allocation
-    while _elephant_entries("e0_1", sport) or "expired" not in ctl.log_text():
+    deadline = time.monotonic() + 20  # idle timeout 10 s, then flow-removed clears the finished elephant's entries
+    while _elephant_entries("e0_1", sport) or "finished elephant" not in ctl.log_text():
         assert time.monotonic() < deadline, ctl.log_tail()
         time.sleep(0.5)
     assert all(not _elephant_entries(sw, sport) for sw in fn.fabric.switches)

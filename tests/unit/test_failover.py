@@ -718,7 +718,9 @@ def test_a_controller_upgraded_from_the_two_table_layout_moves_live_elephants_in
             gone = [o for o in ops if isinstance(o, DeleteFlow)]
             assert adds == [replace(f, table_id=1) for f in mine]  # as it was (actions, meter, timeout), in ingress
             assert [(d.table_id, d.match) for d in gone] == [(0, f.match) for f in mine]
-            assert len(ops) == 2 and ops.index(adds[0]) < ops.index(gone[0])  # new entry first, then the old goes
+            assert len(mine) == (2 if sw == src.switch else 1)  # (at the source, its FIN's entry too)
+            assert len(ops) == 2 * len(mine)  # new entries first, then the old go
+            assert max(ops.index(a) for a in adds) < min(ops.index(g) for g in gone)
             sim.switches[sw].apply(ops)
             moved += 1
         else:
@@ -743,7 +745,7 @@ def test_a_split_elephant_read_back_keeps_its_subflow_rates_when_a_record_has_th
     from ryu_apps.host import handshake as hs
 
     fabric = fattree(6)
-    pol = policy("freeway", fabric, ISO)
+    pol = policy("freeway", fabric, ISO, FreewayConfig(place_load="measured"))  # (placed by the measurement)
     sim = SimFabric(fabric, pol)
     pol.state.link_util = {("e0_0", "a0_1"): 0.6}  # one uplink busier: the LP gives it less
     src, dst = fabric.hosts_on("e0_0")[0], fabric.hosts_on("e5_2")[0]

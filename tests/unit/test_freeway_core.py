@@ -7,8 +7,9 @@ from ryu_apps.host import handshake as hs
 from ryu_apps.modes.freeway_elephant import cookie_of, eid_of
 from ryu_apps.modes.freeway_mice import PRIO_HANDSHAKE
 from ryu_apps.modes.freeway_state import PRIO_ELEPHANT, FreewayConfig, FreewayConfigError, FreewayState, active_pairs
-from ryu_apps.openflow.intents import SEND_FLOW_REM, DeleteFlows, Flow, GroupModify, Meter, Output
+from ryu_apps.openflow.intents import SEND_FLOW_REM, DeleteFlows, Flow, GroupModify, Meter, Output, ToController
 from ryu_apps.openflow.pipeline import MICE_GROUPS
+from ryu_apps.programs.pins import FIN_PUNT_BYTES, PRIO_ELEPHANT_FIN, TCP_FIN
 from ryu_apps.simswitch.fabric import SimSwitch
 from topology.fabric import fattree
 from topology.paths import path_links
@@ -67,11 +68,18 @@ def test_announce_is_placed_on_a_hol_path_and_installed_egress_first():
     assert path[1] == "a0_1"  # the first HOL uplink of e0_0 (a0_0 carries the fixed LOL paths)
     assert all(core.partition.is_hol(ln) for ln in zip(path, path[1:], strict=False))
     sws = [sw for sw, _ in out.ops]
-    assert sws == ["e5_2", "a5_1", "c4", "a0_1", "e0_0"]  # egress side first
+    assert sws == ["e5_2", "a5_1", "c4", "a0_1", "e0_0", "e0_0"]  # egress side first, then its FIN's entry
     flows = [f for _, fs in out.ops for f in fs]
+    fin = flows.pop()
     assert all(isinstance(f, Flow) and f.priority == PRIO_ELEPHANT for f in flows)
     assert flows[0].actions == (Output(2),)  # egress: h5_2_1 is on port 2 of e5_2
     assert [f.flags for f in flows] == [0, 0, 0, 0, SEND_FLOW_REM]
+    # the FIN: above the ingress entry, the same packets plus tcp_flags FIN, sent on and copied to the
+    # controller, under the elephant's cookie and with no timeout of its own (it sees nothing until the end)
+    assert fin.priority == PRIO_ELEPHANT_FIN and fin.table_id == flows[-1].table_id
+    assert dict(fin.match) == {**dict(flows[-1].match), "tcp_flags": (TCP_FIN, TCP_FIN)}
+    assert fin.actions == flows[-1].actions + (ToController(FIN_PUNT_BYTES),)
+    assert (fin.cookie, fin.idle_timeout, fin.flags) == (flows[-1].cookie, 0, 0)
     m = dict(flows[-1].match)
     assert (m["ipv4_src"], m["ipv4_dst"], m["tcp_src"], m["tcp_dst"], m["ip_proto"]) == (SRC, DST, 40001, 5201, 6)
     # the next elephant from the same edge goes to the other HOL uplink (Bin-Pack sees the allocation)
@@ -611,7 +619,7 @@ def test_a_switch_reprogrammed_under_load_has_its_groups_followed_when_the_load_
 
 
 def test_a_split_elephant_keeps_its_subflow_rates_across_a_take_over():
-    core = _core(6)
+    core = FreewayState(fattree(6, 10), FreewayConfig(mice_paths="lol", place_load="measured"))
     load = {("e0_0", "a0_1"): 6e6}
     core.link_util = {ln: v / 10e6 for ln, v in load.items()}
     out = core.handshake(0.0, "e0_0", 1, SRC, _ann(rate_kbps=8000, sports=(40001, 40002)))
@@ -771,7 +779,7 @@ def test_a_rate_less_announce_past_its_hosts_budget_is_placed_with_what_is_left(
 def test_a_rate_less_announce_with_no_room_left_takes_the_best_high_throughput_path(when_full):
     """Every high-throughput path full (e0_0's HOL uplink measured at its rate): a rate-less announce
     goes on the best one all the same (as an adopted elephant does), not to the mice with a NACK."""
-    core, announce = _announcer(when_full=when_full)
+    core, announce = _announcer(when_full=when_full, place_load="measured")  # (full by the measurement)
     hol_up = ("e0_0", "a0_1")
     core.measure(1.0, {hol_up: 1.0})
     out = announce(1)
@@ -860,3 +868,74 @@ def test_a_refusal_gives_the_reason_of_a_walk_of_every_path_and_judges_each_link
     with pytest.raises(NoRoom) as e:
         core._place_on(pair, 1e6, 1, core.load_bps, 0.0, lambda ln: False, frozenset(), explain=False)
     assert str(e.value) == ""
+
+
+def test_a_fin_releases_only_its_own_confirmed_elephant_from_its_hosts_port():
+    """A FIN copied from the elephant's ingress ToR releases it once every subflow sent one; one from
+    another port (a host forging its neighbour's FIN), of an unknown flow, or before the install is
+    confirmed changes nothing and is counted."""
+    core = _core()
+    out = core.handshake(1.0, "e0_0", 1, SRC, _ann(rate_kbps=8000, sports=(40001, 40002)))
+    el = out.elephant
+    assert core.fin("e0_0", 1, SRC, DST, 40001, 5201) == (None, {})  # not confirmed yet
+    assert core.counters["fin-before-confirmed"] == 1
+    core.confirmed(el.eid)
+    assert core.fin("e0_0", 2, SRC, DST, 40001, 5201) == (None, {})  # another host's port
+    assert core.fin("e0_1", 1, SRC, DST, 40001, 5201) == (None, {})  # another ToR
+    assert core.counters["fin-not-from-its-host"] == 2
+    assert core.fin("e0_0", 1, SRC, DST, 40009, 5201) == (None, {})
+    assert core.counters["fin-unknown"] == 1
+    assert core.fin("e0_0", 1, SRC, DST, 40001, 5201) == (None, {})  # one subflow of two finished
+    assert core.elephants.get(el.eid) is el
+    gone, ops = core.fin("e0_0", 1, SRC, DST, 40002, 5201)
+    assert gone is el and core.elephants.get(el.eid) is None and el.eid not in core.alloc.by_flow
+    # its entries stay until they idle out (its last packets and retransmissions keep its path); then
+    # their removal clears the rest of them, with nothing left to release
+    assert ops == {} and core.finished(el.cookie)
+    cleared = core.flow_removed("e0_0", el.cookie)
+    assert set(cleared) == {sw for pl in el.placements for sw in pl.path}
+    assert all(cleared[sw] == [DeleteFlows(el.cookie)] for sw in cleared)
+    assert not core.finished(el.cookie) and core.flow_removed("e0_0", el.cookie) == {}
+    assert core.counters["elephant-finished"] == 1 and core.counters["elephant-expired"] == 0
+
+
+def test_fin_of_reads_only_a_tcp_fin():
+    from ryu_apps.programs.pins import fin_of
+    from ryu_apps.simswitch.fabric import frame
+
+    pkt = {"ipv4_src": SRC, "ipv4_dst": DST, "ip_proto": 6, "tcp_src": 40001, "tcp_dst": 5201}
+    fin = frame({**pkt, "tcp_flags": 0x011}, "02:00:00:00:00:01", "02:00:00:00:00:02")
+    assert fin_of(fin) == (SRC, DST, 40001, 5201)
+    assert fin_of(fin[:54]) == (SRC, DST, 40001, 5201)  # truncated after the TCP header: enough
+    assert fin_of(fin[:47]) is None  # the flags cut off
+    assert fin_of(frame({**pkt, "tcp_flags": 0x010}, "02:00:00:00:00:01", "02:00:00:00:00:02")) is None
+    udp = frame({"ipv4_src": SRC, "ipv4_dst": DST, "ip_proto": 17, "udp_src": 1, "udp_dst": 2},
+                "02:00:00:00:00:01", "02:00:00:00:00:02")
+    assert fin_of(udp) is None
+    later = bytearray(fin)
+    later[20:22] = (0x2000 | 100).to_bytes(2, "big")  # a fragment past the first: no TCP header
+    assert fin_of(bytes(later)) is None
+    for junk in (b"", b"\x00" * 13, fin[:14] + b"\x45", b"\xff" * 80):
+        assert fin_of(junk) is None
+
+
+@pytest.mark.parametrize("place_load", ["held", "measured"])
+def test_an_announce_is_placed_by_what_is_held_and_the_mice_not_by_a_finished_elephants_measurement(place_load):
+    """Issue 58: a finished elephant's traffic stays in its links' 1-s, smoothed measurement for seconds; a
+    new elephant placed by the measurement (``measured``) goes around it. By what is held (``held``: the
+    allocations and the mice load) it does not, and the mice sampled on a link still count there.
+    k=6, e0_0's two high-throughput uplinks (to a0_1 and a0_2), rate-less announces, lending off."""
+    from monitoring.sflow import FiveTuple
+    from monitoring.view import FlowReading
+
+    core = FreewayState(fattree(6, 10), FreewayConfig(lend="off", place_load=place_load))
+    up1, up2 = ("e0_0", "a0_1"), ("e0_0", "a0_2")
+    # the last period: a0_1's uplink carried 9 Mbit/s of an elephant now gone (no allocation, flagged when
+    # it was sampled), a0_2's 3 Mbit/s of mice
+    gone = FiveTuple("10.0.0.3", DST, 6, 40100, 5201)
+    mouse = FiveTuple("10.0.0.4", DST, 6, 40200, 5201)
+    core.measure(1.0, {up1: 0.9, up2: 0.3}, {gone: FlowReading(9e6, frozenset({up1}), True, 1.0),
+                                            mouse: FlowReading(3e6, frozenset({up2}), False, 1.0)})
+    out = core.handshake(1.0, "e0_0", 1, SRC, _ann(rate_kbps=0))
+    assert out.verdict == "ack"
+    assert out.elephant.placements[0].path[1] == ("a0_1" if place_load == "held" else "a0_2")

@@ -174,3 +174,44 @@ def test_with_mice_on_every_path_every_host_reaches_every_host_around_a_dead_lin
     sim.react(pol.on_links(1.0, frozenset({up, up[::-1]})))
     assert not unreachable(sim, flows)
     assert all(up not in sim.send(src.name, ft).links() for src, _, ft in flows if src.switch == up[0])
+
+
+@pytest.mark.parametrize("iso", [None, ISO], ids=["plain", "isolation"])
+def test_an_elephants_fin_releases_it_at_once_and_goes_on_to_its_host(iso):
+    """Issue 58: a finished elephant held its allocation until its entries idled out (2 s), and new
+    elephants were placed around it. Its FIN, copied by its ingress ToR, releases it: the FIN itself
+    still reaches the destination, and its data packets before it are never copied."""
+    from ryu_apps.programs.pins import TCP_FIN
+
+    fabric = fattree(4)
+    pol = policy("freeway", fabric, iso)
+    sim = SimFabric(fabric, pol)
+    src, dst = fabric.hosts_on("e0_0")[0], fabric.hosts_on("e3_1")[0]
+    flow, el = _announce(sim, pol, src, dst, 40001)
+    assert el.eid in pol.state.alloc.by_flow
+    data = sim.send(src.name, flow, tcp_flags=0x010)  # an ACK with data: the elephant's own path, no copy
+    assert data.delivered_to == dst.name and data.copied == [] and data.hops[0].cookie == el.cookie
+    fin = sim.send(src.name, flow, tcp_flags=TCP_FIN | 0x010)
+    assert fin.delivered_to == dst.name and fin.copied == [src.switch]
+    assert pol.state.elephant_of(flow) is None and el.eid not in pol.state.alloc.by_flow
+    assert pol.state.counters["elephant-finished"] == 1
+    # its entries stay until they idle out: a retransmitted segment still takes the elephant's path, and a
+    # retransmitted FIN, copied again, changes nothing
+    late = sim.send(src.name, flow, tcp_flags=0x010)
+    assert late.delivered_to == dst.name and late.hops[0].cookie == el.cookie
+    again = sim.send(src.name, flow, tcp_flags=TCP_FIN | 0x010)
+    assert again.delivered_to == dst.name and again.copied == [src.switch]
+    assert pol.state.counters["fin-unknown"] == 1 and pol.state.counters["elephant-finished"] == 1
+
+
+def test_a_fin_releases_nothing_when_the_setting_is_off():
+    from ryu_apps.programs.pins import PRIO_ELEPHANT_FIN, TCP_FIN
+
+    fabric = fattree(4)
+    pol = policy("freeway", fabric, None, FreewayConfig(release_on_fin=False))
+    sim = SimFabric(fabric, pol)
+    src, dst = fabric.hosts_on("e0_0")[0], fabric.hosts_on("e3_1")[0]
+    flow, el = _announce(sim, pol, src, dst, 40001)
+    assert not any(f.priority == PRIO_ELEPHANT_FIN for f in sim.switches[src.switch].flows())
+    fin = sim.send(src.name, flow, tcp_flags=TCP_FIN)
+    assert fin.delivered_to == dst.name and fin.copied == [] and pol.state.elephant_of(flow) is el

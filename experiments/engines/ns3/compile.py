@@ -19,13 +19,13 @@ import ipaddress
 from ryu_apps.openflow import intents as it
 
 FIELDS = {"in_port": 1, "eth_type": 2, "eth_src": 3, "eth_dst": 4, "ip_proto": 5, "ipv4_src": 6, "ipv4_dst": 7,
-          "tcp_src": 8, "tcp_dst": 9, "udp_src": 10, "udp_dst": 11, "ip_dscp": 12}
+          "tcp_src": 8, "tcp_dst": 9, "udp_src": 10, "udp_dst": 11, "ip_dscp": 12, "tcp_flags": 14}
 F_NEVER = 13
 A_OUTPUT, A_GROUP, A_CONTROLLER, A_SET_DSCP, A_SET_QUEUE = 1, 2, 3, 4, 5
 GROUP_TYPES = {"all": 0, "select": 1, "indirect": 2, "ff": 3}
 FULL = {"in_port": 0xFFFFFFFF, "eth_type": 0xFFFF, "eth_src": 0xFFFFFFFFFFFF, "eth_dst": 0xFFFFFFFFFFFF,
         "ip_proto": 0xFF, "ipv4_src": 0xFFFFFFFF, "ipv4_dst": 0xFFFFFFFF, "tcp_src": 0xFFFF, "tcp_dst": 0xFFFF,
-        "udp_src": 0xFFFF, "udp_dst": 0xFFFF, "ip_dscp": 0x3F}
+        "udp_src": 0xFFFF, "udp_dst": 0xFFFF, "ip_dscp": 0x3F, "tcp_flags": 0xFFF}
 
 
 class CompileError(ValueError):

@@ -53,6 +53,9 @@ class Settings:
     # a new connection's first flight: 0 is ten segments (Linux's initial cwnd); N bytes caps it, standing in
     # for a Linux receiver's first advertised window (35,840 bytes on these machines, 4 jumbo segments)
     first_flight_bytes: int = 0
+    # a bulk sender closes its connection once its bytes are written, its FIN after them, as a Linux sender
+    # does (not under per-packet balancing: ns-3 3.44's TCP crashes closing under heavy reordering, fw::Host)
+    close_when_done: bool = True
     controller: dict = field(default_factory=dict)  # settings of the controller's config (sections)
 
 
@@ -100,7 +103,8 @@ def run_spec(spec: dict, progress=print) -> dict:
     for t in spec.get("tx_at", []):
         ctl.at(t, lambda now: port_tx.append({"t": round(now, 6), "tx": {
             f"{sw}-eth{port}": int(net.switches[sw].txBytes(port)) for (sw, port) in net.ports}}))
-    apps = _hosts(net, fabric, flows, policy.takes_announces, st.rr_dscp, st.seed, ecn=st.tcp == "dctcp")
+    apps = _hosts(net, fabric, flows, policy.takes_announces, st.rr_dscp, st.seed, ecn=st.tcp == "dctcp",
+                  close=st.close_when_done and not per_packet)
     last_start = max((f.start for f in flows), default=0.0)
     stops = [f.stop for f in flows if f.stop is not None]
     until = max([last_start] + stops + spec.get("tx_at", [])) + st.grace_s
@@ -181,7 +185,7 @@ def _tcp_defaults(ns, st: Settings) -> None:
 
 
 def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool, rr_dscp: int = 0, seed: int = 1,
-           ecn: bool = False) -> dict:
+           ecn: bool = False, close: bool = False) -> dict:
     """One ``fw::Host`` per host with its flows (announced ones carry their handshake's bytes). A flow
     without a source port of its own gets one drawn from Linux's ephemeral range (seeded), as a Linux
     host's connect() does: ns-3 would give every host the same ports in the same order, and the same
@@ -196,6 +200,7 @@ def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool, rr_dscp: int
     for h in fabric.hosts:
         app = ns.CreateObject[fw.Host]()
         app.Configure(_int(hs.SERVICE_IP), RR_PORT, rr_dscp << 2)
+        app.CloseWhenDone(close)
         if ecn:  # ns-3's TCP sends a socket with a TOS of its own Not-ECT: hosts mark at their egress instead
             app.MarkAtEgress(net.host_queues[h.name])
         net.nodes[h.name].AddApplication(app)

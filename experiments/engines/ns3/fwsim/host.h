@@ -149,6 +149,13 @@ class Host : public Application
         rrTos = rrServerTos;
     }
 
+    // a bulk sender closes its connection once its bytes are written (``Finished``)
+    void CloseWhenDone(bool on)
+    {
+        closeWhenDone = on;
+    }
+
+    bool closeWhenDone = false;
     uint8_t rrTos = 0; // the TOS of the request/response server's answers
     Ptr<HostMarker> marker; // ECN in use: DSCPs are set at the host's egress, not on the socket
 
@@ -465,7 +472,7 @@ class Host : public Application
         results[id].end = Simulator::Now().GetSeconds();
         results[id].ok = true;
         m_left.erase(it);
-        Finished(s);
+        Finished(s, true);
     }
 
     void BulkSend(Ptr<Socket> s, uint32_t)
@@ -525,18 +532,25 @@ class Host : public Application
             results[id].end = Simulator::Now().GetSeconds();
             results[id].ok = true;
             m_left.erase(it);
-            Finished(s);
+            Finished(s, true);
         }
     }
 
-    // A connection whose flow is over is left open and idle, never closed: ns-3 3.44's TCP crashes
-    // (TcpTxBuffer::Update, reached from TcpSocketBase::ProcessWait) processing SACK blocks in the
-    // closing states under heavy reordering (per-packet balancing), whenever it closes (at once, or
-    // after every byte was acknowledged). No FIN is sent; every time the engine measures is taken
-    // before a close would have been.
-    static void Finished(Ptr<Socket>)
+    // A bulk sender whose bytes are all written closes, as a Linux sender does (``CloseWhenDone``): ns-3
+    // sends the FIN after the last byte, and a switch can see the flow end by it (Freeway's
+    // ``release_on_fin``). Every other connection whose flow is over is left open and idle, and so is a
+    // bulk sender's under per-packet balancing: ns-3 3.44's TCP crashes (TcpTxBuffer::Update, reached from
+    // TcpSocketBase::ProcessWait) processing SACK blocks in the closing states under heavy reordering,
+    // whenever it closes (at once, or after every byte was acknowledged). Every time the engine measures is
+    // taken before a close would have been.
+    void Finished(Ptr<Socket> s, bool bulk = false)
     {
+        if (bulk && closeWhenDone)
+        {
+            s->Close();
+        }
     }
+
 
     // ----- the server sides ------------------------------------------------------------------------
     static void ServerCongState(Host* h, uint64_t key, TcpSocketState::TcpCongState_t,

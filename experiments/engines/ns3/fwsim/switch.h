@@ -357,6 +357,7 @@ class Switch : public Ipv4RoutingProtocol, public PauseSource
                 f.sport = t.GetSourcePort();
                 f.dport = t.GetDestinationPort();
                 f.l4 = true;
+                f.tcpFlags = t.GetFlags();
                 tcpSeq = t.GetSequenceNumber().GetValue();
                 tcpPayload = p->GetSize() - t.GetSerializedSize();
             }
@@ -552,6 +553,13 @@ class Switch : public Ipv4RoutingProtocol, public PauseSource
                 break;
             case F_IP_DSCP:
                 have = f.dscp;
+                break;
+            case F_TCP_FLAGS:
+                if (f.proto != 6 || !f.l4)
+                {
+                    return false;
+                }
+                have = f.tcpFlags;
                 break;
             default:
                 return false;

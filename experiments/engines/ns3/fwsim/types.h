@@ -40,6 +40,7 @@ enum Field : uint8_t
     F_UDP_DST = 11,
     F_IP_DSCP = 12,
     F_NEVER = 13, // a field an IP packet never carries here (ARP, LLDP): the entry never matches
+    F_TCP_FLAGS = 14,
 };
 
 enum Op : uint8_t
@@ -125,6 +126,7 @@ struct Fields
     uint16_t sport = 0;
     uint16_t dport = 0;
     uint8_t dscp = 0;
+    uint16_t tcpFlags = 0; // OpenFlow's tcp_flags: the TCP header's flag bits (FIN 0x001)
     bool l4 = false;
 };
 

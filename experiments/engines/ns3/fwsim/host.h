@@ -480,6 +480,7 @@ class Host : public Application
         auto it = m_left.find(PeekPointer(s));
         if (it == m_left.end())
         {
+            CloseIfAcked(s);
             return;
         }
         while (it->second > 0 && s->GetTxAvailable() > 0)
@@ -536,19 +537,38 @@ class Host : public Application
         }
     }
 
-    // A bulk sender whose bytes are all written closes, as a Linux sender does (``CloseWhenDone``): ns-3
-    // sends the FIN after the last byte, and a switch can see the flow end by it (Freeway's
-    // ``release_on_fin``). Every other connection whose flow is over is left open and idle, and so is a
-    // bulk sender's under per-packet balancing: ns-3 3.44's TCP crashes (TcpTxBuffer::Update, reached from
-    // TcpSocketBase::ProcessWait) processing SACK blocks in the closing states under heavy reordering,
-    // whenever it closes (at once, or after every byte was acknowledged). Every time the engine measures is
-    // taken before a close would have been.
+    // A bulk sender whose bytes are all written closes (``CloseWhenDone``), so that its FIN tells a switch
+    // the flow ended (Freeway's ``release_on_fin``); it closes once every byte it wrote is acknowledged,
+    // where a Linux sender closes at once: ns-3 3.44's TCP crashes (TcpTxBuffer::Update, reached from
+    // TcpSocketBase::ProcessWait) processing SACK blocks in the closing states, which a FIN sent behind a
+    // lost segment brings (a k=8 web-search run, 2026-12-03), and under heavy reordering (per-packet
+    // balancing) whenever it closes. So a bulk sender's FIN comes a round trip after a Linux sender's, and
+    // under per-packet balancing it never closes. Every other connection whose flow is over is left open
+    // and idle. Every time the engine measures is taken before a close would have been.
     void Finished(Ptr<Socket> s, bool bulk = false)
     {
         if (bulk && closeWhenDone)
         {
-            s->Close();
+            m_closing.insert(PeekPointer(s));
+            CloseIfAcked(s);
         }
+    }
+
+    void CloseIfAcked(Ptr<Socket> s)
+    {
+        auto it = m_closing.find(PeekPointer(s));
+        if (it == m_closing.end())
+        {
+            return;
+        }
+        UintegerValue buf;
+        s->GetAttribute("SndBufSize", buf);
+        if (s->GetTxAvailable() < buf.Get())
+        {
+            return; // (this is called again as acknowledgements free the buffer)
+        }
+        m_closing.erase(it);
+        s->Close();
     }
 
 
@@ -673,6 +693,7 @@ class Host : public Application
     std::map<Socket*, FlowSpec> m_udp;
     std::map<Socket*, Mouse> m_mice;
     std::map<Socket*, uint64_t> m_left;
+    std::set<Socket*> m_closing; // bulk senders done writing, to close once all is acknowledged
     std::map<Socket*, uint32_t> m_flowOf;
     std::map<Socket*, ServerConn> m_server;
     std::map<Socket*, std::pair<uint32_t, uint16_t>> m_peer;

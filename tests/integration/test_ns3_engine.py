@@ -60,6 +60,8 @@ def _runs(tmp_path):
         "paths-freeway": spec_of("paths-freeway", "freeway", F, "freeway", False, pairs, Settings(paths=True, **fast)),
         "announced": spec_of("announced", "freeway", F, "freeway", False,
                              [Flow(0.0, "h0_0_0", "h3_1_1", 0, "bulk", True, 2.0)], Settings(paths=True, **fast)),
+        "announced-sized": spec_of("announced-sized", "freeway", F, "freeway", False,
+                                   [Flow(0.0, "h0_0_0", "h3_1_1", 1_000_000, "bulk", True)], Settings(**fast)),
         "pinned": _pinned(Settings(paths=True, **fast)),
         "ecn": spec_of("ecn", "ecmp", F, "ecmp", False,
                        [Flow(0.0, src, "h2_0_0", 0, "bulk", False, 3.0, 0, 8) for src in ("h0_0_0", "h1_0_0")],
@@ -152,6 +154,20 @@ def test_an_announced_elephant_is_placed_acked_and_carried_on_its_placement(runs
     assert 0 < placed["latency_s"] < 0.01  # the modelled install and barrier, not a simulation step
     assert tuple(res["paths"]["0"]) == tuple(placed["paths"][0])
     assert el["goodput_mbps"] >= 0.8 * LINK_MBPS
+
+
+def test_an_announced_elephant_is_released_by_its_fin_when_its_bytes_are_delivered(runs):
+    """A 1 MB announced elephant (0.8 s at 10 Mbit/s): its sender closes once all is acknowledged, and the
+    FIN, copied by the ingress ToR's FIN entry, releases it there and then (release_on_fin), not when its
+    entries idle out 2 s after its last packet."""
+    _, done = runs
+    res = done["announced-sized"]
+    (el,) = res["bulk"]
+    (placed,) = [e for e in res["events"] if e.get("type") == "placement"]
+    (gone,) = [e for e in res["events"] if e.get("type") == "released"]
+    assert gone["reason"] == "fin" and gone["elephant"] == placed["elephant"]
+    assert el["announced"] == "ack" and el["fct_s"] is not None
+    assert el["fct_s"] < gone["time"] < el["fct_s"] + 0.1, (el, gone)
 
 
 def test_a_handshake_answer_reaches_a_host_whose_link_is_busy(runs):

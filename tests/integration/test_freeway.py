@@ -57,7 +57,9 @@ def test_elephant_entries_carry_the_transfer_and_expire(k4_freeway):
     time.sleep(1.5)  # OVS refreshes flow statistics lazily
     ingress = _elephant_entries("e0_1", sport)[0]
     assert int(re.search(r"n_bytes=(\d+)", ingress).group(1)) > 3_000_000  # the data took the entries
-    assert int(re.search(r"n_packets=(\d+)", fin[0]).group(1)) == 0  # (read before the FIN came)
+    # (read once the sender had closed: the FIN, which Linux may send on the last data segment, and at
+    # most one retransmission of it; every other packet took the elephant's entry)
+    assert 1 <= int(re.search(r"n_packets=(\d+)", fin[0]).group(1)) <= 2, fin
     dst.cmd("kill %1")
     deadline = time.monotonic() + 20  # idle timeout 10 s, then flow-removed clears the finished elephant's entries
     while _elephant_entries("e0_1", sport) or "finished elephant" not in ctl.log_text():

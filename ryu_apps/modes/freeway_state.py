@@ -720,9 +720,9 @@ class FreewayState(Loads, MiceProgram, Recovery):
             hol, why = None, e
         if not self.lending():
             return hol
-        held = self.cfg.place_load == "held"
-        full = load if held else self.load_bps  # (lending judged by the same load)
-        margin = LEND_MARGIN_HELD if held else LEND_MARGIN
+        by_held = self.cfg.place_load == "held"
+        full = load if by_held else self.load_bps  # (lending judged by the same load)
+        margin = LEND_MARGIN_HELD if by_held else LEND_MARGIN
         u_hol = self._full_util(hol, scale, full) if hol is not None else float("inf")
         if u_hol <= 1.0 + margin:
             return hol

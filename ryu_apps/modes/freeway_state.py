@@ -57,6 +57,10 @@ class FreewayConfig(PartitionConfig):
                               "what is allocated: a finished elephant's traffic stays in that 1-s, smoothed "
                               "measurement for seconds after it ends, and new elephants were placed around it)",
                               choices=("held", "measured"), live=True)
+    adopt_load: str = setting("measured", "the load an adopted elephant (one monitoring found, never announced) is "
+                              "placed by: held (what is allocated on each link plus its mice load, as place_load "
+                              "held) or measured (the link's measured load where it is above what is allocated)",
+                              choices=("held", "measured"), live=True)
     headroom: float = setting(1.0, "a path has room while its maximum utilisation with the flow stays at or "
                               "below this", positive=True, live=True)
     active_s: float = setting(3.0, "a ToR pair is active (evaluated each period) this long after its last mice "
@@ -329,12 +333,9 @@ class FreewayState(Loads, MiceProgram, Recovery):
         held, comp = self._rateless_held()  # rate-less elephants give up what they hold above their minimum
         extra = self.per_meter() - 1.0  # ... and their meters let through this much more than they hold
 
-        if self.cfg.place_load == "held":  # what is placed on the link now, and its mice
-            mice = self.mice_seen
-
-            def load_after(ln: Link) -> float:
-                return (max(0.0, self.alloc.link.get(ln, 0.0) - comp[ln])
-                        + mice.get(ln, 0.0) * self.capacity_bps(ln))
+        by_held = self.cfg.place_load == "held"
+        if by_held:  # what is placed on the link now, and its mice
+            load_after = self.held_load(comp)
         else:
             def load_after(ln: Link) -> float:
                 measured = self.link_util.get(ln, 0.0) * self.capacity_bps(ln) - extra * held[ln]
@@ -344,14 +345,15 @@ class FreewayState(Loads, MiceProgram, Recovery):
         # allocated its floor, then its share)
         demand = want if msg.rate_kbps else max(want, access_kbps * 1000)
         try:
-            placements = self.place(pair, want, n, load_after, demand_bps=demand)
+            placements = self.place(pair, want, n, load_after, demand_bps=demand, by_held=by_held)
         except NoRoom as e:
             if not overbook:
                 out = nack(str(e), "no-room")
                 out.replaced = replaced
                 return out
             try:  # the best high-throughput path all the same, as an adopted elephant is placed
-                placements = self.place(pair, want, n, load_after, headroom=float("inf"), demand_bps=demand)
+                placements = self.place(pair, want, n, load_after, headroom=float("inf"), demand_bps=demand,
+                                        by_held=by_held)
             except NoRoom as e2:  # no live path at all
                 out = nack(str(e2), "no-room")
                 out.replaced = replaced
@@ -375,6 +377,15 @@ class FreewayState(Loads, MiceProgram, Recovery):
         """A rate-less subflow's floor: the elephant threshold, 10% of its host's link (what its host's budget
         had left, when that was less: ``when_full``)."""
         return 0.1 * self.capacity_bps((el.src.name, el.src.switch)) if el.floor_bps < 0 else el.floor_bps
+
+    def held_load(self, given_up=None):
+        """Per link, the load held there (``place_load`` / ``adopt_load`` held): what is allocated (less
+        ``given_up``, what the rate-less announced elephants hold above their floors, when a placement may take
+        that) plus the link's mice load (``mice_seen``)."""
+        mice, alloc = self.mice_seen, self.alloc.link
+        if given_up is None:
+            return lambda ln: alloc.get(ln, 0.0) + mice.get(ln, 0.0) * self.capacity_bps(ln)
+        return lambda ln: (max(0.0, alloc.get(ln, 0.0) - given_up[ln]) + mice.get(ln, 0.0) * self.capacity_bps(ln))
 
     def _rateless_held(self) -> tuple[Counter, Counter]:
         """Per link, what rate-less elephants hold, and what of it is above their floor (an announce may
@@ -444,7 +455,9 @@ class FreewayState(Loads, MiceProgram, Recovery):
         # start at the measured rate and follow it (``follow_demand``).
         demand = max(rate_bps, self.capacity_bps((src.name, src.switch)))
         try:
-            (pl,) = self.place((src.switch, dst.switch), rate_bps, headroom=float("inf"), demand_bps=demand)
+            by_held = self.cfg.adopt_load == "held"  # (the rate-less announced give up nothing to it)
+            (pl,) = self.place((src.switch, dst.switch), rate_bps, load=self.held_load() if by_held else None,
+                               headroom=float("inf"), demand_bps=demand, by_held=by_held)
         except NoRoom:
             return []
         if self.lending():  # placed for its demand: allocated the room its path has (as ``follow_demand``
@@ -697,7 +710,7 @@ class FreewayState(Loads, MiceProgram, Recovery):
         return moves
 
     def place(self, pair, rate_bps: float, n: int = 1, load=None, headroom: float | None = None,
-              avoid=frozenset(), demand_bps: float | None = None) -> list[Placement]:
+              avoid=frozenset(), demand_bps: float | None = None, by_held: bool | None = None) -> list[Placement]:
         """``n`` subflows carrying ``rate_bps`` together on the pair's open HOL paths (``hol_paths``), by
         the load ``load`` (default ``load_bps``): Bin-Pack for one subflow, found without building every
         path (``Partition.best_hol_path``); split as Eq. 1 splits it for several (``binpack.split``).
@@ -720,9 +733,10 @@ class FreewayState(Loads, MiceProgram, Recovery):
             hol, why = None, e
         if not self.lending():
             return hol
-        by_held = self.cfg.place_load == "held"
+        if by_held is None:  # ``load`` is the held load (``held_load``): lending is judged by it too
+            by_held = self.cfg.place_load == "held"
         full = load if by_held else self.load_bps  # (lending judged by the same load)
-        margin = LEND_MARGIN_HELD if by_held else LEND_MARGIN
+        margin = LEND_MARGIN_HELD if self.cfg.place_load == "held" else LEND_MARGIN
         u_hol = self._full_util(hol, scale, full) if hol is not None else float("inf")
         if u_hol <= 1.0 + margin:
             return hol

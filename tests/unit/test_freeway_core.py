@@ -939,3 +939,27 @@ def test_an_announce_is_placed_by_what_is_held_and_the_mice_not_by_a_finished_el
     out = core.handshake(1.0, "e0_0", 1, SRC, _ann(rate_kbps=0))
     assert out.verdict == "ack"
     assert out.elephant.placements[0].path[1] == ("a0_1" if place_load == "held" else "a0_2")
+
+
+@pytest.mark.parametrize("adopt_load", ["held", "measured"])
+def test_an_adopted_elephant_is_placed_by_what_is_held_when_adopt_load_says_so(adopt_load):
+    """Issue 58: as an announce (the test above), an elephant monitoring found is placed by what is held on each
+    link (``adopt_load: held``) or by the measurement (``measured``, the default), in which a finished
+    elephant's traffic stays for seconds. k=6, e0_0's two high-throughput uplinks, lending off."""
+    from monitoring.sflow import FiveTuple
+    from monitoring.view import FlowReading
+
+    core = FreewayState(fattree(6, 10), FreewayConfig(lend="off", adopt_load=adopt_load))
+    up1, up2 = ("e0_0", "a0_1"), ("e0_0", "a0_2")
+    gone = FiveTuple("10.0.0.3", DST, 6, 40100, 5201)
+    mouse = FiveTuple("10.0.0.4", DST, 6, 40200, 5201)
+    core.measure(1.0, {up1: 0.9, up2: 0.3}, {gone: FlowReading(9e6, frozenset({up1}), True, 1.0),
+                                            mouse: FlowReading(3e6, frozenset({up2}), False, 1.0)})
+    flow = FiveTuple(SRC, DST, 6, 40001, 5201)
+    assert core.adopt(1.0, flow, 2e6)
+    assert core.elephant_of(flow).placements[0].path[1] == ("a0_1" if adopt_load == "held" else "a0_2")
+    # a second one from the same host: by what is held, the first one's allocation (2 Mbit/s) is on a0_1's
+    # uplink against the 3 Mbit/s of mice on a0_2's, so it goes to a0_1 too; the measurement sends it to a0_2
+    second = FiveTuple(SRC, DST, 6, 40002, 5201)
+    assert core.adopt(1.0, second, 2e6)
+    assert core.elephant_of(second).placements[0].path[1] == ("a0_1" if adopt_load == "held" else "a0_2")

@@ -919,23 +919,28 @@ def test_fin_of_reads_only_a_tcp_fin():
         assert fin_of(junk) is None
 
 
+def _finished_and_mice(cfg):
+    """k=6, e0_0's two high-throughput uplinks after the last period: a0_1's carried 9 Mbit/s of an elephant now
+    gone (no allocation, flagged when it was sampled), a0_2's 3 Mbit/s of mice."""
+    from monitoring.sflow import FiveTuple
+    from monitoring.view import FlowReading
+
+    core = FreewayState(fattree(6, 10), cfg)
+    up1, up2 = ("e0_0", "a0_1"), ("e0_0", "a0_2")
+    gone = FiveTuple("10.0.0.3", DST, 6, 40100, 5201)
+    mouse = FiveTuple("10.0.0.4", DST, 6, 40200, 5201)
+    core.measure(1.0, {up1: 0.9, up2: 0.3}, {gone: FlowReading(9e6, frozenset({up1}), True, 1.0),
+                                            mouse: FlowReading(3e6, frozenset({up2}), False, 1.0)})
+    return core
+
+
 @pytest.mark.parametrize("place_load", ["held", "measured"])
 def test_an_announce_is_placed_by_what_is_held_and_the_mice_not_by_a_finished_elephants_measurement(place_load):
     """Issue 58: a finished elephant's traffic stays in its links' 1-s, smoothed measurement for seconds; a
     new elephant placed by the measurement (``measured``) goes around it. By what is held (``held``: the
     allocations and the mice load) it does not, and the mice sampled on a link still count there.
     k=6, e0_0's two high-throughput uplinks (to a0_1 and a0_2), rate-less announces, lending off."""
-    from monitoring.sflow import FiveTuple
-    from monitoring.view import FlowReading
-
-    core = FreewayState(fattree(6, 10), FreewayConfig(lend="off", place_load=place_load))
-    up1, up2 = ("e0_0", "a0_1"), ("e0_0", "a0_2")
-    # the last period: a0_1's uplink carried 9 Mbit/s of an elephant now gone (no allocation, flagged when
-    # it was sampled), a0_2's 3 Mbit/s of mice
-    gone = FiveTuple("10.0.0.3", DST, 6, 40100, 5201)
-    mouse = FiveTuple("10.0.0.4", DST, 6, 40200, 5201)
-    core.measure(1.0, {up1: 0.9, up2: 0.3}, {gone: FlowReading(9e6, frozenset({up1}), True, 1.0),
-                                            mouse: FlowReading(3e6, frozenset({up2}), False, 1.0)})
+    core = _finished_and_mice(FreewayConfig(lend="off", place_load=place_load))
     out = core.handshake(1.0, "e0_0", 1, SRC, _ann(rate_kbps=0))
     assert out.verdict == "ack"
     assert out.elephant.placements[0].path[1] == ("a0_1" if place_load == "held" else "a0_2")
@@ -947,14 +952,8 @@ def test_an_adopted_elephant_is_placed_by_what_is_held_when_adopt_load_says_so(a
     link (``adopt_load: held``) or by the measurement (``measured``, the default), in which a finished
     elephant's traffic stays for seconds. k=6, e0_0's two high-throughput uplinks, lending off."""
     from monitoring.sflow import FiveTuple
-    from monitoring.view import FlowReading
 
-    core = FreewayState(fattree(6, 10), FreewayConfig(lend="off", adopt_load=adopt_load))
-    up1, up2 = ("e0_0", "a0_1"), ("e0_0", "a0_2")
-    gone = FiveTuple("10.0.0.3", DST, 6, 40100, 5201)
-    mouse = FiveTuple("10.0.0.4", DST, 6, 40200, 5201)
-    core.measure(1.0, {up1: 0.9, up2: 0.3}, {gone: FlowReading(9e6, frozenset({up1}), True, 1.0),
-                                            mouse: FlowReading(3e6, frozenset({up2}), False, 1.0)})
+    core = _finished_and_mice(FreewayConfig(lend="off", adopt_load=adopt_load))
     flow = FiveTuple(SRC, DST, 6, 40001, 5201)
     assert core.adopt(1.0, flow, 2e6)
     assert core.elephant_of(flow).placements[0].path[1] == ("a0_1" if adopt_load == "held" else "a0_2")

@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-DEBS := openvswitch-switch mininet iperf3 iperf ethtool iputils-ping python3-venv python3-pip gcc g++ libc6-dev
+DEBS := openvswitch-switch mininet iperf3 iperf ethtool iputils-ping nftables python3-venv python3-pip gcc g++ libc6-dev
 # what only the tests use: a real browser for the fabric view, a real Prometheus to scrape /metrics, a real etcd
 TEST_DEBS := chromium chromium-driver prometheus etcd-server etcd-client
 OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl

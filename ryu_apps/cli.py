@@ -167,7 +167,7 @@ def add_discover(sub) -> None:
 def build_parser(extra=()) -> argparse.ArgumentParser:
     """The controller's commands and those of the packages below it; ``extra``: modules above (the lab's
     ``experiments.cli`` adds its own this way, so that no package imports one above it)."""
-    from ryu_apps.host import agent, hookrun
+    from ryu_apps.host import agent, demote, hookrun
     from ryu_apps.operators import status
     from topology import cli as topology_cli
 
@@ -175,7 +175,7 @@ def build_parser(extra=()) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     add_controller(sub)
     add_discover(sub)
-    for module in (topology_cli, agent, hookrun, status, *extra):
+    for module in (topology_cli, agent, hookrun, demote, status, *extra):
         module.add_commands(sub)
     return p
 

@@ -46,6 +46,10 @@ class IsolationConfig:
                           "all, explicit (only those announced with a rate: a rate-less or adopted elephant is TCP "
                           "in the elephant band, below the mice already, and a meter at its share dropped what "
                           "the fabric could carry), or off", choices=("all", "explicit", "off"))
+    host_demotion: bool = setting(False, "keep a host's own elephant DSCP at its ToR: a host may put its flows in "
+                                  "the elephant queue (never in the mice's), as PIAS's hosts demote a connection "
+                                  "once it has sent a threshold of bytes (a Linux host's rule: "
+                                  "freeway host-demote --after BYTES)")
     mice_meter_mbps: float = setting(0.0, "optional cap on all mice from one host port (0: off)", "Mbit/s")
     ecn_k_frames: int = setting(20, "disciplines with +ecn: mark CE on a packet entering the elephant band (the "
                                 "only band under fifo) above this many standard frames (DCTCP's K)", "frames",

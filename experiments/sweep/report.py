@@ -20,7 +20,7 @@ from experiments.workloads.fct import IDEAL
 
 BUCKETS = ["<100KB", "100KB-1MB", "1-10MB", ">10MB"]
 CELL_KEYS = ("scenario", "workload", "k", "topo", "link_mbps", "duration", "announce_above", "local_share",
-             "queues", "tcp", "mtu", "max_bytes", "hosts_per_edge", "variant", "announce", "flow_list")
+             "queues", "demote_after", "tcp", "mtu", "max_bytes", "hosts_per_edge", "variant", "announce", "flow_list")
 HEADLINE = (("<100KB", "p99"), (">=1MB", "mean"))  # the field's two headline figures
 PAPER_FIGURES = ("mice_fct_mean_s", "mice_fct_p99_s", "mice_rto", "elephant_bytes", "core_drops", "unfinished")
 TIMED_FIGURES = ("goodput_mean_mbps", "goodput_min_mbps", "goodput_p1_mbps")  # flows that send for a time
@@ -53,6 +53,8 @@ def _cell_name(cell: dict) -> str:
     for k in ("variant", "queues"):
         if k in keep:
             parts.append(f"{k} {keep.pop(k)}")
+    if keep.get("demote_after"):
+        parts.append(f"hosts demote after {keep.pop('demote_after') / 1e3:g} KB")
     return " ".join(p for p in parts if p)
 
 
@@ -79,7 +81,7 @@ def build(store, x: str = "load") -> dict:
     runs = store.index()
     if runs.empty:
         raise ReportError(f"{store.root}: no run stored")
-    runs = _shared_runs(runs[runs["status"] == "ok"])
+    runs = _shared_runs(_filled(runs[runs["status"] == "ok"]))
     flows = store.table("flows")
     cells: dict[str, dict] = {}
     keys = [k for k in CELL_KEYS if k in runs.columns and k != x]
@@ -121,6 +123,13 @@ def build(store, x: str = "load") -> dict:
     return {"store": str(store.root), "runs": len(runs), "cells": cells, "ablations": ablations(runs, flows, x)}
 
 
+def _filled(runs):
+    """Runs stored before a point parameter existed had its default: ``demote_after`` 0 (hosts never demote)."""
+    if "demote_after" in runs.columns:
+        runs = runs.assign(demote_after=runs["demote_after"].fillna(0.0))
+    return runs
+
+
 def _on_seeds(flows, row: dict, seeds: list[int], bucket: str) -> dict | None:
     """A row's figures pooled over ``seeds`` only (its own pooled figures when those are all it ran)."""
     if list(seeds) == row["seeds"]:
@@ -160,13 +169,14 @@ def _shared_runs(runs):
     return out.drop_duplicates(subset=keys, keep="first")  # (one run per point, whichever was stored first)
 
 
-CHANGE_KEYS = ("variant", "queues")  # what an ablation changes against its default (variant default, the mode's queues)
+CHANGE_KEYS = ("variant", "queues", "demote_after")  # what an ablation changes against its default (variant default, the mode's queues)
 ABLATION_FIGURES = (("<100KB", "p99"), (">=1MB", "mean"), ("1-10MB", "mean"))
 ABLATION_COUNTS = ("mice_rto", "elephant_rto", "meter_drops", "nacks", "all_drops", "core_drops")
 
 
 def _is_default(key: str, v) -> bool:
-    return v is None or _nan(v) or v == "" or (key == "variant" and v == "default")
+    return (v is None or _nan(v) or v == "" or (key == "variant" and v == "default")
+            or (key == "demote_after" and v == 0))
 
 
 def ablations(runs, flows, x: str = "load") -> list[dict]:

@@ -18,14 +18,14 @@ BUCKET_COLUMNS = {"all": "all", "<100KB": "lt100KB", "100KB-1MB": "100KB_1MB", "
 MICE_BYTES = 1_000_000  # the Freeway paper's mice: flows under 1 MB
 ANNOUNCING = ("freeway", "freeway-paper")  # the modes whose hosts announce (the others take no handshake)
 POINT_COLUMNS = ("scenario", "mode", "variant", "workload", "load", "seed", "k", "topo", "link_mbps", "duration",
-                 "announce_above", "local_share", "queues", "hosts_per_edge", "tcp", "mtu", "max_bytes",
+                 "announce_above", "local_share", "queues", "demote_after", "hosts_per_edge", "tcp", "mtu", "max_bytes",
                  "announce", "flow_list")
 
 
 def label(point: dict) -> str:
     """A point in a few words: what its grid varies most often."""
-    keys = ("mode", "variant", "queues", "workload", "load", "announce_above", "k", "seed")
-    skip = {"variant": "default", "queues": ""}
+    keys = ("mode", "variant", "queues", "demote_after", "workload", "load", "announce_above", "k", "seed")
+    skip = {"variant": "default", "queues": "", "demote_after": 0}
     return " ".join(f"{k}={point[k]}" for k in keys if k in point and skip.get(k, None) != point[k])
 
 
@@ -93,7 +93,8 @@ def engine_spec(point: dict) -> dict:
         flows = [replace(f, announced=False) for f in flows]
     variant = load_mapping(point.get("settings") or {}, f"variants.{point.get('variant', 'default')}")
     common = {"seed": point["seed"], "grace_s": point["grace"], "tcp": point["tcp"], "mtu": point["mtu"],
-              "link_delay_s": point["link_delay_us"] * 1e-6}
+              "link_delay_s": point["link_delay_us"] * 1e-6,
+              "demote_after_bytes": int(point.get("demote_after", 0))}
     mode = point["mode"]
     label = f"{mode.replace('+', '_')}-s{point['seed']}"
     boundary = MICE_BYTES if point["scenario"] == "paper" else fct.SLOWDOWN_BUCKETS[0][1]

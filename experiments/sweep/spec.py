@@ -60,6 +60,9 @@ PARAMS: dict[str, tuple[str, object, tuple[str, ...], str]] = {
     "tcp": ("choice:cubic,newreno,bbr,dctcp", "cubic", ANY, "the hosts' congestion control"),
     "mtu": ("int", 1500, ANY, "frame size"),
     "link_delay_us": ("float", 5.0, ANY, "one-way delay of every link, us"),
+    "demote_after": ("float", 0.0, ANY, "hosts demote a TCP connection to the elephant DSCP once they have sent "
+                     "this many bytes on it, as PIAS's do (0: never); the ToRs keep the mark with isolation's "
+                     "host_demotion (a variant)"),
     "grace": ("float", 30.0, ANY, "seconds after the last arrival a run waits for the rest"),
     "variant": ("variant", "default", ANY, "a named set of controller settings (variants:)"),
 }

@@ -56,6 +56,8 @@ _BANDS = (
     Band("mice", 20, FORWARD, "Freeway: mice to the select group over low-latency next hops"),
     Band("guard-drop", 90, GUARD, "a host port's packets that are not from its host (dropped, counted)"),
     Band("classify", 100, INGRESS, "isolation: mark host traffic as mice (DSCP, queue), go to forward"),
+    Band("demoted", 105, INGRESS, "isolation with host_demotion: a host's own elephant DSCP stays, its queue the "
+                                  "elephants', go to forward"),
     Band("guard-pass", 110, GUARD, "a host's own packets (source MAC and IP; ARP: source MAC and sender IP), "
                                    "and everything from an uplink: go to ingress"),
     Band("lldp", 120, GUARD, "LLDP from a port that faces neither a switch nor a host of the description: to the "

@@ -20,6 +20,7 @@ from topology.fabric import Fabric
 from topology.queues import ELEPHANT_Q, MICE_Q, IsolationConfig, IsolationConfigError, tc_commands
 
 PRIO_CLASSIFY = pipeline.prio("classify")
+PRIO_DEMOTED = pipeline.prio("demoted")  # a host's own elephant mark (host_demotion): kept, elephant queue
 PRIO_ELEPHANT_MARK = pipeline.prio("elephant-mark")  # detected elephants that keep their path: mark, forward
 __all__ = ["ELEPHANT_Q", "MICE_Q", "IsolationConfig", "IsolationConfigError", "tc_commands",
            "tor_program", "elephant_actions", "elephant_meter", "mark_detected"]
@@ -27,8 +28,9 @@ __all__ = ["ELEPHANT_Q", "MICE_Q", "IsolationConfig", "IsolationConfigError", "t
 
 def tor_program(fabric: Fabric, switch: str, cfg: IsolationConfig) -> tuple[list[Flow], list[Meter]]:
     """A ToR's classification (table ``ingress``): host traffic is marked mice (DSCP and queue; the
-    host's DSCP is never trusted, and the guard has already checked who sent it), then forwarded;
-    with a mice cap, through a meter per host port."""
+    host's DSCP is never trusted to raise a packet, and the guard has already checked who sent it), then
+    forwarded; with a mice cap, through a meter per host port. With ``host_demotion`` a host's own elephant
+    DSCP is kept and its queue is the elephants' (a host can only lower its own packets)."""
     out: list[Flow] = []
     meters: list[Meter] = []
     ingress, fwd = pipeline.INGRESS.table_id, pipeline.FORWARD.table_id
@@ -40,6 +42,9 @@ def tor_program(fabric: Fabric, switch: str, cfg: IsolationConfig) -> tuple[list
         out.append(Flow(PRIO_CLASSIFY, match(in_port=h.port, eth_type=ETH_IPV4),
                         (SetField("ip_dscp", cfg.mice_dscp), SetQueue(MICE_Q)), table_id=ingress, goto=fwd,
                         meter_id=meter))
+        if cfg.host_demotion:
+            out.append(Flow(PRIO_DEMOTED, match(in_port=h.port, eth_type=ETH_IPV4, ip_dscp=cfg.elephant_dscp),
+                            (SetQueue(ELEPHANT_Q),), table_id=ingress, goto=fwd))
     return out, meters
 
 

@@ -71,6 +71,14 @@ def _runs(tmp_path):
         # a handshake's answer to a host whose link is busy with another flow's packets
         "busy-answer": spec_of("busy-answer", "freeway+isolation", F, "freeway", True, _busy_answers(),
                                Settings(queues="strict", **fast)),
+        # hosts demote a connection after 1 MB (PIAS-like); the ToRs keep the mark (isolation's host_demotion)
+        # or do not; no flow is detected (so that only a host's mark can put a packet in the elephant band)
+        **{name: spec_of(name, "ecmp+isolation", F, "ecmp", True,
+                         [Flow(0.0, "h0_0_0", "h2_1_1", 3_000_000, "bulk"), Flow(0.0, "h0_0_1", "h2_1_0", 300_000, "bulk")],
+                         Settings(queues="strict", own_queues=True, demote_after_bytes=1_000_000,
+                                  controller={"isolation_settings": [["host_demotion", kept]],
+                                              "monitor_settings": [["elephant_min_bytes", 1e10]]}, **fast))
+           for name, kept in (("demoted", True), ("demoted-untrusted", False))},
         # one flow alone, on the fabric and on the ideal switch: its slowdown is its idle FCT's accuracy
         "idle": spec_of("idle", "ecmp", F, "ecmp", False, [Flow(0.0, "h0_0_0", "h2_1_1", 1_000_000, "bulk")],
                         Settings(**fast)),
@@ -140,6 +148,23 @@ def test_isolation_lowers_mice_completion_times_under_an_elephant(runs):
     assert len(fct["fifo"]) == len(fct["strict"]) == 16, fct
     assert fct["strict"][8] < 0.5 * fct["fifo"][8], fct  # the medians
     assert done["fifo"]["elephants"][0]["goodput_mbps"] >= 0.8 * LINK_MBPS
+
+
+def test_a_connection_demoted_by_its_host_after_1_mb_leaves_the_mice_queue_on_every_hop(runs):
+    """3 MB and 300 KB under hosts that demote after 1 MB: about the 3 MB flow's last 2 MB leave its host
+    with the elephant DSCP and the ToR keeps it, so the switches carry them in the elephant band (five hops
+    over the core); the 300 KB flow and the first megabyte stay mice."""
+    _, done = runs
+    r, untrusted = done["demoted"], done["demoted-untrusted"]
+    assert all(b["ok"] for b in r["bulk"]), r["bulk"]
+    demoted = r["host_demoted_packets"]
+    assert 0.95 * 2_000_000 / 1500 <= demoted <= 1.1 * 2_000_000 / 1500, demoted
+    sent = [sum(q["sent"][band] for q in r["queues"].values()) for band in (0, 1)]
+    assert 4.8 * demoted <= sent[1] <= 5 * demoted, (sent, demoted)  # five switch ports to the other pod
+    assert sent[0] >= 5 * (1_000_000 + 300_000) / 1500, sent  # its first MB and the 300 KB flow, five hops each
+    # without host_demotion the ToR marks the same packets mice: a host cannot choose its band
+    assert untrusted["host_demoted_packets"] == demoted
+    assert sum(q["sent"][1] for q in untrusted["queues"].values()) == 0
 
 
 def test_an_announced_elephant_is_placed_acked_and_carried_on_its_placement(runs):

@@ -64,6 +64,31 @@ def test_tor_classifies_host_traffic_in_ingress_and_goes_on_to_forward():
     assert metered == [Meter(101, 8000, 412), Meter(102, 8000, 412)]
 
 
+def test_host_demotion_keeps_a_hosts_own_elephant_mark_above_the_mice_classification():
+    out, _ = iso.tor_program(F, "e0_0", iso.IsolationConfig(host_demotion=True))
+    kept = [f for f in out if f.priority == iso.PRIO_DEMOTED]
+    assert sorted(dict(f.match)["in_port"] for f in kept) == [1, 2] and iso.PRIO_DEMOTED > iso.PRIO_CLASSIFY
+    assert all(dict(f.match)["ip_dscp"] == 8 and f.actions == (SetQueue(1),) and f.goto == 2 for f in kept)
+    assert not [f for f in iso.tor_program(F, "e0_0", CFG)[0] if f.priority == iso.PRIO_DEMOTED]
+
+
+def test_host_demote_rules_count_what_this_host_sent_in_either_direction():
+    from ryu_apps.host import demote
+
+    text = demote.ruleset(1_000_000)
+    assert "ct direction original ct original bytes > 1000000 ip dscp set 8" in text
+    assert "ct direction reply ct reply bytes > 1000000 ip dscp set 8" in text
+    assert text.index("delete table inet freeway_demote") < text.index("chain out")  # replaced whole: idempotent
+    assert demote._size("1M") == 1_000_000 and demote._size("250kB") == 250_000 and demote._size("1500") == 1500
+    for bad in (0, -5, 1.5, True, "1M"):
+        with pytest.raises(demote.DemoteError, match="after: a number of bytes above 0"):
+            demote.ruleset(bad)
+    with pytest.raises(demote.DemoteError, match="dscp: a DSCP is 0..63"):
+        demote.ruleset(10, 64)
+    with pytest.raises(demote.DemoteError, match="after: a number of bytes"):
+        demote._size("lots")
+
+
 def test_elephant_entries_are_marked_at_ingress_and_queued_everywhere():
     flow = FiveTuple("10.0.0.2", "10.2.0.2", 6, 40001, 5001)
     install, _, _, _ = pin(F, ("e0_0", "a0_0", "c2", "a2_0", "e2_0"), flow, EFM, 1, 0, 10, iso=CFG)

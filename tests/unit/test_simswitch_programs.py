@@ -124,6 +124,29 @@ def test_other_modes_mark_mice_at_every_hop_with_isolation(mode):
         assert t.hops[0].queue == MICE_Q, (mode, t.hops)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_a_host_may_demote_its_own_packets_but_never_raise_them(mode):
+    """isolation's host_demotion: a host's elephant DSCP is kept and queued with the elephants on every hop;
+    the mice's DSCP, or any other, from a host is still marked mice; without host_demotion even the elephant
+    DSCP is overwritten."""
+    fabric = fattree(4)
+    on = replace(ISO, host_demotion=True)
+    for cfg, kept in ((on, True), (ISO, False)):
+        sim = SimFabric(fabric, policy(mode, fabric, cfg))
+        for src, dst, ft in mice_flows(fabric)[::7]:
+            sim.send(src.name, ft)  # (hedera: the first packet of a flow is punted)
+            t = sim.send(src.name, ft, dscp=cfg.elephant_dscp)
+            assert t.delivered_to == dst.name, (mode, t)
+            if kept:
+                assert all(h.dscp == cfg.elephant_dscp and h.queue in (ELEPHANT_Q, None) for h in t.hops), t.hops
+                assert t.hops[0].queue == ELEPHANT_Q, t.hops
+            else:
+                assert all(h.dscp == cfg.mice_dscp for h in t.hops) and t.hops[0].queue == MICE_Q, t.hops
+            for raised in (cfg.mice_dscp, 0, 63):
+                t = sim.send(src.name, ft, dscp=raised)
+                assert all(h.dscp == cfg.mice_dscp for h in t.hops) and t.hops[0].queue == MICE_Q, (raised, t.hops)
+
+
 def test_hedera_gives_each_new_flow_its_own_counted_edge_entry():
     fabric = fattree(4)
     pol = policy("hedera", fabric, None)

@@ -56,6 +56,10 @@ class Settings:
     # a bulk sender closes its connection once its bytes are written, its FIN after them, as a Linux sender
     # does (not under per-packet balancing: ns-3 3.44's TCP crashes closing under heavy reordering, fw::Host)
     close_when_done: bool = True
+    # hosts demote, as PIAS's do: once a host has sent more than this many IP bytes on a TCP connection, its
+    # next packets there carry the elephant DSCP (0: never; Freeway's ToRs keep it with isolation's
+    # host_demotion on; a Linux host's rule: ryu_apps/host/demote.py)
+    demote_after_bytes: int = 0
     controller: dict = field(default_factory=dict)  # settings of the controller's config (sections)
 
 
@@ -104,7 +108,7 @@ def run_spec(spec: dict, progress=print) -> dict:
         ctl.at(t, lambda now: port_tx.append({"t": round(now, 6), "tx": {
             f"{sw}-eth{port}": int(net.switches[sw].txBytes(port)) for (sw, port) in net.ports}}))
     apps = _hosts(net, fabric, flows, policy.takes_announces, st.rr_dscp, st.seed, ecn=st.tcp == "dctcp",
-                  close=st.close_when_done and not per_packet)
+                  close=st.close_when_done and not per_packet, demote=(st.demote_after_bytes, _elephant_dscp(cfg)))
     last_start = max((f.start for f in flows), default=0.0)
     stops = [f.stop for f in flows if f.stop is not None]
     until = max([last_start] + stops + spec.get("tx_at", [])) + st.grace_s
@@ -184,8 +188,15 @@ def _tcp_defaults(ns, st: Settings) -> None:
         d("ns3::TcpSocketBase::UseEcn", ns.StringValue("On"))
 
 
+def _elephant_dscp(cfg) -> int:
+    """The DSCP a demoting host marks with: isolation's elephant DSCP (its default when isolation is off)."""
+    from topology.queues import IsolationConfig
+
+    return (cfg.isolation_config() or IsolationConfig()).elephant_dscp
+
+
 def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool, rr_dscp: int = 0, seed: int = 1,
-           ecn: bool = False, close: bool = False) -> dict:
+           ecn: bool = False, close: bool = False, demote: tuple[int, int] = (0, 0)) -> dict:
     """One ``fw::Host`` per host with its flows (announced ones carry their handshake's bytes). A flow
     without a source port of its own gets one drawn from Linux's ephemeral range (seeded), as a Linux
     host's connect() does: ns-3 would give every host the same ports in the same order, and the same
@@ -201,8 +212,10 @@ def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool, rr_dscp: int
         app = ns.CreateObject[fw.Host]()
         app.Configure(_int(hs.SERVICE_IP), RR_PORT, rr_dscp << 2)
         app.CloseWhenDone(close)
-        if ecn:  # ns-3's TCP sends a socket with a TOS of its own Not-ECT: hosts mark at their egress instead
-            app.MarkAtEgress(net.host_queues[h.name])
+        if demote[0] < 0:
+            raise EngineError(f"demote_after_bytes: 0 (off) or a number of bytes, got {demote[0]!r}")
+        if ecn or demote[0]:  # ns-3's TCP sends a socket with a TOS of its own Not-ECT: hosts mark at their egress
+            app.MarkAtEgress(net.host_queues[h.name], demote[0], demote[1])
         net.nodes[h.name].AddApplication(app)
         app.SetStartTime(ns.Seconds(0.0))
         apps[h.name] = app
@@ -343,7 +356,8 @@ def _collect(spec: dict, net, fabric: Fabric, flows: list[Flow], apps: dict, ctl
     return {"label": spec["label"], "mode": spec["label_mode"], "mice": mice, "elephants": elephants, "bulk": bulk,
             "queues": queues, "pfc": pfc, "switch_drops": switch_drops,
             "core_drops": drops, "events": ctl.events, "switch_cpu": None, "paths": paths,
-            "all_drops": sum(int(net.fw.Dropped(p.queue)) for p in net.ports.values())}
+            "all_drops": sum(int(net.fw.Dropped(p.queue)) for p in net.ports.values()),
+            "host_demoted_packets": sum(int(app.Demoted()) for app in apps.values())}
 
 
 # ----- one run, in its own process -----------------------------------------------------------------

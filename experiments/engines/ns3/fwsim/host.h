@@ -50,6 +50,10 @@ AddDscpFilter(Ptr<QueueDisc> qd, uint8_t elephantDscp)
 // socket given an IP TOS of its own (Socket::SetIpTos) as Not-ECT, so no queue could mark it (measured:
 // DCTCP with DSCP 8 through a fifo+ecn port, 0 ECN-capable packets of 4,000; with no TOS, all of them).
 // As a filter it also gives the host's fq_codel its flow hash (fq_codel drops what no filter classifies).
+// It also demotes, as PIAS's hosts do (``demoteAfter``): once this host has sent more than that many IP bytes
+// on a TCP connection, the connection's next packets from here carry ``demoteDscp`` (a host may put its own
+// flows below the mice; Freeway's ToRs keep that mark when isolation's ``host_demotion`` is on). A Linux host
+// does the same with nftables (ryu_apps/host/demote.py): ``ct direction original ct original bytes > N``.
 class HostMarker : public Ipv4PacketFilter
 {
   public:
@@ -63,20 +67,38 @@ class HostMarker : public Ipv4PacketFilter
     }
 
     std::map<uint16_t, uint8_t> dscpOf; // local TCP port -> DSCP
+    uint64_t demoteAfter = 0;           // IP bytes a connection sends from here before it is demoted (0: never)
+    uint8_t demoteDscp = 0;
+    mutable uint64_t demoted = 0;       // packets sent demoted
 
   private:
+    // bytes sent from here per connection: (destination address, source port, destination port)
+    mutable std::map<std::tuple<uint32_t, uint16_t, uint16_t>, uint64_t> m_sent;
+
     int32_t DoClassify(Ptr<QueueDiscItem> item) const override
     {
         Ptr<Ipv4QueueDiscItem> ip = DynamicCast<Ipv4QueueDiscItem>(item);
-        if (ip && ip->GetHeader().GetProtocol() == 6 && !dscpOf.empty())
+        if (ip && ip->GetHeader().GetProtocol() == 6 && (!dscpOf.empty() || demoteAfter))
         {
             UdpHeader ports; // a TCP header starts with the same two ports
             item->GetPacket()->PeekHeader(ports);
+            // the item's header is its own copy, written to the packet when it leaves the queue
+            Ipv4Header& h = const_cast<Ipv4Header&>(ip->GetHeader());
             auto it = dscpOf.find(ports.GetSourcePort());
             if (it != dscpOf.end())
             {
-                // the item's header is its own copy, written to the packet when it leaves the queue
-                const_cast<Ipv4Header&>(ip->GetHeader()).SetDscp(static_cast<Ipv4Header::DscpType>(it->second));
+                h.SetDscp(static_cast<Ipv4Header::DscpType>(it->second));
+            }
+            else if (demoteAfter)
+            {
+                uint64_t& sent = m_sent[{h.GetDestination().Get(), ports.GetSourcePort(), ports.GetDestinationPort()}];
+                bool over = sent > demoteAfter; // as nftables' "bytes > N": judged before this packet counts
+                sent += item->GetSize();
+                if (over)
+                {
+                    h.SetDscp(static_cast<Ipv4Header::DscpType>(demoteDscp));
+                    demoted++;
+                }
             }
         }
         return static_cast<int32_t>(item->Hash(0) & 0x7FFFFFFF);
@@ -157,17 +179,24 @@ class Host : public Application
 
     bool closeWhenDone = false;
     uint8_t rrTos = 0; // the TOS of the request/response server's answers
-    Ptr<HostMarker> marker; // ECN in use: DSCPs are set at the host's egress, not on the socket
+    Ptr<HostMarker> marker; // ECN or demotion in use: DSCPs are set at the host's egress, not on the socket
 
     // (a method, not an assignment from Python: cppyy does not write a Ptr member through)
-    void MarkAtEgress(Ptr<QueueDisc> egress)
+    void MarkAtEgress(Ptr<QueueDisc> egress, uint64_t demoteAfter = 0, uint8_t demoteDscp = 0)
     {
         marker = CreateObject<HostMarker>();
+        marker->demoteAfter = demoteAfter;
+        marker->demoteDscp = demoteDscp;
         egress->AddPacketFilter(marker);
         if (rrTos)
         {
             marker->dscpOf[rrPort] = rrTos >> 2; // the request/response server's answers
         }
+    }
+
+    uint64_t Demoted() const
+    {
+        return marker ? marker->demoted : 0;
     }
 
     void Add(const FlowSpec& f)

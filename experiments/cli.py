@@ -70,7 +70,8 @@ def cmd_bench(args) -> int:
                                 steady=not args.no_steady, steady_s=args.window, active_pairs=args.active_pairs,
                                 handshake_rate=args.handshake_rate, cuts=args.cuts,
                                 sflow_workers=count if count is not None else args.sflow_workers,
-                                sflow_levels=fabricscale.parse_levels(args.sflow_levels))
+                                sflow_levels=fabricscale.parse_levels(args.sflow_levels),
+                                controller_config=args.controller_config)
             w = r.get("walk", {})
             print(f"k={k}: {r['switches']} switches programmed in {r.get('startup_s')} s "
                   f"({r.get('startup_messages')} messages), RSS {r.get('controller_rss_mb')} MB; walked "
@@ -519,6 +520,9 @@ def add_commands(sub) -> None:
     bf.add_argument("--sflow-levels", default=None,
                     help="only these sFlow levels, INTERVAL:SAMPLING,... (0: none; e.g. 1:1000,2:0); default: the "
                          "ladder from the product's defaults down")
+    bf.add_argument("--controller-config", metavar="FILE",
+                    help="the controller reads this config file ('freeway config --defaults' writes one): to "
+                         "measure a setting's cost at scale (its settings are recorded in the results)")
     bf.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     br = bsub.add_parser("reroute", help="EFM reroute delay; the EFM paper's four collision tests per mode")
     br.add_argument("--trials", type=int, default=5, help="reroute-delay trials (5)")

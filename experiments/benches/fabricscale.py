@@ -852,7 +852,7 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
         timeout: float = 600.0, restart: bool = True, steady: bool = True, steady_s: float = 10.0,
         active_pairs: int = 2000, handshake_rate: float = 100.0, handshake_s: float = 10.0, progress=print,
         sflow_levels: list[tuple[float, int]] | None = None, view_grouped: bool | None = None, cuts: int = 3,
-        sflow_workers: str | None = None, probe_gap_s: float = 2.0) -> dict:
+        sflow_workers: str | None = None, probe_gap_s: float = 2.0, controller_config: str | None = None) -> dict:
     """One fabric: start-up, the API and the fabric view, the walk, ``cuts`` link cuts (each restored), the restart,
     the steady state (sFlow and handshakes); results in ``out/fabric_scale_k{k}.json``."""
     from experiments.benches.controller import machine
@@ -872,6 +872,12 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
     em = Emulator(fabric, ("127.0.0.1", 0))
     build_s = time.monotonic() - t_build
     extra = ["--api", api] + (["--sflow-workers", str(sflow_workers)] if sflow_workers is not None else [])
+    settings = None
+    if controller_config:  # read here first, so that a bad file is refused before anything starts
+        from ryu_apps.config import load_file
+
+        settings = load_file(controller_config)
+        extra += ["--config", str(Path(controller_config).resolve())]
     if steady:  # the switches' OVSDB: the controller's sFlow port map reads it
         from experiments.benches.fabricload import EmulatedOVSDB
 
@@ -883,7 +889,9 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
                             events_file=False)
     result: dict = {"bench": "fabric-scale", "machine": machine(), "topo": topo, "k": k, "switches": n,
                     "hosts": len(fabric.hosts), "mode": mode, "generator_build_s": round(build_s, 2),
-                    "sflow_workers": sflow_workers or "auto"}
+                    "sflow_workers": sflow_workers or "auto",
+                    "controller_config": ({"file": str(controller_config), "settings": settings}
+                                          if controller_config else None)}
     try:
         t0 = time.monotonic()
         ctl.start(timeout=120)

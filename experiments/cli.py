@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -23,6 +24,19 @@ def _mice_sizes(text: str) -> tuple[int, int]:
     if not 1 <= lo <= hi <= 10_000_000:
         raise SystemExit(f"freeway bench detection: --mice-sizes: need 1 <= MIN <= MAX <= 10000000, got {text!r}")
     return lo, hi
+
+
+def _bytes_arg(text: str) -> int:
+    """A byte count on the command line: 1000000, 1M or 250k (0: off)."""
+    from ryu_apps.host.demote import DemoteError, parse_bytes
+
+    try:
+        n = parse_bytes(text)
+    except DemoteError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("after: ")) from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"a number of bytes, at least 0, got {text!r}")
+    return n
 
 
 def cmd_bench(args) -> int:
@@ -271,7 +285,7 @@ def cmd_experiment(args) -> int:
                                controller_config=args.controller_config, static_arp=args.static_arp,
                                mtu=args.mtu, switch_processes=args.switch_processes, engine=args.engine,
                                topo=args.topo, ns3=ns3, jobs=args.jobs, queues=args.queues, tcp=args.tcp,
-                               mice_after=args.mice_after)
+                               mice_after=args.mice_after, host_demote=args.host_demote)
     except (ExperimentError, WorkloadError, scenarios.ScenarioError, ValueError) as e:
         print(f"freeway experiment: error: {e}", file=sys.stderr)
         return 2
@@ -459,6 +473,10 @@ def add_commands(sub) -> None:
     opt("mixed permutation", "--switch-processes", type=int, default=1,
         help="mixed: spread the fabric's switches over this many Open vSwitch processes, 1-8 (1; each "
         "process's forwarding thread reads every port it has for every packet: docs/lab/experiments-history.md)")
+    opt("mixed permutation", "--host-demote", type=_bytes_arg, default=0, metavar="BYTES",
+        help="mixed, permutation: every host demotes a TCP connection to the elephant DSCP once it has sent "
+        "this many bytes on it (PIAS-like; the emulator runs 'freeway host-demote' in each host, ns-3's hosts "
+        "mark at their egress), and with +isolation the ToRs keep the mark (host_demotion) (0: off)")
     opt("mixed permutation", "--announce", choices=["send", "hook", "none"], default="send",
         help="how Freeway modes announce the elephants: the host agent 'freeway send' (default), "
         "the connect() hook under 'freeway run' with iperf3 unmodified, or none (they do not "

@@ -179,17 +179,19 @@ def elephant_command(announce: str, py: str, to: str, port: int, cport: int, sec
 
 def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with_mice: bool = True,
             with_elephants: bool = True, announce: str = "send", controller_config: str | None = None,
-            static_arp: bool = False, mtu: int = 1500, switch_processes: int = 1, tcp: str = "cubic") -> dict:
+            static_arp: bool = False, mtu: int = 1500, switch_processes: int = 1, tcp: str = "cubic",
+            host_demote: int = 0) -> dict:
     """One run: fresh controller and fabric (every interface at ``mtu`` bytes, the switches spread over
     ``switch_processes`` Open vSwitch processes, every host's TCP ``tcp``), the workload, results. In Freeway modes the elephants are
     announced by ``announce``: ``send`` (the host agent) or ``hook`` (the connect() hook). The controller
     reads ``controller_config`` (a config file) when given; the run's own flags override it. With
     ``static_arp`` the hosts get every neighbour's MAC once they all reach each other (no ARP during the
-    run)."""
+    run). ``host_demote``: every host demotes its TCP connections after that many bytes (``freeway
+    host-demote``) and, with isolation, the ToRs keep the mark (``host_demotion``)."""
     from ryu_apps.programs.isolation import IsolationConfig
 
     base, iso = _mode_parts(mode)
-    extra_flags = _controller_flags(base)
+    extra_flags = _controller_flags(base) + (["--isolation-set", "host_demotion=true"] if host_demote and iso else [])
     base = _controller_mode(base)
     d = out / label
     d.mkdir(parents=True, exist_ok=True)
@@ -211,6 +213,8 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
             raise ExperimentError(f"{label}: {len(failed)} host pairs unreachable before the run")
         if static_arp:
             fn.static_neighbours()
+        if host_demote:
+            demote_hosts(fn, fabric, host_demote)
         ip = {h.name: h.ip for h in fabric.hosts}
         core_drops0 = _core_drops(fabric)
         py = sys.executable
@@ -277,8 +281,26 @@ def run_one(out: Path, label: str, fabric: Fabric, mode: str, wl: Workload, with
                         mice.append(r)
         core_drops = {k: v - core_drops0.get(k, 0) for k, v in _core_drops(fabric).items()}
         events = ctl.events()
+        demoted = demoted_packets(fn, fabric) if host_demote else 0
     return {"label": label, "mode": mode, "mice": mice, "elephants": elephants, "core_drops": core_drops,
-            "events": events, "switch_cpu": switch_cpu, "seconds": round(time.time() - t_run, 1)}
+            "events": events, "switch_cpu": switch_cpu, "seconds": round(time.time() - t_run, 1),
+            "host_demoted_packets": demoted}
+
+
+def demoted_packets(fn, fabric: Fabric) -> int:
+    """Packets the hosts' demotion rules have marked so far, summed over every emulated host."""
+    from ryu_apps.host.demote import LIST_COMMAND, counted
+
+    return sum(counted(fn.host(h.name).cmd(f"{LIST_COMMAND} 2>/dev/null"))[0] for h in fabric.hosts)
+
+
+def demote_hosts(fn, fabric: Fabric, after_bytes: int) -> None:
+    """``freeway host-demote --after after_bytes`` in every emulated host (its own network namespace)."""
+    for h in fabric.hosts:
+        out = fn.host(h.name).cmd(f"{sys.executable} -m ryu_apps.cli host-demote --after {int(after_bytes)} 2>&1; "
+                                  "echo rc=$?").strip().splitlines()
+        if not out or out[-1] != "rc=0":
+            raise ExperimentError(f"--host-demote: {h.name}: {' '.join(out[:-1]) or 'failed'}")
 
 
 def run_flows(out: Path, label: str, fabric: Fabric, mode: str, flows: list, mtu: int = 1500,
@@ -461,6 +483,7 @@ def analyse(run: dict, fabric: Fabric) -> dict:
                              for k, v in util.items()},
         "core_drops": sum(run["core_drops"].values()),
         "switch_cpu": run.get("switch_cpu"),
+        "host_demoted_packets": run.get("host_demoted_packets", 0),
         "_util": util, "_lol_series": lol_series, "_mice": mice,
     }
 
@@ -513,7 +536,7 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
                    announce: str = "send", controller_config: str | None = None, static_arp: bool = False,
                    mtu: int = 1500, switch_processes: int = 1, engine: str = "emulator", topo: str = "fattree",
                    ns3: dict | None = None, jobs: int = 0, queues: str | None = None, tcp: str = "cubic",
-                   mice_after: float | None = None) -> dict:
+                   mice_after: float | None = None, host_demote: int = 0) -> dict:
     """``engine``: ``emulator`` or ``ns3`` (``ns3``: the engine's ``Settings`` fields to set, e.g. tcp,
     link_delay_s; ``jobs``: runs at once, 0 for one per core). ``queues``: every switch port's discipline
     in every run (``topology.queues``: fifo, strict, cq, with +ecn, +pfc); by default a mode's own: strict
@@ -521,7 +544,9 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
     meters), ``queues`` what the ports do with it; the emulator carries only the defaults. ``tcp``: the
     hosts' congestion control on either engine (set in every emulated host, whatever the machine's
     default). ``mice_after`` (permutation): mice at ``mice_load`` join the elephants that many seconds
-    into the run, until its end (by default a permutation has no mice)."""
+    into the run, until its end (by default a permutation has no mice). ``host_demote``: every host demotes a
+    TCP connection to the elephant DSCP after that many bytes, on either engine, and with isolation the ToRs
+    keep the mark (``host_demotion``; 0: off)."""
     if scenario not in SCENARIOS:
         raise ExperimentError(f"scenario: unknown {scenario!r} (known: {', '.join(SCENARIOS)})")
     if engine not in ENGINES:
@@ -601,14 +626,17 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
               "elephants": wl.elephants, "mice_flows": sum(len(v) for v in wl.mice.values()),
               "repeats": repeats, "announce": announce, "controller_config": controller_config,
               "static_arp": static_arp, "mtu": mtu, "switch_processes": switch_processes, "tcp": tcp,
-              "mice_after_s": mice_after}
+              "mice_after_s": mice_after, "host_demote_bytes": host_demote}
     if engine == "emulator" and tcp == "dctcp":
         raise ExperimentError("--tcp: dctcp needs ECN marks, which the emulator's queues cannot give (--engine ns3 "
                               "with --queues ...+ecn)")
     if engine == "ns3":
         from experiments.engines.ns3.engine import Settings
 
-        settings = Settings(mtu=mtu, seed=seed, **{"tcp": tcp, **(ns3 or {})})
+        settings = Settings(mtu=mtu, seed=seed, **{"tcp": tcp, **(ns3 or {})}, demote_after_bytes=host_demote)
+        if host_demote:
+            iso_set = dict(tuple(kv) for kv in loaded.get("isolation_settings", ()))
+            loaded = {**loaded, "isolation_settings": tuple({**iso_set, "host_demotion": True}.items())}
         config["ns3"] = dict(settings.__dict__)
         config["queues"] = queues
     print(f"[experiment] {scenario} on a {topo} {fabric.params} ({engine}): {len(wl.elephants)} elephants, "
@@ -646,7 +674,7 @@ def run_experiment(scenario: str, modes: list[str], duration: float, seed: int, 
             return ns3_run(out, name, fab, mode, work, with_mice, el_on, settings, loaded, seed + rep, queues,
                            announce != "none")
         return run_one(out, name, fab, mode, work, with_mice, el_on, announce, controller_config, static_arp, mtu,
-                       switch_processes, tcp)
+                       switch_processes, tcp, host_demote)
 
     if engine == "ns3":
         import os

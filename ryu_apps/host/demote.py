@@ -87,25 +87,32 @@ def remove() -> None:
     _nft(off_script())
 
 
-def counted() -> tuple[int, int]:
-    """Packets and bytes the rule has demoted in this namespace so far ((0, 0) without the table)."""
+def counted(listing: str | None = None) -> tuple[int, int]:
+    """Packets and bytes the rule has demoted so far: from ``listing`` (``nft -j list table inet
+    freeway_demote``'s output, read in another namespace), else read here; (0, 0) without the table."""
     import json
 
-    nft = shutil.which("nft")
-    r = subprocess.run([nft or "nft", "-j", "list", "table", "inet", TABLE], text=True, capture_output=True) \
-        if nft else None
-    if r is None or r.returncode:
+    if listing is None:
+        nft = shutil.which("nft")
+        r = subprocess.run([nft, "-j", "list", "table", "inet", TABLE], text=True, capture_output=True) if nft else None
+        listing = r.stdout if r is not None and r.returncode == 0 else ""
+    try:
+        items = json.loads(listing).get("nftables", []) if listing.strip() else []
+    except ValueError:
         return 0, 0
     packets = nbytes = 0
-    for item in json.loads(r.stdout).get("nftables", []):
-        for expr in item.get("rule", {}).get("expr", []):
-            if "counter" in expr:
+    for item in items:
+        for expr in item.get("rule", {}).get("expr", []) if isinstance(item, dict) else []:
+            if isinstance(expr, dict) and "counter" in expr:
                 packets += int(expr["counter"]["packets"])
                 nbytes += int(expr["counter"]["bytes"])
     return packets, nbytes
 
 
-def _size(text: str) -> int:
+LIST_COMMAND = f"nft -j list table inet {TABLE}"
+
+
+def parse_bytes(text: str) -> int:
     units = {"k": 10**3, "m": 10**6, "g": 10**9}
     t = text.strip().lower().rstrip("b")
     mult = units.get(t[-1:], 1)
@@ -122,11 +129,11 @@ def cmd_demote(args) -> int:
             return 0
         if args.after is None:
             raise DemoteError("after: required (or --off)")
-        script = ruleset(_size(args.after), args.dscp)
+        script = ruleset(parse_bytes(args.after), args.dscp)
         if args.print:
             sys.stdout.write(script)
             return 0
-        apply(_size(args.after), args.dscp)
+        apply(parse_bytes(args.after), args.dscp)
     except DemoteError as e:
         print(f"freeway host-demote: error: {e}", file=sys.stderr)
         return 2

@@ -8,11 +8,13 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from experiments.harness.procs import freeway_command
 
+ROOT = Path(__file__).resolve().parents[2]
 TAG = f"fwd{os.getpid() % 100000}"
 A, B = f"{TAG}a", f"{TAG}b"
 IP_A, IP_B = "10.254.77.1", "10.254.77.2"
@@ -88,6 +90,11 @@ def test_a_connection_is_marked_once_its_host_has_sent_the_threshold(pair):
     marked, plain = received(B)
     # about the last 3 MB of the 4 MB connection (IP bytes: headers on every packet)
     assert 3_000_000 <= marked <= 3_300_000, (marked, plain)
+    # the sender's own count (what results.json reports of an emulated run) is what arrived marked
+    count = sh(sys.executable, "-c", "from ryu_apps.host.demote import counted; print(*counted())", ns=A,
+               cwd=str(ROOT))
+    packets, nbytes = map(int, count.stdout.split())
+    assert packets > 0 and nbytes == marked, (count.stdout, count.stderr, marked)
     assert 1_450_000 <= plain <= 1_700_000, (marked, plain)  # the 500 KB connection and the first MB (IP bytes)
     # off: the table is gone, and a bad threshold names the key and changes nothing
     bad = sh(*freeway_command(), "host-demote", "--after", "lots", ns=A)

@@ -79,14 +79,14 @@ def test_host_demote_rules_count_what_this_host_sent_in_either_direction():
     assert "ct direction original ct original bytes > 1000000 ip dscp set 8" in text
     assert "ct direction reply ct reply bytes > 1000000 ip dscp set 8" in text
     assert text.index("delete table inet freeway_demote") < text.index("chain out")  # replaced whole: idempotent
-    assert demote._size("1M") == 1_000_000 and demote._size("250kB") == 250_000 and demote._size("1500") == 1500
+    assert [demote.parse_bytes(t) for t in ("1M", "250kB", "1500")] == [1_000_000, 250_000, 1500]
     for bad in (0, -5, 1.5, True, "1M"):
         with pytest.raises(demote.DemoteError, match="after: a number of bytes above 0"):
             demote.ruleset(bad)
     with pytest.raises(demote.DemoteError, match="dscp: a DSCP is 0..63"):
         demote.ruleset(10, 64)
     with pytest.raises(demote.DemoteError, match="after: a number of bytes"):
-        demote._size("lots")
+        demote.parse_bytes("lots")
 
 
 def test_elephant_entries_are_marked_at_ingress_and_queued_everywhere():

@@ -327,7 +327,12 @@ def _fct(args, modes: list[str]) -> int:
              "tcp": args.tcp, "mtu": args.mtu, "link_delay_us": args.link_delay_us, "topo": args.topo}
     if args.queues:
         fixed["queues"] = args.queues
-    spec = Spec("fct", "ns3", grid, fixed)
+    variants = {"default": {}}
+    if args.host_demote:  # the hosts demote, and the ToRs keep their mark (a variant: it is the controller's)
+        fixed["demote_after"] = float(args.host_demote)
+        variants = {"host-demotion": {"isolation": {"host_demotion": True}}}
+        grid["variant"] = ["host-demotion"]
+    spec = Spec("fct", "ns3", grid, fixed, variants)
     out = Path(args.out)
     store = Store(args.store or out / "store")
     try:
@@ -473,8 +478,8 @@ def add_commands(sub) -> None:
     opt("mixed permutation", "--switch-processes", type=int, default=1,
         help="mixed: spread the fabric's switches over this many Open vSwitch processes, 1-8 (1; each "
         "process's forwarding thread reads every port it has for every packet: docs/lab/experiments-history.md)")
-    opt("mixed permutation", "--host-demote", type=_bytes_arg, default=0, metavar="BYTES",
-        help="mixed, permutation: every host demotes a TCP connection to the elephant DSCP once it has sent "
+    opt("mixed permutation fct", "--host-demote", type=_bytes_arg, default=0, metavar="BYTES",
+        help="mixed, permutation, fct: every host demotes a TCP connection to the elephant DSCP once it has sent "
         "this many bytes on it (PIAS-like; the emulator runs 'freeway host-demote' in each host, ns-3's hosts "
         "mark at their egress), and with +isolation the ToRs keep the mark (host_demotion) (0: off)")
     opt("mixed permutation", "--announce", choices=["send", "hook", "none"], default="send",

@@ -171,7 +171,8 @@ def _shared_runs(runs):
 
 CHANGE_KEYS = ("variant", "queues", "demote_after")  # what an ablation changes against its default (variant default, the mode's queues)
 ABLATION_FIGURES = (("<100KB", "p99"), (">=1MB", "mean"), ("1-10MB", "mean"))
-ABLATION_COUNTS = ("mice_rto", "elephant_rto", "meter_drops", "nacks", "all_drops", "core_drops")
+ABLATION_COUNTS = ("mice_rto", "elephant_rto", "meter_drops", "nacks", "all_drops", "core_drops",
+                   "host_demoted_packets")
 
 
 def _is_default(key: str, v) -> bool:
@@ -351,7 +352,7 @@ def markdown(rep: dict) -> str:
 
 
 ABLATION_HEAD = ("<100KB p99", ">=1MB mean", "1-10MB mean", "mice RTOs", "elephant RTOs", "meter drops", "NACKs",
-                 "drops", "core drops")
+                 "drops", "core drops", "packets hosts demoted")
 
 
 def ablation_markdown(abl: list[dict]) -> list[str]:

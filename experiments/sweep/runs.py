@@ -144,6 +144,7 @@ def analyse(point: dict, spec: dict, result: dict) -> tuple[dict[str, list[dict]
         "nacks": sum(1 for r in rows if r["answer"] == "nack"),
         "unanswered": sum(1 for r in rows if r["answer"] == "none"),
         "simulated_s": result.get("simulated_s"), "engine_wall_s": result.get("seconds"),
+        "host_demoted_packets": result.get("host_demoted_packets", 0),
     })
     t = summary[fct.TIMED]
     row.update({"timed_flows": t["flows"], "goodput_mean_mbps": t["mean"], "goodput_min_mbps": t["min"],

@@ -85,7 +85,8 @@ def cmd_bench(args) -> int:
                                 handshake_rate=args.handshake_rate, cuts=args.cuts,
                                 sflow_workers=count if count is not None else args.sflow_workers,
                                 sflow_levels=fabricscale.parse_levels(args.sflow_levels),
-                                controller_config=args.controller_config)
+                                controller_config=args.controller_config,
+                                handshake_level=(fabricscale.parse_levels(args.handshake_level) or [None])[0])
             w = r.get("walk", {})
             print(f"k={k}: {r['switches']} switches programmed in {r.get('startup_s')} s "
                   f"({r.get('startup_messages')} messages), RSS {r.get('controller_rss_mb')} MB; walked "
@@ -543,6 +544,9 @@ def add_commands(sub) -> None:
     bf.add_argument("--sflow-levels", default=None,
                     help="only these sFlow levels, INTERVAL:SAMPLING,... (0: none; e.g. 1:1000,2:0); default: the "
                          "ladder from the product's defaults down")
+    bf.add_argument("--handshake-level", metavar="INTERVAL:SAMPLING",
+                    help="time the handshakes under this sFlow level (e.g. 1:1000), kept up with or not; default: "
+                         "the densest the controller kept up with, which differs between runs on a busier machine")
     bf.add_argument("--controller-config", metavar="FILE",
                     help="the controller reads this config file ('freeway config --defaults' writes one): to "
                          "measure a setting's cost at scale (its settings are recorded in the results)")

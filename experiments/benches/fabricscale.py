@@ -553,7 +553,8 @@ def _same_pod(f: Fabric, a: str, b: str) -> bool:
 
 
 def steady_state(em: Emulator, ctl, api: str, d: Path, pairs: int, seed: int, seconds: float,
-                 handshake_rate: float, handshake_s: float, progress=print, levels=None, probe_gap_s: float = 2.0) -> dict:
+                 handshake_rate: float, handshake_s: float, progress=print, levels=None, probe_gap_s: float = 2.0,
+                 handshake_level: tuple[float, int] | None = None) -> dict:
     """sFlow from every port over a synthetic load on ``pairs`` active ToR pairs (``fabricload.ladder``: the
     product's defaults, then what the controller sustains), then hosts announcing elephants at
     ``handshake_rate`` a second while the sustained sFlow load goes on."""
@@ -570,7 +571,15 @@ def steady_state(em: Emulator, ctl, api: str, d: Path, pairs: int, seed: int, se
     out.update(fabricload.ladder(api, ctl.sflow_port, load, d, seconds, progress, levels))
     interval, sampling = out["shortest_counter_interval_s"], out["densest_sampling"]
     if handshake_rate > 0:
-        hs_interval, hs_sampling, kept_up = fabricload.handshake_level(out)
+        if handshake_level:  # a fixed level, so that two runs time their handshakes under the same load
+            hs_interval, hs_sampling = handshake_level
+            tried = [lv for lv in out.get("levels", []) if lv.get("counter_interval_s") == hs_interval
+                     and (lv.get("sampling") or 0) == hs_sampling]
+            kept_up = bool(tried) and all(lv.get("sustained") for lv in tried)
+            why = " (a level the controller did not keep up with)" if tried else " (a level the ladder did not try)"
+        else:
+            hs_interval, hs_sampling, kept_up = fabricload.handshake_level(out)
+            why = " (a level the controller did not keep up with: the lightest tried)"
         hs_pairs = [(a, b) for a, b in load.hosts]
         quiet = settle(api, backlog=lambda: len(em.work))
         # every port's counters have come twice (a reading is a delta) and a period has seen them: settling left the
@@ -589,7 +598,7 @@ def steady_state(em: Emulator, ctl, api: str, d: Path, pairs: int, seed: int, se
         hs_ = out["handshake"]
         progress(f"[fabric-scale] handshakes at {handshake_rate:g}/s under counters every {hs_interval:g} s"
                  + (f" and flow samples 1-in-{hs_sampling}" if hs_sampling else "")
-                 + ("" if kept_up else " (a level the controller did not keep up with: the lightest tried)")
+                 + ("" if kept_up else why)
                  + f": {hs_['acks']} of {hs_['sent']} ACKed, "
                  f"{hs_['nacks']} NACKed, {hs_['unanswered']} unanswered; answered p50/p99 {hs_['p50_ms']}/"
                  f"{hs_['p99_ms']} ms (max {hs_['max_ms']} ms); in the controller (packet-in to answer) p50/p99 "
@@ -852,7 +861,8 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
         timeout: float = 600.0, restart: bool = True, steady: bool = True, steady_s: float = 10.0,
         active_pairs: int = 2000, handshake_rate: float = 100.0, handshake_s: float = 10.0, progress=print,
         sflow_levels: list[tuple[float, int]] | None = None, view_grouped: bool | None = None, cuts: int = 3,
-        sflow_workers: str | None = None, probe_gap_s: float = 2.0, controller_config: str | None = None) -> dict:
+        sflow_workers: str | None = None, probe_gap_s: float = 2.0, controller_config: str | None = None,
+        handshake_level: tuple[float, int] | None = None) -> dict:
     """One fabric: start-up, the API and the fabric view, the walk, ``cuts`` link cuts (each restored), the restart,
     the steady state (sFlow and handshakes); results in ``out/fabric_scale_k{k}.json``."""
     from experiments.benches.controller import machine
@@ -979,7 +989,7 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
                      f"{result['restart']['switches_whose_tables_changed']} switches' tables changed")
         if steady and prog is not None and ctl.proc is not None:
             result["steady"] = steady_state(em, ctl, api, d, active_pairs, seed, steady_s, handshake_rate,
-                                            handshake_s, progress, sflow_levels, probe_gap_s)
+                                            handshake_s, progress, sflow_levels, probe_gap_s, handshake_level)
             result["controller_rss_mb_steady"] = round(_rss_mb(ctl.proc.pid), 1)
     finally:  # each part stopped whatever another's stopping raised (a failed start left ovsdb-server running)
         try:

@@ -19,7 +19,7 @@ LAYERS = [
     "topology",  # the fabric description: Mininet topologies, addressing, sorted paths, the builder
     "monitoring",  # sFlow in, one read-only view per period out
     "ryu_apps.openflow",  # the pipeline as data, intents, the one message builder, confirmed installs
-    "ryu_apps.host",  # programs that run on a host (freeway send, freeway run) and the handshake's wire format
+    "ryu_apps.host",  # programs that run on a host (freeway send, run, host-demote) and the handshake's wire format
     "ryu_apps.simswitch",  # a switch simulated at the message level: fed what the real switches are sent
     "ryu_apps.algorithms",  # partition, Bin-Pack, max-min, Hedera's GFF, EFM's rounds: plain values, no intents
     "ryu_apps.programs",  # what a switch holds, as intents: forwarding, ARP, isolation, mice groups, pins

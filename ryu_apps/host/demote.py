@@ -32,6 +32,7 @@ from pathlib import Path
 TABLE = "freeway_demote"
 ACCT = Path("/proc/sys/net/netfilter/nf_conntrack_acct")
 MAX_BYTES = 2**63 - 1
+LIST_COMMAND = f"nft -j list table inet {TABLE}"  # the table with its counters, as JSON (``counted``)
 
 
 class DemoteError(ValueError):
@@ -94,7 +95,7 @@ def counted(listing: str | None = None) -> tuple[int, int]:
 
     if listing is None:
         nft = shutil.which("nft")
-        r = subprocess.run([nft, "-j", "list", "table", "inet", TABLE], text=True, capture_output=True) if nft else None
+        r = subprocess.run([nft, *LIST_COMMAND.split()[1:]], text=True, capture_output=True) if nft else None
         listing = r.stdout if r is not None and r.returncode == 0 else ""
     try:
         items = json.loads(listing).get("nftables", []) if listing.strip() else []
@@ -109,15 +110,12 @@ def counted(listing: str | None = None) -> tuple[int, int]:
     return packets, nbytes
 
 
-LIST_COMMAND = f"nft -j list table inet {TABLE}"
-
-
 def parse_bytes(text: str) -> int:
-    units = {"k": 10**3, "m": 10**6, "g": 10**9}
-    t = text.strip().lower().rstrip("b")
-    mult = units.get(t[-1:], 1)
+    """``--after``: bytes as ``freeway send --size`` reads them (1000000, 1M, 250k)."""
+    from ryu_apps.host.agent import parse_size
+
     try:
-        return int(float(t[:-1] if t[-1:] in units else t) * mult)
+        return parse_size(text)
     except ValueError:
         raise DemoteError(f"after: a number of bytes (e.g. 1000000 or 1M), got {text!r}") from None
 
@@ -129,11 +127,11 @@ def cmd_demote(args) -> int:
             return 0
         if args.after is None:
             raise DemoteError("after: required (or --off)")
-        script = ruleset(parse_bytes(args.after), args.dscp)
+        after = parse_bytes(args.after)
         if args.print:
-            sys.stdout.write(script)
+            sys.stdout.write(ruleset(after, args.dscp))
             return 0
-        apply(parse_bytes(args.after), args.dscp)
+        apply(after, args.dscp)
     except DemoteError as e:
         print(f"freeway host-demote: error: {e}", file=sys.stderr)
         return 2

@@ -64,6 +64,20 @@ def test_a_spoofed_copy_of_an_announced_elephant_never_reaches_its_entries(iso):
     assert t.delivered_to is None and entry_hits() == 1 and _drops(sim, B) == 1
 
 
+def test_a_spoofed_packet_with_the_elephant_mark_is_dropped_before_host_demotion_keeps_it():
+    """host_demotion trusts a host's elephant DSCP only on its own packets: with another host's address the
+    guard drops it first, so a host cannot demote (or keep alive) another's flow."""
+    from dataclasses import replace
+
+    cfg = replace(IsolationConfig(), host_demotion=True)
+    sim = SimFabric(F, policy("freeway", F, cfg))
+    as_a = FiveTuple(A.ip, DST.ip, 6, 40001, 5001)
+    t = sim.send(B.name, as_a, dscp=cfg.elephant_dscp)
+    assert t.delivered_to is None and not t.hops and _drops(sim, B) == 1
+    t = sim.send(A.name, as_a, dscp=cfg.elephant_dscp)
+    assert t.delivered_to == DST.name and t.hops[0].dscp == cfg.elephant_dscp
+
+
 def test_the_handshake_refuses_a_sender_whose_mac_is_not_its_hosts():
     pol = policy("freeway", F, None)
     ann = hs.encode(hs.Announce(7, 10_000_000, 2000, (FiveTuple(A.ip, DST.ip, 6, 40001, 5001),)))

@@ -87,6 +87,12 @@ def test_host_demote_rules_count_what_this_host_sent_in_either_direction():
         demote.ruleset(10, 64)
     with pytest.raises(demote.DemoteError, match="after: a number of bytes"):
         demote.parse_bytes("lots")
+    # the controller's side: a bad value names its key, and isolation's other settings are checked as before
+    from ryu_apps.config import Config, ConfigError, parse_settings
+
+    with pytest.raises(ConfigError, match="isolation.host_demotion: expected on or off, got 'maybe'"):
+        Config.from_mapping({"fabric": "f.json", "isolation": True,
+                             "isolation_settings": tuple(parse_settings(["host_demotion=maybe"]))})
 
 
 def test_elephant_entries_are_marked_at_ingress_and_queued_everywhere():

@@ -147,6 +147,34 @@ def test_a_host_may_demote_its_own_packets_but_never_raise_them(mode):
                 assert all(h.dscp == cfg.mice_dscp for h in t.hops) and t.hops[0].queue == MICE_Q, (raised, t.hops)
 
 
+def _demoted_ok(sim, cfg, flows) -> None:
+    for src, dst, ft in flows:
+        sim.send(src.name, ft)  # (hedera: the first packet of a flow is punted)
+        t = sim.send(src.name, ft, dscp=cfg.elephant_dscp)
+        assert t.delivered_to == dst.name and t.hops[0].queue == ELEPHANT_Q, t
+        assert all(h.dscp == cfg.elephant_dscp for h in t.hops), t.hops
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_host_demotion_survives_a_link_cut_and_a_switch_that_reconnects_empty(mode):
+    """Faults: with a ToR's uplink cut, demoted packets take the paths left, their mark kept; a ToR that
+    reconnects with empty tables gets the demoted entry back with its program (as after a controller restart:
+    the same program, read back)."""
+    from ryu_apps.simswitch.fabric import SimSwitch
+
+    fabric = fattree(4)
+    cfg = replace(ISO, host_demotion=True)
+    sim = SimFabric(fabric, policy(mode, fabric, cfg))
+    flows = [f for f in mice_flows(fabric) if f[0].switch == "e0_0"][::3]
+    sim.fail(("e0_0", "a0_0"))
+    _demoted_ok(sim, cfg, flows)
+    assert all("a0_0" not in sim.send(src.name, ft, dscp=cfg.elephant_dscp).path for src, _, ft in flows)
+    sim.restore(("e0_0", "a0_0"))
+    sim.switches["e0_0"] = SimSwitch("e0_0", fabric.switches["e0_0"].dpid, sim._ports("e0_0"))
+    sim.switches["e0_0"].apply(sim.policy.program("e0_0"))
+    _demoted_ok(sim, cfg, flows)
+
+
 def test_hedera_gives_each_new_flow_its_own_counted_edge_entry():
     fabric = fattree(4)
     pol = policy("hedera", fabric, None)

@@ -4,7 +4,9 @@
 
 Once this host has sent more than BYTES on a TCP connection (IP bytes, headers
 included, as the kernel's connection tracking counts them), the connection's
-next packets from here carry the elephant DSCP. With isolation's
+packets from here carry the elephant DSCP, starting with the one that takes the
+count past BYTES (with TSO/GSO the kernel counts a segment of up to 64 KB as one
+packet, so marking may begin up to one segment before BYTES). With isolation's
 ``host_demotion`` on, Freeway's ToRs keep that mark and put those packets in
 the elephant queue; every other DSCP a host sends is still overwritten with
 the mice's, so a host can lower its own packets but never raise them.

@@ -95,7 +95,9 @@ def test_a_connection_is_marked_once_its_host_has_sent_the_threshold(pair):
                cwd=str(ROOT))
     packets, nbytes = map(int, count.stdout.split())
     assert packets > 0 and nbytes == marked, (count.stdout, count.stderr, marked)
-    assert 1_450_000 <= plain <= 1_700_000, (marked, plain)  # the 500 KB connection and the first MB (IP bytes)
+    # the 500 KB connection and the first MB (IP bytes), less at most one segment: the kernel counts a TSO/GSO
+    # segment (up to 64 KB on a veth) whole, so the segment that takes the count past 1 MB is already marked
+    assert 1_500_000 - 65_536 <= plain <= 1_700_000, (marked, plain)
     # off: the table is gone, and a bad threshold names the key and changes nothing
     bad = sh(*freeway_command(), "host-demote", "--after", "lots", ns=A)
     assert bad.returncode == 2 and "after: a number of bytes" in bad.stderr

@@ -27,6 +27,7 @@ from ryu_apps.control.liveness import Liveness
 from ryu_apps.controller_cluster import ClusterMixin
 from ryu_apps.controller_links import LinksMixin
 from ryu_apps.controller_switches import SwitchesMixin
+from ryu_apps.host import handshake as hs
 from ryu_apps.launcher import CollectorPace
 from ryu_apps.monitor_app import EventElephantEnd, EventElephantStart, EventPortState
 from ryu_apps.openflow import ofmsg, reconcile
@@ -154,15 +155,17 @@ class ControllerApp(SwitchesMixin, LinksMixin, ClusterMixin,
     def connected(self, switch: str) -> bool:
         return self._dp(switch) is not None
 
-    def send(self, switch: str, intents) -> list[int]:
+    def send(self, switch: str, intents):
+        """Each message's xid is told before the message goes out: sending can wait for room in a switch's
+        send queue, and meanwhile a channel's reader may hand the executor a switch's error (``fast``)."""
         dp = self._dp(switch)
-        xids = []
         for m in ofmsg.bind(ofmsg.messages(intents), dp):
+            yield m.xid
             dp.send_msg(m)
-            xids.append(m.xid)
-        return xids
 
     def barrier(self, switch: str) -> int:
+        """(Its reply cannot be handled before the executor has the xid: os-ken's ``send_msg`` waits, if at all,
+        only for room in the send queue, before the message is queued.)"""
         dp = self._dp(switch)
         b = ofmsg.bind([ofmsg.barrier()], dp)[0]
         dp.send_msg(b)
@@ -180,6 +183,49 @@ class ControllerApp(SwitchesMixin, LinksMixin, ClusterMixin,
             hub.spawn(self._store_then_done, o)
             return True
         return False
+
+    # ----- what does not wait in the app's queue ------------------------------------------------
+    def _send_event(self, ev, state):
+        """os-ken queues every event an app observes for its one handler loop (128 places; a full queue holds
+        whoever sends, each switch's channel reader among them). A handshake's answer waits for its packet-in
+        and for each switch's confirmation; behind monitoring's elephants and thousands of switches' messages
+        that wait was seconds at k=48 (issue 63). So a barrier reply, an error and a handshake's packet-in are
+        handled at once by the channel's reader that parsed them, in the order the switch sent them (an error
+        before the barrier reply that follows it); the executor is told each xid before its message goes out
+        (``send``). Everything else is queued, stamped, and its wait shown (``freeway_event_wait_seconds``)."""
+        kind = self._event_kind(ev)
+        if kind in ("barrier_reply", "error", "handshake"):
+            self.counters[f"handled-at-once-{kind}"] += 1
+            for handler in self.get_handlers(ev, state):
+                try:
+                    handler(ev)
+                except hub.TaskExit:
+                    raise
+                except Exception:  # the channel's reader goes on, as the app's loop would
+                    LOG.exception("handling %s failed", type(ev).__name__)
+            return
+        ev.fw_queued = (kind, time.monotonic())
+        super()._send_event(ev, state)
+
+    def get_handlers(self, ev, state=None):
+        """(os-ken's handler loop asks this as it takes an event from the queue: the event's wait ends.)"""
+        queued = ev.__dict__.pop("fw_queued", None)
+        if queued is not None:
+            self.metrics.event_wait.labels(queued[0]).observe(time.monotonic() - queued[1])
+        return super().get_handlers(ev, state)
+
+    @staticmethod
+    def _event_kind(ev) -> str:
+        t = type(ev)
+        if t is ofp_event.EventOFPBarrierReply:
+            return "barrier_reply"
+        if t is ofp_event.EventOFPErrorMsg:
+            return "error"
+        if t is ofp_event.EventOFPPacketIn:
+            return "handshake" if hs.is_service_frame(ev.msg.data) else "packet_in"
+        if t is EventElephantStart or t is EventElephantEnd:
+            return "elephant"
+        return "other"
 
     # ----- switches ----------------------------------------------------------------------
     # ----- links ------------------------------------------------------------------------------

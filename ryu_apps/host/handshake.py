@@ -52,6 +52,15 @@ _HDR = struct.Struct("!4sBBBBQQ")
 _SUB = struct.Struct("!4s4sBBHHH")
 
 
+def is_service_frame(data: bytes) -> bool:
+    """Whether an Ethernet frame is IPv4/UDP to the handshake service's port: a look at a few bytes, no
+    parsing (the controller asks it of every packet-in, to answer handshakes ahead of its other work)."""
+    if len(data) < 42 or data[12:14] != b"\x08\x00" or data[23] != 17:
+        return False
+    at = 14 + (data[14] & 0x0F) * 4  # the UDP header, after the IPv4 header and its options
+    return len(data) >= at + 8 and data[at + 2:at + 4] == SERVICE_PORT.to_bytes(2, "big")
+
+
 class HandshakeError(ValueError):
     """A malformed handshake datagram; the message says what is wrong."""
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from ryu_apps.openflow.txn import Failure, Outcome, Tracker, Txn
@@ -34,8 +34,10 @@ class Carrier(Protocol):
     def connected(self, switch: str) -> bool:
         """Whether intents sent to ``switch`` now reach it."""
 
-    def send(self, switch: str, intents: list) -> list[int]:
-        """Send one switch its intents, in order; the transaction ids (xids) of the messages sent."""
+    def send(self, switch: str, intents: list) -> Iterable[int]:
+        """Send one switch its intents, in order; the transaction ids (xids) of the messages sent. A carrier
+        whose switches' answers may be handled while it sends (the os-ken app: a channel's reader runs
+        whenever the sender waits for room in a send queue) yields each xid before its message goes out."""
 
     def barrier(self, switch: str) -> int | None:
         """Send ``switch`` a barrier; its xid. Its reply comes back through ``Executor.barrier_reply``.
@@ -63,7 +65,9 @@ class Executor:
         return len(self.tracker)
 
     def send(self, ops, tid: int | None = None) -> None:
-        """Send (switch, intents) in order; a switch that is not connected is skipped."""
+        """Send (switch, intents) in order; a switch that is not connected is skipped. A transaction's
+        messages all go out, even if a switch refused one of them meanwhile: it fails once they are out, and
+        its rollback follows them (``txn.Tracker``)."""
         for sw, intents in ops:
             if not self.carrier.connected(sw):
                 continue

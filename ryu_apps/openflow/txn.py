@@ -53,6 +53,12 @@ class _Open:
     sent: set[tuple[str, int]] = field(default_factory=set)  # (switch, xid) of every message
     waiting: set[tuple[str, int]] = field(default_factory=set)  # barriers not yet answered
     switches: set[str] = field(default_factory=set)
+    # its messages still going out (``begin`` to ``check``): a switch's answer may be handled meanwhile (the
+    # os-ken app handles barrier replies and errors in each channel's reader, which runs whenever the sender
+    # waits for room in a switch's send queue). It closes only once all is out: a failure meanwhile is kept
+    # for then, so that its rollback follows every message of the install on each switch's channel
+    opening: bool = True
+    failure: Failure | None = None
 
 
 @dataclass(frozen=True)
@@ -109,22 +115,29 @@ class Tracker:
         return tid
 
     def sent(self, tid: int, switch: str, xid: int) -> None:
-        """A message of the transaction went to ``switch`` with ``xid``."""
-        t = self._open[tid]
-        t.sent.add((switch, xid))
-        self._by_xid[(switch, xid)] = tid
+        """A message of the transaction goes to ``switch`` with ``xid`` (told before it goes out, so that an
+        answer handled at once finds it; nothing for a transaction that already failed)."""
+        t = self._open.get(tid)
+        if t is not None:
+            t.sent.add((switch, xid))
+            self._by_xid[(switch, xid)] = tid
 
     def barrier_sent(self, tid: int, switch: str, xid: int) -> None:
-        t = self._open[tid]
-        t.waiting.add((switch, xid))
-        self._by_xid[(switch, xid)] = tid
+        t = self._open.get(tid)
+        if t is not None:
+            t.waiting.add((switch, xid))
+            self._by_xid[(switch, xid)] = tid
 
     def check(self, tid: int) -> Outcome | None:
-        """Done at once if nothing needs confirming (e.g. an empty install)."""
+        """Every message went out (``opening`` ends): failed if a failure came meanwhile; done at once if
+        nothing is left to confirm (an empty install, or every barrier answered while the others went out)."""
         t = self._open.get(tid)
-        if t is not None and not t.waiting:
-            return self._close(t, None)
-        return None
+        if t is None:
+            return None
+        t.opening = False
+        if t.failure is not None:
+            return self._close(t, t.failure)
+        return self._close(t, None) if not t.waiting else None
 
     def barrier_reply(self, switch: str, xid: int) -> Outcome | None:
         tid = self._by_xid.get((switch, xid))
@@ -133,7 +146,7 @@ class Tracker:
             return None
         t.waiting.discard((switch, xid))
         self._by_xid.pop((switch, xid), None)
-        return self._close(t, None) if not t.waiting else None
+        return self._close(t, None) if not t.waiting and not t.opening else None
 
     def error(self, switch: str, xid: int, error_type: int, error_code: int) -> Outcome | None:
         """A switch refused one of our messages: the whole transaction fails."""
@@ -141,17 +154,27 @@ class Tracker:
         t = self._open.get(tid) if tid is not None else None
         if t is None:
             return None
-        return self._close(t, Failure(f"switch {switch} error type={error_type} code={error_code}", switch,
-                                      error_type, error_code))
+        return self._fail(t, Failure(f"switch {switch} error type={error_type} code={error_code}", switch,
+                                     error_type, error_code))
 
     def fail(self, tid: int, failure: Failure) -> Outcome | None:
+        """The caller's own verdict (a switch not connected before anything was sent): closed now."""
         t = self._open.get(tid)
         return self._close(t, failure) if t is not None else None
 
+    def _fail(self, t: _Open, failure: Failure) -> Outcome | None:
+        """Closed with ``failure`` now, or, while its messages still go out, when they are all out (the
+        first failure is the one reported)."""
+        if t.opening:
+            t.failure = t.failure or failure
+            return None
+        return self._close(t, failure)
+
     def switch_down(self, switch: str) -> list[Outcome]:
         """Every open transaction touching a switch that disconnected fails."""
-        return [self._close(t, Failure(f"switch {switch} disconnected", switch))
-                for t in list(self._open.values()) if switch in t.switches]
+        out = [self._fail(t, Failure(f"switch {switch} disconnected", switch))
+               for t in list(self._open.values()) if switch in t.switches]
+        return [o for o in out if o is not None]
 
     def expire(self, now: float) -> list[Outcome]:
         """The transactions open for longer than the timeout fail, oldest first (the ones closed since
@@ -161,7 +184,9 @@ class Tracker:
             _, tid = heapq.heappop(self._starts)
             t = self._open.get(tid)
             if t is not None:
-                out.append(self._close(t, Failure(f"no confirmation within {self.timeout_s:g} s")))
+                o = self._fail(t, Failure(f"no confirmation within {self.timeout_s:g} s"))
+                if o is not None:
+                    out.append(o)
         if not self._open:
             self._starts.clear()
         return out

@@ -48,6 +48,11 @@ class Metrics:
             "of its switches' confirmations (barrier replies) being handled: mostly the switches' share of a "
             "handshake's answer time (every confirmed install counts, not only handshakes)",
             buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.event_wait = Histogram(
+            "freeway_event_wait_seconds", "Time from an event reaching the controller app (a switch's message "
+            "parsed, monitoring's elephant) to its handler starting: the app's queue (128 places, one handler at "
+            "a time), by kind; barrier replies, errors and handshake packet-ins skip the queue (its channel's "
+            "reader handles them, in order)", ["kind"], buckets=LATENCY_BUCKETS, registry=self.registry)
         self.gc_pause = Histogram("freeway_gc_pause_seconds", "Pauses of Python's cyclic garbage collector in "
                                   "the controller's process (its single event loop does nothing meanwhile), by "
                                   "the oldest generation collected", ["generation"], buckets=LATENCY_BUCKETS,

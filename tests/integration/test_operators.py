@@ -172,6 +172,9 @@ def test_a_host_handshake_is_a_decision_in_the_api_the_metrics_and_the_json_log(
     assert re.search(r"freeway_handshake_latency_seconds_count [1-9]", metrics)
     confirm = re.search(r"^freeway_install_confirm_seconds_sum (\S+)$", metrics, re.M)
     assert 0 < float(confirm.group(1)) and re.search(r"^freeway_install_confirm_seconds_count [1-9]", metrics, re.M)
+    # what waited in the app's queue is timed; barrier replies and the handshake's packet-in did not wait there
+    assert re.search(r'^freeway_event_wait_seconds_count\{kind="other"\} [1-9]', metrics, re.M)
+    assert not re.search(r'^freeway_event_wait_seconds_count\{kind="(barrier_reply|handshake)"\}', metrics, re.M)
     # the full collection the launcher makes once the apps started is observed (the app registered first)
     assert re.search(r'^freeway_gc_pause_seconds_count\{generation="2"\} [1-9]', metrics, re.M)
     lines = [json.loads(x) for x in ops.ctl.log_text().splitlines() if x.startswith("{")]

@@ -91,3 +91,19 @@ def test_sanity_checks(ann, why):
 def test_sane_announce_passes():
     assert check(ANN, "10.0.0.2", 10_000, _known) is None
     assert decode(encode(ANN)).subflows[1].sport == 40002 and ACK == 2
+
+
+def test_the_controller_tells_a_handshake_frame_from_others_by_a_few_bytes():
+    from ryu_apps.host.handshake import SERVICE_IP, SERVICE_PORT, is_service_frame
+    from ryu_apps.simswitch.fabric import frame
+
+    ann = encode(Announce(7, 50_000_000, 2000, (Subflow("10.0.0.1", "10.0.0.2", 6, 20000, 5001),)))
+    udp = {"ipv4_src": "10.0.0.1", "ipv4_dst": SERVICE_IP, "ip_proto": 17, "udp_src": 20000, "udp_dst": SERVICE_PORT}
+    f = frame(udp, "00:00:00:00:00:01", "02:fe:ff:ff:ff:fe", ann)
+    assert is_service_frame(f)
+    assert not is_service_frame(frame({**udp, "udp_dst": 5001}, "00:00:00:00:00:01", "02:fe:ff:ff:ff:fe", ann))
+    assert not is_service_frame(frame({**udp, "ip_proto": 6, "tcp_src": 20000, "tcp_dst": SERVICE_PORT},
+                                      "00:00:00:00:00:01", "02:fe:ff:ff:ff:fe", b""))
+    assert not is_service_frame(f[:12] + b"\x88\xcc" + f[14:])  # LLDP's ethertype
+    for n in range(len(f)):  # every prefix: an answer, never an exception
+        assert is_service_frame(f[:n]) is (n >= 42)

@@ -25,6 +25,7 @@ def _open(tr, now=0.0, install=INSTALL):
         xid += 1
         tr.barrier_sent(tid, sw, xid)
         barriers[sw] = xid
+    assert tr.check(tid) is None or not install  # every message out: only the replies are awaited
     return tid, barriers, calls
 
 
@@ -84,6 +85,7 @@ def test_expiry_takes_only_the_overdue_oldest_first_and_skips_what_closed():
     for name, now in (("late", 12.0), ("early", 10.0), ("closed", 9.0)):  # clock readings out of order
         tids[name] = tr.begin(Txn(name, INSTALL), now)
         tr.barrier_sent(tids[name], "c2", 500 + len(tids))
+        assert tr.check(tids[name]) is None
     assert tr.barrier_reply("c2", 503).txn.name == "closed" and len(tr) == 2
     assert tr.expire(12.5) == []  # 'closed' is overdue by the clock but done: not failed again
     assert [o.txn.name for o in tr.expire(13.5)] == ["early"] and len(tr) == 1
@@ -110,4 +112,36 @@ def test_an_explicit_rollback_wins():
     t = Txn("t", INSTALL, rollback=[("e0_0", [DeleteFlows(1)])])
     tid = tr.begin(t, 0.0)
     tr.sent(tid, "e0_0", 1)
+    tr.barrier_sent(tid, "e0_0", 2)
+    assert tr.check(tid) is None
     assert tr.error("e0_0", 1, 5, 0).rollback == [("e0_0", [DeleteFlows(1)])]
+
+
+def test_answers_handled_while_the_messages_still_go_out_count_once_all_is_out():
+    """The os-ken app handles a switch's answers in its channel's reader, which may run while a transaction's
+    messages are still going out: a barrier answered before the next switch's barrier was even sent does not
+    confirm the transaction; an error, a disconnection or the timeout fails it only once everything is out,
+    so that its rollback follows every message it sent."""
+    tr = Tracker(timeout_s=3.0)
+    tid = tr.begin(Txn("t", INSTALL), 0.0)
+    tr.sent(tid, "e2_0", 1)
+    tr.barrier_sent(tid, "e2_0", 2)
+    assert tr.barrier_reply("e2_0", 2) is None and len(tr) == 1  # c2 and e0_0 have not been asked yet
+    tr.sent(tid, "c2", 3)
+    tr.barrier_sent(tid, "c2", 4)
+    assert tr.barrier_reply("c2", 4) is None
+    assert tr.check(tid).ok and len(tr) == 0  # all out, all answered: confirmed as the sending ends
+
+    for fault in ("error", "down", "timeout"):
+        tid = tr.begin(Txn(fault, INSTALL), 10.0)
+        tr.sent(tid, "e2_0", 11)
+        o = {"error": lambda: tr.error("e2_0", 11, 5, 0), "down": lambda: tr.switch_down("e2_0"),
+             "timeout": lambda: tr.expire(99.0)}[fault]()
+        assert not o and len(tr) == 1  # kept for when all is out
+        tr.sent(tid, "c2", 12)
+        tr.barrier_sent(tid, "c2", 13)
+        assert tr.error("c2", 12, 1, 1) is None  # (a second failure: the first is the one reported)
+        o = tr.check(tid)
+        assert not o.ok and len(tr) == 0
+        assert o.failure.reason.split()[-1] in {"error": "code=0", "down": "disconnected", "timeout": "s"}[fault]
+        assert o.rollback == rollback_of(INSTALL)  # (sent after the install's last message)

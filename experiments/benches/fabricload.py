@@ -241,7 +241,7 @@ def scrape(api: str) -> dict:
     want = {"freeway_sflow_datagrams", "freeway_sflow_flow_samples", "freeway_sflow_interface_samples",
             "freeway_sflow_decode_errors", "freeway_sflow_unmapped_samples", "freeway_period_duration_seconds", "freeway_event_loop_lag_seconds",
             "freeway_elephants", "freeway_handshake_latency_seconds", "freeway_install_confirm_seconds",
-            "freeway_gc_pause_seconds"}
+            "freeway_gc_pause_seconds", "freeway_event_wait_seconds"}
     out: dict = {}
     for fam in text_string_to_metric_families(text):
         if fam.name not in want:
@@ -253,6 +253,9 @@ def scrape(api: str) -> dict:
                     out[f"gc{g}{s.name[len(fam.name):]}"] = s.value
                 elif s.name.endswith("_bucket") and float(s.labels["le"]) == 0.05:
                     out[f"gc{g}_within_50ms"] = s.value
+            elif fam.name == "freeway_event_wait_seconds":  # by kind: each its own histogram
+                if s.name.endswith("_bucket"):
+                    out.setdefault(f"{fam.name}/{s.labels['kind']}:buckets", {})[float(s.labels["le"])] = s.value
             elif s.name.endswith("_bucket"):
                 out.setdefault(fam.name + ":buckets", {})[float(s.labels["le"])] = s.value
             elif fam.name == "freeway_elephants":
@@ -329,6 +332,10 @@ def level(api: str, sflow_port: int, load: Load, d: Path, interval: float, sampl
                           ("install_confirm", "freeway_install_confirm_seconds")):
             v = quantile(q, before, after, name)
             out[f"{key}_p{int(q * 100)}_ms"] = None if v is None else round(v * 1000, 1)
+        for kind in ("elephant", "packet_in", "other"):  # the wait in the controller app's queue (what the
+            # handshakes' packet-ins and confirmations no longer share: they are handled as they arrive)
+            v = quantile(q, before, after, f"freeway_event_wait_seconds/{kind}")
+            out[f"queued_{kind}_p{int(q * 100)}_ms"] = None if v is None else round(v * 1000, 1)
     # the level's load is what the agents managed to send: on two cores, beside the controller and its workers, they
     # fall behind at dense sampling, and a level they offered a sixth of (1-in-10, 2026-12-02: every port's counters
     # 0.17 times a second, 3.5 s behind) lost nothing without being that level

@@ -37,18 +37,23 @@ links = path_links  # one path-to-links function (topology.paths)
 
 
 def bin_pack(paths: list[Path], rate_bps: float, load_bps: Callable[[Link], float],
-             capacity_bps: Callable[[Link], float], headroom: float = 1.0) -> Placement:
-    """The path minimising max utilisation with ``rate_bps`` added; ties go to the earlier path."""
+             capacity_bps: Callable[[Link], float], headroom: float = 1.0, ties: str = "first") -> Placement:
+    """The path minimising max utilisation with ``rate_bps`` added; ties go to the earlier path, or with
+    ``ties`` "load" to the path whose links' utilisations sum least (then the earlier)."""
     if not paths:
         raise NoRoom("no high-throughput path between these ToRs (all paths hold low-latency links)")
     best: Placement | None = None
+    total = 0.0
     for p in paths:
         lk = links(p)
         if not lk:  # same ToR: nothing to place
             return Placement(p, rate_bps, 0.0)
-        util = max((load_bps(ln) + rate_bps) / capacity_bps(ln) for ln in lk)
+        utils = [(load_bps(ln) + rate_bps) / capacity_bps(ln) for ln in lk]
+        util = max(utils)
         if best is None or util < best.max_util - 1e-12:
-            best = Placement(p, rate_bps, util)
+            best, total = Placement(p, rate_bps, util), sum(utils)
+        elif ties == "load" and util <= best.max_util + 1e-12 and sum(utils) < total - 1e-12:
+            best, total = Placement(p, rate_bps, util), sum(utils)
     if best.max_util > headroom + 1e-9:  # (a path filled exactly fits, whatever the float rounding)
         free = min(capacity_bps(ln) * headroom - load_bps(ln) for ln in links(best.path))
         raise NoRoom(f"no high-throughput path has {rate_bps / 1e6:.2f} Mbit/s free "
@@ -96,12 +101,12 @@ class Allocations:
 
 
 def place_subflows(paths: list[Path], rates: list[float], load_bps: Callable[[Link], float],
-                   capacity_bps: Callable[[Link], float], headroom: float = 1.0) -> list[Placement]:
+                   capacity_bps: Callable[[Link], float], headroom: float = 1.0, ties: str = "first") -> list[Placement]:
     """Place subflows one after another, each seeing the ones placed before it."""
     extra: Counter[Link] = Counter()
     out = []
     for r in rates:
-        pl = bin_pack(paths, r, lambda ln: load_bps(ln) + extra[ln], capacity_bps, headroom)
+        pl = bin_pack(paths, r, lambda ln: load_bps(ln) + extra[ln], capacity_bps, headroom, ties)
         for ln in links(pl.path):
             extra[ln] += r
         out.append(pl)
@@ -226,7 +231,7 @@ MIN_SHARE_BPS = 1000.0
 
 
 def split(paths: list[Path], rate_bps: float, n: int, load_bps: Callable[[Link], float],
-          capacity_bps: Callable[[Link], float], headroom: float = 1.0) -> list[Placement]:
+          capacity_bps: Callable[[Link], float], headroom: float = 1.0, ties: str = "first") -> list[Placement]:
     """``n`` subflows carrying ``rate_bps`` together, placed as the paper's Eq. 1 splits a flow.
 
     The rate is split over ``paths`` to minimise the maximum link utilisation (exactly: ``_lp``),
@@ -239,7 +244,7 @@ def split(paths: list[Path], rate_bps: float, n: int, load_bps: Callable[[Link],
     subflows placed one by one, is returned. With ``n`` = 1 it is Bin-Pack. Raises ``NoRoom``
     when neither fits under ``headroom``."""
     if n <= 1 or len(paths) <= 1 or rate_bps <= 0 or not links(paths[0]):
-        return place_subflows(paths, [rate_bps / max(1, n)] * max(1, n), load_bps, capacity_bps, headroom)
+        return place_subflows(paths, [rate_bps / max(1, n)] * max(1, n), load_bps, capacity_bps, headroom, ties)
     candidates: list[list[Placement]] = []
     try:
         _, rates = _lp(paths, rate_bps, load_bps, capacity_bps, few=True)

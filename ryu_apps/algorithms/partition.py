@@ -227,9 +227,11 @@ class Partition:
         """The pair's paths made only of HOL links (open to elephants)."""
         return [p for p in self.live_paths(pair) if all(self.is_hol(ln) for ln in path_links(p))]
 
-    def best_hol_path(self, pair: Pair, util, usable=lambda ln: True, open_=None) -> tuple[float, Path] | None:
+    def best_hol_path(self, pair: Pair, util, usable=lambda ln: True, open_=None,
+                      ties: str = "first") -> tuple[float, Path] | None:
         """(its utilisation, the path) of the pair's HOL path whose busiest link is least busy by ``util``
-        (ties to the earliest path, as ``binpack.bin_pack`` over ``hol_paths``), among paths whose links
+        (ties to the earliest path, as ``binpack.bin_pack`` over ``hol_paths``; ``ties`` "load": to the path
+        whose links' utilisations sum least, then the earliest, which opens every group that can tie), among paths whose links
         are all ``usable`` too; None when there is none. Without building every path: the paths are
         taken in groups that share their first and last link (``top_groups``), the groups with the
         least busy shared links first, and a group whose shared links are already busier than the best
@@ -253,15 +255,25 @@ class Partition:
             if bound < float("inf"):
                 order.append((bound, tops[0], tops))
         order.sort()
+        by_load = ties == "load"
         best: tuple[float, int, Path] | None = None
+        total = 0.0  # (ties "load": the best path's sum)
         for bound, first_top, tops in order:
-            if best is not None and (bound > best[0] + 1e-12 or (bound >= best[0] - 1e-12 and first_top > best[1])):
+            if best is not None and (bound > best[0] + 1e-12 or (
+                    not by_load and bound >= best[0] - 1e-12 and first_top > best[1])):
                 continue  # nothing in it can beat the best (at most tie it, later in the order)
             for i in tops:
                 path = self.path(pair, i)
-                v = max(u(ln) for ln in path_links(path))
+                lk = path_links(path)
+                v = max(u(ln) for ln in lk)
                 if v == float("inf"):
                     continue
+                if by_load:
+                    t = sum(u(ln) for ln in lk)
+                    if (best is None or v < best[0] - 1e-12 or (v <= best[0] + 1e-12 and (
+                            t < total - 1e-12 or (t <= total + 1e-12 and i < best[1])))):
+                        best, total = (v, i, path), t
+                    continue  # (a later path of the group may tie it with less in total)
                 if best is None or v < best[0] - 1e-12 or (v <= best[0] + 1e-12 and i < best[1]):
                     best = (v, i, path)
                 if v <= bound + 1e-12:

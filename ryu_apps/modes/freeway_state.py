@@ -61,6 +61,11 @@ class FreewayConfig(PartitionConfig):
                               "placed by: held (what is allocated on each link plus its mice load, as place_load "
                               "held) or measured (the link's measured load where it is above what is allocated)",
                               choices=("held", "measured"), live=True)
+    place_ties: str = setting("first", "which of the high-throughput paths whose busiest link would be as busy an "
+                              "elephant with one subflow is placed on: first (the earliest, as Bin-Pack's ties went: "
+                              "rate-less elephants, counted at their floor, tie often and pile on the first core "
+                              "of each group) or load (the one whose links carry least in total, then the earliest)",
+                              choices=("first", "load"), live=True)
     headroom: float = setting(1.0, "a path has room while its maximum utilisation with the flow stays at or "
                               "below this", positive=True, live=True)
     active_s: float = setting(3.0, "a ToR pair is active (evaluated each period) this long after its last mice "
@@ -759,11 +764,11 @@ class FreewayState(Loads, MiceProgram, Recovery):
             paths = self._paths(pair, open_, avoid)
             if not paths:
                 raise self._no_path(pair, open_, avoid) if explain else NoRoom()
-            return split(paths, rate_bps, n, load, self.capacity_bps, headroom)
+            return split(paths, rate_bps, n, load, self.capacity_bps, headroom, self.cfg.place_ties)
         stale = self.stale
         usable = ((lambda ln: ln not in stale and ln not in avoid) if stale or avoid else (lambda ln: True))
         found = self.partition.best_hol_path(pair, lambda ln: (load(ln) + rate_bps) / self.capacity_bps(ln),
-                                             usable, open_)
+                                             usable, open_, self.cfg.place_ties)
         if found is None:
             raise self._no_path(pair, open_, avoid) if explain else NoRoom()
         # the same checks and refusal as Bin-Pack over every path

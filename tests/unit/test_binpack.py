@@ -40,6 +40,28 @@ def test_picks_the_path_with_the_lowest_max_utilisation():
     assert bin_pack(HOL, 2e6, lambda ln: 0.0, cap).path[2] == "c4"
 
 
+def test_ties_by_load_spread_elephants_counted_at_one_floor_over_the_cores():
+    """Rate-less elephants counted at one floor each: their ToR uplink is the busiest link of every path of a
+    group, so the group's paths tie; by the first path they all take its first core, by load they take each
+    core in turn (issue 58: the core loads fell in path order)."""
+    for ties, want in (("first", ["c4", "c4", "c4"]), ("load", ["c4", "c5", "c6"])):
+        load = {("e0_0", "a0_1"): 5e6, ("e0_0", "a0_2"): 9e6}  # (a0_2's uplink busier: a0_1's group wins)
+        got = []
+        for _ in range(3):
+            pl = bin_pack(HOL, 1e6, lambda ln, ld=load: ld.get(ln, 0.0), cap, ties=ties)
+            got.append(pl.path[2])
+            for ln in links(pl.path):
+                load[ln] = load.get(ln, 0.0) + 1e6
+            load[("e0_0", "a0_1")] = 5e6  # (the uplink is not what differs: held equal for the test)
+        assert got == want, ties
+    # the busiest link decides first, the total only among the paths that tie on it (every path here: its
+    # uplink); a path busier at its peak loses whatever its total
+    load = {("e0_0", "a0_1"): 5e6, ("e0_0", "a0_2"): 5e6, ("c9", "a5_2"): 5.5e6,
+            **{("a0_1" if c in ("c4", "c5", "c6") else "a0_2", c): 4e6 for c in ("c4", "c5", "c6", "c7")}}.get
+    assert bin_pack(HOL, 1e6, lambda ln: load(ln, 0.0), cap, ties="first").path[2] == "c4"
+    assert bin_pack(HOL, 1e6, lambda ln: load(ln, 0.0), cap, ties="load").path[2] == "c8"
+
+
 def test_refuses_with_a_reason_when_nothing_fits():
     busy = {ln: 9e6 for p in HOL for ln in links(p)}
     with pytest.raises(NoRoom, match=r"no high-throughput path has 2.00 Mbit/s free \(best: 1.00 Mbit/s via c4\)"):

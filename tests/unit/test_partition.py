@@ -203,10 +203,12 @@ def test_leafspine_rule_and_config_errors():
         PartitionConfig(lol_high=1.5)
 
 
+@pytest.mark.parametrize("ties", ["first", "load"])
 @pytest.mark.parametrize("k,seed", [(4, 1), (6, 2), (8, 3), (8, 4)])
-def test_best_hol_path_is_bin_pack_over_every_hol_path(k, seed):
-    """The grouped search finds what Bin-Pack over the whole list finds: random loads (and an idle
-    fabric, where every path ties), paths added, links down, links that may not be used."""
+def test_best_hol_path_is_bin_pack_over_every_hol_path(k, seed, ties):
+    """The grouped search finds what Bin-Pack over the whole list finds, with either rule for ties: random
+    loads (and an idle fabric, where every path ties; loads in whole steps, where many do), paths added,
+    links down, links that may not be used."""
     import random
 
     from ryu_apps.algorithms.binpack import NoRoom, bin_pack
@@ -228,14 +230,16 @@ def test_best_hol_path_is_bin_pack_over_every_hol_path(k, seed):
             a, b = rng.choice(links)
             part.set_dead(float(trial), {(a, b), (b, a)})
         idle = trial % 6 == 0
-        load = {} if idle else {(a, b): rng.choice([0.0, 0.25, rng.uniform(0, 9e6)])
+        steps = trial % 3 == 1  # (elephants counted at one floor each: whole numbers of them, ties everywhere)
+        load = {} if idle else {(a, b): rng.choice([0.0, 1e6, 2e6] if steps else [0.0, 0.25, rng.uniform(0, 9e6)])
                                 for a, b in links for a, b in ((a, b), (b, a))}
         banned = set(rng.sample(links, 3)) if trial % 4 == 1 else set()
         found = part.best_hol_path((s, d), lambda ln, ld=load: (ld.get(ln, 0.0) + 1e6) / 10e6,
-                                   lambda ln, b=banned: ln not in b)
+                                   lambda ln, b=banned: ln not in b, ties=ties)
         paths = [p for p in part.hol_paths((s, d)) if not set(path_links(p)) & banned]
         try:
-            want = bin_pack(paths, 1e6, lambda ln, ld=load: ld.get(ln, 0.0), lambda ln: 10e6, headroom=float("inf"))
+            want = bin_pack(paths, 1e6, lambda ln, ld=load: ld.get(ln, 0.0), lambda ln: 10e6, headroom=float("inf"),
+                            ties=ties)
         except NoRoom:
             assert found is None
             continue

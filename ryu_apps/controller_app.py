@@ -157,7 +157,7 @@ class ControllerApp(SwitchesMixin, LinksMixin, ClusterMixin,
 
     def send(self, switch: str, intents):
         """Each message's xid is told before the message goes out: sending can wait for room in a switch's
-        send queue, and meanwhile a channel's reader may hand the executor a switch's error (``fast``)."""
+        send queue, and meanwhile a channel's reader may hand the executor a switch's error (``_send_event``)."""
         dp = self._dp(switch)
         for m in ofmsg.bind(ofmsg.messages(intents), dp):
             yield m.xid

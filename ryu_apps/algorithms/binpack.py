@@ -49,11 +49,9 @@ def bin_pack(paths: list[Path], rate_bps: float, load_bps: Callable[[Link], floa
         if not lk:  # same ToR: nothing to place
             return Placement(p, rate_bps, 0.0)
         utils = [(load_bps(ln) + rate_bps) / capacity_bps(ln) for ln in lk]
-        util = max(utils)
-        if best is None or util < best.max_util - 1e-12:
-            best, total = Placement(p, rate_bps, util), sum(utils)
-        elif ties == "load" and util <= best.max_util + 1e-12 and sum(utils) < total - 1e-12:
-            best, total = Placement(p, rate_bps, util), sum(utils)
+        util, t = max(utils), sum(utils) if ties == "load" else 0.0
+        if best is None or util < best.max_util - 1e-12 or (util <= best.max_util + 1e-12 and t < total - 1e-12):
+            best, total = Placement(p, rate_bps, util), t
     if best.max_util > headroom + 1e-9:  # (a path filled exactly fits, whatever the float rounding)
         free = min(capacity_bps(ln) * headroom - load_bps(ln) for ln in links(best.path))
         raise NoRoom(f"no high-throughput path has {rate_bps / 1e6:.2f} Mbit/s free "

@@ -257,7 +257,7 @@ class Partition:
         order.sort()
         by_load = ties == "load"
         best: tuple[float, int, Path] | None = None
-        total = 0.0  # (ties "load": the best path's sum)
+        total = 0.0  # the best path's sum of utilisations (ties "load"; else 0, and only the order breaks ties)
         for bound, first_top, tops in order:
             if best is not None and (bound > best[0] + 1e-12 or (
                     not by_load and bound >= best[0] - 1e-12 and first_top > best[1])):
@@ -268,16 +268,12 @@ class Partition:
                 v = max(u(ln) for ln in lk)
                 if v == float("inf"):
                     continue
-                if by_load:
-                    t = sum(u(ln) for ln in lk)
-                    if (best is None or v < best[0] - 1e-12 or (v <= best[0] + 1e-12 and (
-                            t < total - 1e-12 or (t <= total + 1e-12 and i < best[1])))):
-                        best, total = (v, i, path), t
-                    continue  # (a later path of the group may tie it with less in total)
-                if best is None or v < best[0] - 1e-12 or (v <= best[0] + 1e-12 and i < best[1]):
-                    best = (v, i, path)
-                if v <= bound + 1e-12:
-                    break  # the group's best: no later path of it does better
+                t = sum(u(ln) for ln in lk) if by_load else 0.0
+                if best is None or v < best[0] - 1e-12 or (v <= best[0] + 1e-12 and (
+                        t < total - 1e-12 or (t <= total + 1e-12 and i < best[1]))):
+                    best, total = (v, i, path), t
+                if v <= bound + 1e-12 and not by_load:
+                    break  # the group's best: no later path of it does better (by load, a later one may tie it with less)
         return None if best is None else (best[0], best[2])
 
     def is_lol(self, link: Link) -> bool:

@@ -116,17 +116,15 @@ class Tracker:
 
     def sent(self, tid: int, switch: str, xid: int) -> None:
         """A message of the transaction goes to ``switch`` with ``xid`` (told before it goes out, so that an
-        answer handled at once finds it; nothing for a transaction that already failed)."""
-        t = self._open.get(tid)
-        if t is not None:
-            t.sent.add((switch, xid))
-            self._by_xid[(switch, xid)] = tid
+        answer handled at once finds it; the transaction is still open: nothing closes it while ``opening``)."""
+        t = self._open[tid]
+        t.sent.add((switch, xid))
+        self._by_xid[(switch, xid)] = tid
 
     def barrier_sent(self, tid: int, switch: str, xid: int) -> None:
-        t = self._open.get(tid)
-        if t is not None:
-            t.waiting.add((switch, xid))
-            self._by_xid[(switch, xid)] = tid
+        t = self._open[tid]
+        t.waiting.add((switch, xid))
+        self._by_xid[(switch, xid)] = tid
 
     def check(self, tid: int) -> Outcome | None:
         """Every message went out (``opening`` ends): failed if a failure came meanwhile; done at once if

@@ -604,14 +604,17 @@ class FreewayState(Loads, MiceProgram, Recovery):
         return install, after
 
     # ----- adopted elephants ------------------------------------------------------------
-    def follow_demand(self, now: float, rates) -> list[tuple[str, list]]:
+    def follow_demand(self, now: float, rates, elephants=None) -> list[tuple[str, list]]:
         """Adopted elephants' allocations follow their measured rate (``rates``: subflow -> bit/s, None
         when not measured). One held near its allocation (at least ``GROW_AT`` of it: its meter or its
         path limits it) grows by the room its path has, up to its access link; one sending less than
         ``SHRINK_AT`` of it shrinks to its rate plus a quarter (never below the elephant threshold).
-        Bin-Pack, EFM and the partition see the new allocation; the meter follows (a modification)."""
+        Bin-Pack, EFM and the partition see the new allocation; the meter follows (a modification).
+        ``elephants``: only these (a slice of the period's; one released since is passed over)."""
         ops: list[tuple[str, list]] = []
-        for el in list(self.elephants.values()):
+        for el in list(self.elephants.values()) if elephants is None else elephants:
+            if self.elephants.get(el.eid) is not el:
+                continue  # (released, or its number reused, since the slice was taken)
             if not el.adopted:
                 ops += self._decay(now, el, rates)
                 continue

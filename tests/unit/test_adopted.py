@@ -44,6 +44,19 @@ def test_an_adopted_elephant_held_by_its_meter_grows_to_what_its_path_has_and_sh
     assert core.follow_demand(5.0, lambda sub: None) == []  # not measured: left alone
 
 
+def test_a_slice_taken_before_its_elephant_was_released_leaves_the_allocation_released():
+    """The period follows adopted elephants in parts (``ADOPTED_PART``); a handshake or an end served
+    between them may release one of a slice already taken: it must not be allocated again."""
+    core, el = _adopted(cfg=FreewayConfig(lend="off"))
+    part = [el]
+    core.release(el.eid)
+    assert core.elephant_of(FLOW) is None and not any(core.alloc.link.values())
+    assert core.follow_demand(1.0, lambda sub: 1.45e6, part) == []
+    assert not any(core.alloc.link.values())  # (without the check: grown to 10 Mbit/s, held by nothing)
+    core2, el2 = _adopted(cfg=FreewayConfig(lend="off"))
+    assert core2.follow_demand(1.0, lambda sub: 1.45e6, [el2]) and el2.rate_bps == 10e6  # a live one follows
+
+
 def test_a_grown_allocation_is_what_bin_pack_sees():
     core, el = _adopted(cfg=FreewayConfig(lend="off"))
     other = FiveTuple(F.hosts_on("e0_0")[1].ip, DST.ip, 6, 40002, 5201)

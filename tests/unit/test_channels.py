@@ -221,6 +221,59 @@ def _green_pair():
     return ours, theirs
 
 
+def test_a_message_to_an_idle_connection_leaves_at_once_and_a_busy_ones_keep_their_order():
+    """A message for a switch whose send loop waits on its empty queue is written at once, without a turn
+    of the event loop (a handshake's answer is sent twice); whatever else, and anything over TLS, goes
+    through the queue; the switch reads every byte in the order it was sent."""
+    import socket as pysocket
+    import time
+
+    from ryu_apps import ofchannel
+    from ryu_apps.openflow.framework import hub
+
+    ours, theirs = _green_pair()
+    theirs.setsockopt(pysocket.SOL_SOCKET, pysocket.SO_RCVBUF, 4096)  # small buffers: a burst fills them
+    ours.setsockopt(pysocket.SOL_SOCKET, pysocket.SO_SNDBUF, 4096)
+    dp = ofchannel._gated_class()(ours, ("127.0.0.1", 1), False, None)
+    dp._deadline.cancel()
+    dp.fw_admitted, dp.fw_dpid = True, 1
+    sender = hub.spawn(dp._send_loop)
+    hub.sleep(0)  # the send loop now waits on its empty queue
+
+    def readable() -> bytes:  # what the switch can read now, the event loop never run in between
+        try:
+            return theirs.fd.recv(1 << 20, pysocket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return b""
+
+    msgs = [bytes([4, 14, 3, 232]) + i.to_bytes(4, "big") + bytes(992) for i in range(60)]  # 1,000-byte FLOW_MODs
+    before = ofchannel.STATS["send-direct"]
+    assert dp.send(msgs[0]) and readable() == msgs[0]  # at once
+    assert ofchannel.STATS["send-direct"] == before + 1
+    got = b""
+    for i, m in enumerate(msgs[1:]):  # a burst past the buffers: written at once until they fill, then queued
+        assert dp.send(m)  # behind the loop's backlog until it has drained it
+        if i % 7 == 0:
+            got += readable()  # the switch reads now and then (room on the socket while the queue holds some)
+        if i % 20 == 0:
+            hub.sleep(0)  # and the loop drains its queue now and then
+    want, deadline = b"".join(msgs[1:]), time.monotonic() + 10
+    while len(got) < len(want) and time.monotonic() < deadline:
+        hub.sleep(0.001)
+        got += readable()
+    assert got == want  # every byte, in order
+    direct = ofchannel.STATS["send-direct"] - before - 1
+    assert 0 < direct < len(msgs) - 1  # both ways were taken
+    dp.fw_tls = True  # over TLS: through the send loop, never at once
+    hub.sleep(0)
+    assert dp.send(msgs[0]) and readable() == b""
+    hub.sleep(0.01)
+    assert readable() == msgs[0]
+    hub.kill(sender)
+    ours.close()
+    theirs.close()
+
+
 def test_a_connections_reads_leave_no_timer_behind():
     """os-ken read with the socket's 5 s timeout: every read left a timer (its closure, its exception) in
     the hub's heap for 5 s even when its bytes came first; at k=48 some 170,000 objects every collection

@@ -221,7 +221,8 @@ def _gated_class():
             event loop's next turn. A handshake's answer is sent twice (its flow mods and barrier, then the
             ACK), and at k=48 a turn of the loop took up to 70-100 ms at p99 (2026-12-04). Plain TCP only:
             TLS writes through its send loop. What the socket does not take at once goes to the queue
-            after what it took, in order; an error is left for the send loop to meet (False: queue it)."""
+            after what it took, in order (True even if that fails: the bytes it took must not go again).
+            A message the socket refuses is queued (False), and the send loop meets the error, if any."""
             q, raw = self.send_q, getattr(self.socket, "fd", None)
             if close_socket or self.fw_tls or raw is None or q is None or q.qsize() or not q.getting():
                 return False
@@ -230,7 +231,9 @@ def _gated_class():
             except (OSError, ValueError):  # (BlockingIOError: its buffer is full; others: the send loop's to meet)
                 return False
             STATS["send-direct"] += 1
-            return n == len(buf) or super().send(buf[n:], close_socket)
+            if n < len(buf):
+                super().send(buf[n:], close_socket)
+            return True
 
         def _backlog_stuck(self) -> bool:
             return bool(self._backlog) and (self._backlog_bytes > BACKLOG_MAX_BYTES
@@ -240,8 +243,8 @@ def _gated_class():
             """The backlog, in order, through os-ken's (waiting) send."""
             while self._backlog and self.send_q:
                 buf, close_socket = self._backlog[0]
-                if not super().send(buf, close_socket):
-                    break
+                if not super().send(buf, close_socket) or not self._backlog:
+                    break  # (closed, or found stuck and its backlog forgotten while this send waited)
                 self._backlog.popleft()
                 self._backlog_bytes -= len(buf)
                 BACKLOG[0] -= len(buf)

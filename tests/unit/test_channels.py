@@ -223,16 +223,21 @@ def _green_pair():
 
 def test_a_message_to_an_idle_connection_leaves_at_once_and_a_busy_ones_keep_their_order():
     """A message for a switch whose send loop waits on its empty queue is written at once, without a turn
-    of the event loop (a handshake's answer is sent twice); whatever else, and anything over TLS, goes
-    through the queue; the switch reads every byte in the order it was sent."""
+    of the event loop (a handshake's answer is sent twice); what the socket does not take goes to the queue
+    behind it; while the loop writes, or holds anything queued, and over TLS, messages go through the queue;
+    the switch reads every byte in the order it was sent."""
     import socket as pysocket
     import time
+
+    from eventlet import patcher
 
     from ryu_apps import ofchannel
     from ryu_apps.openflow.framework import hub
 
+    os_sleep = patcher.original("time").sleep  # these wait without running the event loop
+    os_select = patcher.original("select").select
     ours, theirs = _green_pair()
-    theirs.setsockopt(pysocket.SOL_SOCKET, pysocket.SO_RCVBUF, 4096)  # small buffers: a burst fills them
+    theirs.setsockopt(pysocket.SOL_SOCKET, pysocket.SO_RCVBUF, 4096)  # small buffers: a big message fills them
     ours.setsockopt(pysocket.SOL_SOCKET, pysocket.SO_SNDBUF, 4096)
     dp = ofchannel._gated_class()(ours, ("127.0.0.1", 1), False, None)
     dp._deadline.cancel()
@@ -240,35 +245,56 @@ def test_a_message_to_an_idle_connection_leaves_at_once_and_a_busy_ones_keep_the
     sender = hub.spawn(dp._send_loop)
     hub.sleep(0)  # the send loop now waits on its empty queue
 
-    def readable() -> bytes:  # what the switch can read now, the event loop never run in between
-        try:
-            return theirs.fd.recv(1 << 20, pysocket.MSG_DONTWAIT)
-        except BlockingIOError:
-            return b""
+    def readable(want: int = 0) -> bytes:
+        """What the switch can read, the event loop never run meanwhile (up to 1 s for ``want`` bytes)."""
+        out, deadline = b"", time.monotonic() + 1.0
+        while True:
+            try:
+                out += theirs.fd.recv(1 << 20, pysocket.MSG_DONTWAIT)
+            except BlockingIOError:
+                pass
+            if len(out) >= want or time.monotonic() > deadline:
+                return out
+            os_sleep(0.001)
 
-    msgs = [bytes([4, 14, 3, 232]) + i.to_bytes(4, "big") + bytes(992) for i in range(60)]  # 1,000-byte FLOW_MODs
+    def msg(i: int, size: int = 1000) -> bytes:  # a FLOW_MOD's header (its length, xid = i), then zeros
+        return bytes([4, 14]) + size.to_bytes(2, "big") + i.to_bytes(4, "big") + bytes(size - 8)
+
+    def room() -> bytes:  # the switch reads until our socket could take a message again (the loop not run)
+        out, deadline = b"", time.monotonic() + 1.0
+        while not os_select([], [ours.fd], [], 0)[1] and time.monotonic() < deadline:
+            out += readable()
+            os_sleep(0.001)
+        return out
+
     before = ofchannel.STATS["send-direct"]
-    assert dp.send(msgs[0]) and readable() == msgs[0]  # at once
+    first = msg(0)
+    assert dp.send(first) and readable(len(first)) == first  # at once
     assert ofchannel.STATS["send-direct"] == before + 1
-    got = b""
-    for i, m in enumerate(msgs[1:]):  # a burst past the buffers: written at once until they fill, then queued
-        assert dp.send(m)  # behind the loop's backlog until it has drained it
-        if i % 7 == 0:
-            got += readable()  # the switch reads now and then (room on the socket while the queue holds some)
-        if i % 20 == 0:
-            hub.sleep(0)  # and the loop drains its queue now and then
-    want, deadline = b"".join(msgs[1:]), time.monotonic() + 10
-    while len(got) < len(want) and time.monotonic() < deadline:
+    big, small = msg(1, 65000), msg(2)
+    assert dp.send(big)  # more than the buffers take: part written at once, the rest queued behind it
+    assert ofchannel.STATS["send-direct"] == before + 2 and dp.send_q.qsize() == 1
+    hub.sleep(0)  # the send loop takes the rest and writes, until the buffers are full again
+    got = room()  # room on the socket, while the loop still waits to write the rest
+    assert dp.send_q.qsize() == 0 and not dp.send_q.getting()
+    assert dp.send(small) and dp.send_q.qsize() == 1  # the loop is mid-write: queued, not written at once
+    big2, small2 = msg(3, 65000), msg(4)
+    while len(got) < len(big) + len(small):  # all of it read; the loop waits on its empty queue again
         hub.sleep(0.001)
         got += readable()
-    assert got == want  # every byte, in order
-    direct = ofchannel.STATS["send-direct"] - before - 1
-    assert 0 < direct < len(msgs) - 1  # both ways were taken
+    assert dp.send(big2) and dp.send_q.qsize() == 1  # part at once, the rest queued; the loop not run yet
+    got += room()
+    assert dp.send(small2) and dp.send_q.qsize() == 2  # behind what the queue holds, not written at once
+    assert ofchannel.STATS["send-direct"] == before + 3
+    deadline = time.monotonic() + 10
+    while len(got) < len(big) + len(small) + len(big2) + len(small2) and time.monotonic() < deadline:
+        hub.sleep(0.001)
+        got += readable()
+    assert got == big + small + big2 + small2  # every byte, in order
     dp.fw_tls = True  # over TLS: through the send loop, never at once
-    hub.sleep(0)
-    assert dp.send(msgs[0]) and readable() == b""
+    assert dp.send(first) and readable() == b""
     hub.sleep(0.01)
-    assert readable() == msgs[0]
+    assert readable(len(first)) == first
     hub.kill(sender)
     ours.close()
     theirs.close()

@@ -42,10 +42,21 @@ def stop_process(proc: subprocess.Popen | None, wait_s: float = 10.0, group: boo
         proc.wait(5)
 
 
+_HANDED_OUT: set[int] = set()  # every port ``free_port`` gave this process
+
+
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free on 127.0.0.1 now that this process was never given before. Ports are picked before the
+    processes that bind them start, so the kernel may offer one again meanwhile: a cluster test's second
+    controller was given its first one's API port, and could not listen (2026-12-04)."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, kind) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError("no free port on 127.0.0.1 that this process was not given already")
 
 
 def wait_listening(proc: subprocess.Popen, address: tuple[str, int], timeout: float) -> bool:

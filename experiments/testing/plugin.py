@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from experiments.harness.procs import wait_listening
+from experiments.harness.procs import free_port, wait_listening
 
 MUTATE = os.environ.get("FREEWAY_SIM_MUTATE", "")  # "drop-flow-mod": the simulated switches lose every flow mod
 
@@ -39,12 +38,6 @@ MUTATE = os.environ.get("FREEWAY_SIM_MUTATE", "")  # "drop-flow-mod": the simula
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "fabric(topo, **params): the fabric the freeway fixtures build "
                                        "(fattree k=4 unmarked; leafspine spines, leaves, hosts_per_leaf)")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -108,7 +101,7 @@ class OsKenApp:
 
     def __init__(self, apps, log: Path, args=()):
         self.apps, self.log_path, self.args = apps, log, args
-        self.port = _free_port()
+        self.port = free_port()
         self.address = ("127.0.0.1", self.port)
         self.proc: subprocess.Popen | None = None
 

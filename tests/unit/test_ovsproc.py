@@ -51,3 +51,13 @@ def test_several_processes_report_the_busiest_forwarding_thread():
     assert cpu.last_each[1] == (None, None) and cpu.last_each[0][0] == busy
     assert isinstance(SwitchCpu.of([me]), SwitchCpu) and not isinstance(SwitchCpu.of([me]), SwitchesCpu)
     assert SwitchesCpu([None]).busy() is None
+
+
+def test_free_port_never_gives_one_process_the_same_port_twice():
+    """Ports are picked before the processes that bind them start: a port given twice made a cluster test's
+    second controller fail to listen on its first one's API port (2026-12-04). 2,000 picks from the ~28,000
+    ephemeral ports would repeat one about 70 times were they not remembered."""
+    from experiments.harness.procs import free_port
+
+    ports = [free_port() for _ in range(2000)]
+    assert len(set(ports)) == len(ports)

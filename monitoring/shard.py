@@ -148,17 +148,16 @@ class Merge:
         pos, util, bps, t, fresh, since = batch["rows"]
         events: list = []
         if len(pos):
+            links = cols.links
             cols.util[pos], cols.bps[pos], cols.time[pos], cols.fresh[pos], cols.since[pos] = util, bps, t, fresh, since
             cols._measured = None
             self._owner[pos] = wid
             back = pos[self._stale[pos]]
             if len(back):  # measured again: off the stale set (a difference, not the set built again from every
                 self._stale[back] = False  # link: 166k links once a batch held the loop 160 ms at k=48)
-                links = cols.links
                 self.stale_links = self.stale_links.difference([links[i] for i in back.tolist() if i < len(links)])
                 self.estimator.stale_links = self.stale_links
             if loads:
-                links = cols.links
                 events += [LinkLoad(w, links[i], b, u) for i, u, b, w in
                            zip(pos.tolist(), util.tolist(), bps.tolist(), t.tolist(), strict=True)]
         for link, r in batch.get("extra", {}).items():

@@ -89,6 +89,7 @@ class ControllerApp(SwitchesMixin, LinksMixin, ClusterMixin,
         self.restart_needed: list = []  # settings changed in the file that a reload could not apply
         self.periods = self.reloads = self.switch_changes = 0
         self._early_at = -1e9  # the latest early round
+        self._events_turn, self._events_were_empty = 0.0, True  # the handler loop's turn (``schedule.events_turn``)
         self._view: View | None = None  # the view the latest period decided on (the API shows the same)
         self.member = self.handover = None
         from ryu_apps import ofchannel
@@ -211,7 +212,13 @@ class ControllerApp(SwitchesMixin, LinksMixin, ClusterMixin,
         """(os-ken's handler loop asks this as it takes an event from the queue: the event's wait ends.)"""
         queued = ev.__dict__.pop("fw_queued", None)
         if queued is not None:
-            self.metrics.event_wait.labels(queued[0]).observe(time.monotonic() - queued[1])
+            now = time.monotonic()
+            self.metrics.event_wait.labels(queued[0]).observe(now - queued[1])
+            self._events_turn, let_go = schedule.events_turn(now, self._events_turn, self._events_were_empty)
+            if let_go:  # what waits on the loop (a barrier reply, a handshake) goes first
+                hub.sleep(0)
+                self._events_turn = time.monotonic()
+            self._events_were_empty = self.events.empty()
         return super().get_handlers(ev, state)
 
     @staticmethod

@@ -124,14 +124,14 @@ def echo_interval(switches: int, budget_pps: float) -> float:
 
 GC_THRESHOLDS = (50_000, 20, 100)  # the cyclic collector's generations, after start-up (Python's: 700, 10, 10)
 GC_YOUNG_S = 0.1  # the youngest generation is collected at least this often (``CollectorPace``)
-GC_MIDDLE_EVERY = 5  # the middle generation every this many collections of the youngest (0.5 s)
+GC_MIDDLE_EVERY = 1  # the middle generation every this many collections of the youngest (every other tick: 0.2 s)
 GC_OLDEST_PACED = 1 << 30  # threshold2 where the pace collects the oldest: Python never starts that pass
-GC_OLD_EVERY = 1200  # the oldest considered after this many of the middle one (10 min; a pass at k=48: 0.26 s)
+GC_OLD_EVERY = 3000  # the oldest considered after this many of the middle one (10 min; a pass at k=48: 0.26 s)
 
 
 class CollectorPace:
     """The cyclic collector on a clock as well as on allocations: the youngest generation every
-    ``young_s`` (the controller's tick), the middle one every ``middle_every`` of those (0.5 s), the
+    ``young_s`` (the controller's tick), the middle one once ``middle_every`` of those have passed (0.2 s), the
     oldest (what ``gc.freeze`` left out) once ``old_every`` middle ones have passed (10 min) and it has
     grown by a quarter since its last collection (Python's own rule for it, on its size). That pass
     walks all that is not frozen (261.5 ms at k=48, 87.6 ms at k=16 when it was asked for every 50 s).
@@ -146,8 +146,10 @@ class CollectorPace:
     window (2026-11-27, docs/lab/benchmarks-history.md item 38). Collected every tenth of a second they are a
     tenth of a second's worth, and the middle generation every half second half a second's: no pass
     over 50 ms in the k=48 windows since, for about three times the collector's time (objects living
-    a tenth of a second to a second are walked now, where they used to die unwalked). Pure but for the
-    callables: ``due`` says which generation."""
+    a tenth of a second to a second are walked now, where they used to die unwalked). The middle passes
+    then took 35 ms on average and over 50 ms four or five times in a 15 s window (2026-12-04, k=48, the
+    handshakes' window: 27-29 passes, 838-945 ms): they walk what five young passes left. Every other
+    tick, they walk what one left. Pure but for the callables: ``due`` says which generation."""
 
     def __init__(self, young_s: float | None = None, middle_every: int | None = None, old_every: int | None = None,
                  collect=gc.collect, counts=gc.get_count, enabled=gc.isenabled,
@@ -235,7 +237,7 @@ def tune_gc(paced: bool = False) -> None:
     defaults the collector walked the whole heap every few periods, a pause of about a second
     (``freeway bench scale``). With ``paced`` (the controller, whose
     tick runs ``CollectorPace``), the oldest generation is left to the pace alone: its middle passes
-    every 0.5 s promote what is alive then, and Python's own rule (more than ``threshold2`` middle
+    every 0.2 s promote what is alive then, and Python's own rule (more than ``threshold2`` middle
     passes and a quarter of the oldest promoted since) started a full pass of 205-262 ms in the k=48
     handshakes' window (2026-11-27 23:35 and 23:52)."""
     gc.collect()

@@ -4,8 +4,22 @@ carrier (the os-ken app on the wall clock, the ns-3 engine's controller on simul
 PERIOD_S = 1.0  # the policy's period: monitoring's view in, a Reaction out
 TICK_S = 0.1  # monitoring's loop and the app's tick: link hold-downs, the liveness model, hot links
 EARLY_ROUND_S = 0.2  # at most one early round (a link newly over EFM's threshold) this often
+EVENT_TURN_S = 0.01  # the app's queued events handled one after another for this long, then the loop is let go
 
 
 def early_round_due(now: float, last: float) -> bool:
     """Whether an early round may run now, the last one having run at ``last``."""
     return now - last >= EARLY_ROUND_S
+
+
+def events_turn(now: float, started: float, waited: bool) -> tuple[float, bool]:
+    """The os-ken app's handler loop takes its queued events one after another and lets the event loop go
+    only when the queue is empty: a burst of monitoring's elephants (each placed: 2-5 ms at k=48) held it
+    up to 212 ms, and every switch's barrier replies with it. Given when the loop's current turn started
+    and whether the queue was empty after the previous event (``waited``: then the loop slept until this
+    one, and its turn starts now), (the turn's start, whether to let the loop go before this event)."""
+    if waited:
+        return now, False
+    if now - started >= EVENT_TURN_S:
+        return now, True
+    return started, False

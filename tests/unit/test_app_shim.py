@@ -187,6 +187,35 @@ def test_collector_pace_says_which_generation_is_due():
     assert p.due(6.0, (0, 0, 200), old_size=lambda: 5000) == 2  # another threshold2 later
 
 
+def test_the_controllers_pace_walks_the_middle_generation_every_other_tick_and_the_oldest_every_10_min():
+    """A middle pass walks what the young passes since the last one left: five of them made passes of 35 ms
+    on average at k=48, over 50 ms four or five times in 15 s; one makes them a pass of two ticks' worth."""
+    from ryu_apps.launcher import GC_YOUNG_S, CollectorPace
+
+    p = CollectorPace()
+    counts, seen = [0, 0, 0], []
+    for i in range(8):
+        g = p.due(i * GC_YOUNG_S, tuple(counts))
+        seen.append(g)
+        if g == 0:
+            counts[1] += 1
+        elif g == 1:
+            counts[1], counts[2] = 0, counts[2] + 1
+    assert seen == [0, 1] * 4
+    assert p.old_every * 2 * GC_YOUNG_S == 600  # the oldest considered every 10 minutes, as before
+
+
+def test_the_handler_loop_lets_the_event_loop_go_after_a_turn_of_events():
+    """A burst of queued events (monitoring's elephants, each placed) is handled EVENT_TURN_S at a time;
+    an event the loop woke for starts a turn."""
+    from ryu_apps.control.schedule import EVENT_TURN_S, events_turn
+
+    assert events_turn(5.0, 0.0, waited=True) == (5.0, False)  # the queue was empty: a new turn
+    assert events_turn(5.0 + EVENT_TURN_S / 2, 5.0, waited=False) == (5.0, False)  # within the turn
+    assert events_turn(5.0 + 2 * EVENT_TURN_S, 5.0, waited=False) == (5.0 + 2 * EVENT_TURN_S, True)  # let go
+    assert events_turn(9.0, 5.0, waited=True) == (9.0, False)  # however long ago: it waited
+
+
 def test_collector_pace_keeps_the_young_generation_small_when_the_count_does_not():
     """A process that replaces what it holds (an old object freed for each new one) never reaches
     Python's allocation threshold, so its young objects pile up until something else starts a pass;
@@ -205,7 +234,7 @@ def test_collector_pace_keeps_the_young_generation_small_when_the_count_does_not
             held[i] = [i]  # ... each replaced by a new one: the count stays near 0
         young = len(gc.get_objects(generation=0))
         assert young >= 20_000 and gc.get_count()[0] < 1000  # piled up without a pass
-        pace = CollectorPace(young_s=0.1)
+        pace = CollectorPace(young_s=0.1, middle_every=5)
         assert pace.tick(0.0) == 0 and pace.passes == [1, 0, 0]
         assert len(gc.get_objects(generation=0)) < 1000
         for i in range(20_000):

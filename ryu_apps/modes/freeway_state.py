@@ -130,6 +130,9 @@ LEND_MARGIN = 0.1  # lending needs the HOL paths fuller than capacity, and the l
 LEND_MARGIN_HELD = 0.05
 GROW_AT = 0.8  # an adopted elephant measured at this fraction of its allocation or more grows
 SHRINK_AT = 0.5  # ... below this fraction it shrinks
+SHRINK_TO = 1.5  # ... to its rate times this: inside the band, so that a steady rate stays put (its rate is then
+# 0.67 of its allocation; at 1.25 it was exactly GROW_AT's 0.8, and a flow sending a steady rate under its link
+# grew back to its path's room the next period and shrank again the one after, a meter change every period)
 FINISHED_KEPT = 100_000  # elephants released by their FIN whose entries are remembered until they idle out
 MOVE_WAIT_S = 10.0  # the longest the mice groups wait for elephant moves to report back
 
@@ -608,7 +611,7 @@ class FreewayState(Loads, MiceProgram, Recovery):
         """Adopted elephants' allocations follow their measured rate (``rates``: subflow -> bit/s, None
         when not measured). One held near its allocation (at least ``GROW_AT`` of it: its meter or its
         path limits it) grows by the room its path has, up to its access link; one sending less than
-        ``SHRINK_AT`` of it shrinks to its rate plus a quarter (never below the elephant threshold).
+        ``SHRINK_AT`` of it shrinks to ``SHRINK_TO`` times its rate (never below the elephant threshold).
         Bin-Pack, EFM and the partition see the new allocation; the meter follows (a modification).
         ``elephants``: only these (a slice of the period's; one released since is passed over)."""
         ops: list[tuple[str, list]] = []
@@ -626,7 +629,7 @@ class FreewayState(Loads, MiceProgram, Recovery):
                 room = min(self._free(pl.path) for pl in el.placements)
                 new = min(self.capacity_bps((el.src.name, el.src.switch)), el.rate_bps + max(0.0, room))
             elif rate < SHRINK_AT * el.rate_bps:
-                new = max(self._min_rate(el), 1.25 * rate)
+                new = max(self._min_rate(el), SHRINK_TO * rate)
             if abs(new - el.rate_bps) < 0.05 * el.rate_bps:
                 continue  # within 5%: no meter churn
             self.counters["adopted-grown" if new > el.rate_bps else "adopted-shrunk"] += 1
@@ -651,7 +654,7 @@ class FreewayState(Loads, MiceProgram, Recovery):
         if rate < SHRINK_AT * el.rate_bps:
             el.low_since = now if el.low_since is None else el.low_since
             if now - el.low_since >= self.cfg.decay_after_s:
-                new = max(self._min_rate(el) * len(el.subflows), 1.25 * rate)
+                new = max(self._min_rate(el) * len(el.subflows), SHRINK_TO * rate)
         else:
             el.low_since = None
             if rate >= GROW_AT * el.rate_bps and el.rate_bps < el.asked_bps:

@@ -5,7 +5,7 @@ import pytest
 
 from monitoring.sflow import FiveTuple
 from monitoring.view import FlowReading
-from ryu_apps.modes.freeway_state import FreewayConfig, FreewayState
+from ryu_apps.modes.freeway_state import SHRINK_TO, FreewayConfig, FreewayState
 from ryu_apps.openflow.intents import DeleteFlows, MeterModify
 from ryu_apps.programs.isolation import IsolationConfig, elephant_meter
 from topology.fabric import fattree
@@ -20,13 +20,13 @@ MOUSE = FiveTuple(F.hosts_on("e0_1")[0].ip, DST.ip, 6, 40100, 7100)
 
 def _adopted(rate=1.5e6, cfg=None, held=False):
     """An adopted elephant measured at ``rate`` when found; ``held``: its allocation then brought to
-    ``rate`` (lending allocates it its path's room: it is measured sending 0.8 of ``rate`` and shrinks)."""
+    ``rate`` (lending allocates it its path's room: it is measured sending ``rate / SHRINK_TO`` and shrinks)."""
     core = FreewayState(F, cfg or FreewayConfig(lend_isolated=0), iso=ISO)  # (these: lend_below's thresholds)
     assert core.adopt(0.0, FLOW, rate)
     el = core.elephant_of(FLOW)
     if held and el.rate_bps != rate:
-        core.follow_demand(0.0, lambda sub: 0.8 * rate)
-        assert el.rate_bps == rate
+        core.follow_demand(0.0, lambda sub: rate / SHRINK_TO)
+        assert el.rate_bps == pytest.approx(rate)
     return core, el
 
 
@@ -37,11 +37,24 @@ def test_an_adopted_elephant_held_by_its_meter_grows_to_what_its_path_has_and_sh
     assert el.rate_bps == 10e6 and core.alloc.link[link] == 10e6  # the whole 10 Mbit/s path was free
     assert ops == [(SRC.switch, [MeterModify(elephant_meter(el.eid, 10e6, ISO))])]
     assert core.follow_demand(2.0, lambda sub: 9.0e6) == []  # using it: nothing changes
-    ops = core.follow_demand(3.0, lambda sub: 2.0e6)  # sends less: shrinks to its rate and a quarter
-    assert el.rate_bps == 2.5e6 and core.alloc.link[link] == 2.5e6 and ops
+    ops = core.follow_demand(3.0, lambda sub: 2.0e6)  # sends less: shrinks to its rate and a half
+    assert el.rate_bps == 3.0e6 and core.alloc.link[link] == 3.0e6 and ops
     core.follow_demand(4.0, lambda sub: 0.1e6)
     assert el.rate_bps == 1e6  # never below the elephant threshold (10% of its access link)
     assert core.follow_demand(5.0, lambda sub: None) == []  # not measured: left alone
+
+
+@pytest.mark.parametrize("rate", [2.0e6, 1.98e6, 2.3e6])
+def test_an_adopted_elephant_sending_a_steady_rate_settles_and_its_meter_stays(rate):
+    """Shrunk to its rate plus a quarter, a steady rate sat exactly at GROW_AT of the allocation: it grew back to
+    its path's room the next period and shrank again the one after, a meter change every period, for as long as
+    it lasted (at k=48, 1,977 adopted elephants checked for growth 29,514 times in one run)."""
+    core, el = _adopted(cfg=FreewayConfig(lend="off"))
+    core.follow_demand(1.0, lambda sub: 1.45e6)  # held by its meter: grows to its path's 10 Mbit/s
+    changes = [core.follow_demand(float(t), lambda sub: rate) for t in range(2, 12)]
+    assert changes[0] and el.rate_bps == pytest.approx(1.5 * rate)  # sends less: shrinks once...
+    assert not any(changes[1:]), [el.rate_bps] + changes  # ... and stays
+    assert core.follow_demand(12.0, lambda sub: 1.25 * rate) and el.rate_bps == 10e6  # held again: grows
 
 
 def test_a_slice_taken_before_its_elephant_was_released_leaves_the_allocation_released():

@@ -214,9 +214,9 @@ class ControllerApp(SwitchesMixin, LinksMixin, ClusterMixin,
         if queued is not None:
             now = time.monotonic()
             self.metrics.event_wait.labels(queued[0]).observe(now - queued[1])
-            self._events_turn, let_go = schedule.events_turn(now, self._events_turn, self._events_were_empty)
-            if let_go and not self.events.empty():  # what waits on the loop (a barrier reply, a handshake) goes
-                # first; only while more events wait (so a read-back's reply in hand is never unseen: ``_behind``)
+            self._events_turn, let_go = schedule.events_turn(now, self._events_turn, self._events_were_empty,
+                                                             not self.events.empty())
+            if let_go:  # what waits on the loop (a barrier reply, a handshake) goes first
                 hub.sleep(0)
                 self._events_turn = time.monotonic()
             self._events_were_empty = self.events.empty()

@@ -12,14 +12,16 @@ def early_round_due(now: float, last: float) -> bool:
     return now - last >= EARLY_ROUND_S
 
 
-def events_turn(now: float, started: float, waited: bool) -> tuple[float, bool]:
+def events_turn(now: float, started: float, waited: bool, more: bool = True) -> tuple[float, bool]:
     """The os-ken app's handler loop takes its queued events one after another and lets the event loop go
     only when the queue is empty: a burst of monitoring's elephants (each placed: 2-5 ms at k=48) held it
     up to 212 ms, and every switch's barrier replies with it. Given when the loop's current turn started
     and whether the queue was empty after the previous event (``waited``: then the loop slept until this
-    one, and its turn starts now), (the turn's start, whether to let the loop go before this event)."""
+    one, and its turn starts now), (the turn's start, whether to let the loop go before this event). Only
+    while ``more`` events wait: the event in hand is then in neither the queue nor the socket, and a
+    read-back's reply there would read as not behind (``_behind``)."""
     if waited:
         return now, False
-    if now - started >= EVENT_TURN_S:
+    if now - started >= EVENT_TURN_S and more:
         return now, True
     return started, False

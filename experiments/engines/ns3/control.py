@@ -274,7 +274,7 @@ class Controller:
                 ns.Simulator.Cancel(stop)
                 was, now = now, self.net.now()
                 self.counters["runs"] += 1
-                if now <= was:  # (two punts at one instant do this; nothing else should)
+                if now <= was:  # (two punts at one instant do this)
                     self.counters["runs-advancing-nothing"] += 1
             self.punts(now)
             while self._heap and self._heap[0][0] <= now + EPS:

@@ -58,7 +58,6 @@ DOWN_CONFIRM_S = 0.5  # sFlow says a port is down: believed at a second reading 
 AGENTS_SLACK = 64  # agent addresses kept as seen: at most one per switch and this many more
 INTERVAL_ALPHA = 0.01  # the running mean of the counters' interval: each delta's weight
 EVALUATE_S = 1.0  # a flow no sample came for is worked out again after this long (``Estimator.tick``)
-EVALUATE_PART = 256  # flows one part of a tick works out (``Estimator.tick_parts``; about 10 ms at k=48)
 IMPLAUSIBLE_RATE = 1.5  # a counter delta faster than this many times the link's rate is no measurement  # sFlow v5: a counter the agent cannot read is sent as all ones
 LINK_MIN_SAMPLES = 20  # fewer flow samples in a link's window: no sampled reading
 LINK_BUCKETS = 10  # a link's window is kept in this many buckets
@@ -700,22 +699,9 @@ class Estimator:
     def tick(self, now: float) -> list[ElephantStart | ElephantEnd]:
         """Re-evaluate the flows sampled since the last tick and those whose turn came (``_to_evaluate``);
         return elephant start/end events."""
-        return [ev for part in self.tick_parts(now) for ev in part]
-
-    def tick_parts(self, now: float, part: int = EVALUATE_PART):
-        """``tick`` in parts of ``part`` flows, each part's events as it is worked out (a generator: its
-        caller may serve others between parts; at k=48 a tick's thousand-odd flows held the controller's
-        loop up to 70 ms in one piece, 2026-12-04). The flows are the tick's from its start: what is
-        sampled meanwhile waits for the next tick, as it did."""
+        events: list[ElephantStart | ElephantEnd] = []
         evaluated = self._to_evaluate(now)
-        for i in range(0, len(evaluated), part):
-            chunk = evaluated[i:i + part]
-            events = self._evaluate(now, chunk)
-            self._read_out(now, chunk)
-            yield events
-
-    def _read_out(self, now: float, evaluated: list[FiveTuple]) -> None:
-        """The readings of the flows just worked out (a flow gone loses its reading)."""
+        events += self._evaluate(now, evaluated)
         readings, flows = self.flow_readings, self.flows
         for flow in evaluated:
             st = flows.get(flow)
@@ -725,6 +711,7 @@ class Estimator:
             elif st.evaluated == now:
                 readings[flow] = FlowReading(st.rate_bps, frozenset(self.flow_links(st)), st.elephant_since is not None,
                                              st.last_seen)
+        return events
 
     def _evaluate(self, now: float, evaluated: list[FiveTuple]) -> list[ElephantStart | ElephantEnd]:
         events: list[ElephantStart | ElephantEnd] = []

@@ -177,10 +177,8 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
             if self.pool is not None:
                 self.pool.merge.flush()  # the workers' flow samples since the last tick, in the order taken
                 yield
-            for part in self.estimator.tick_parts(now):
-                for ev in part:
-                    self.publish(ev)
-                yield
+            for ev in self.estimator.tick(now):
+                self.publish(ev)
             if now >= self._next_snapshot:
                 yield
                 self._next_snapshot = now + SNAPSHOT_S

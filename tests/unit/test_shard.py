@@ -75,44 +75,18 @@ def _traffic(fabric, seconds=6.0, seed=3):
     return ifmap, agent_of, out
 
 
-def _one(fabric, ifmap, traffic, ticks, part=None, parts=None):
-    """One collector; ticked whole, or in parts of ``part`` flows (their sizes appended to ``parts``)."""
+def _one(fabric, ifmap, traffic, ticks):
     est = Estimator(fabric)
     est.set_ifmap(ifmap)
     col = Collector(est, "any")
     events = []
-
-    def tick(now):
-        if part is None:
-            return est.tick(now)
-        out = []
-        for evs in est.tick_parts(now, part):
-            parts.append(len(evs))
-            out += evs
-        return out
     for t, _, data in traffic:
         while ticks and ticks[0] <= t:
-            events += tick(ticks.pop(0))
+            events += est.tick(ticks.pop(0))
         events += [e for e in col.handle(t, data, False) if isinstance(e, PortState)]
     for now in ticks:
-        events += tick(now)
+        events += est.tick(now)
     return est, col, events
-
-
-def test_a_tick_in_parts_finds_what_a_whole_tick_finds():
-    """Monitoring's round works the flows out in parts and serves the controller's loop between them: one
-    flow a part, the same elephants, events in the same order, and the same readings."""
-    fabric = fattree(4, 10.0)
-    ifmap, _, traffic = _traffic(fabric)
-    ticks = [0.25 + 0.5 * i for i in range(13)]
-    whole, _, ev1 = _one(fabric, ifmap, traffic, list(ticks))
-    parts = []
-    split, _, ev2 = _one(fabric, ifmap, traffic, list(ticks), part=1, parts=parts)
-    key = lambda evs: [(type(e).__name__, getattr(e, "flow", None), e.time) for e in evs]  # noqa: E731
-    assert key(ev1) == key(ev2) and sum(type(e).__name__ == "ElephantStart" for e in ev1) == 2
-    assert len(parts) > 2 * len(ticks) and max(parts) <= 1  # (each part one flow: at most one event)
-    assert whole.flow_readings == split.flow_readings and len(whole.flow_readings) == 4
-    assert whole.elephants() == split.elephants()
 
 
 def _sharded(fabric, ifmap, agent_of, traffic, ticks, workers=2):

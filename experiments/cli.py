@@ -85,7 +85,8 @@ def cmd_bench(args) -> int:
                                 sflow_workers=count if count is not None else args.sflow_workers,
                                 sflow_levels=fabricscale.parse_levels(args.sflow_levels),
                                 controller_config=args.controller_config,
-                                handshake_level=(fabricscale.parse_levels(args.handshake_level) or [None])[0])
+                                handshake_level=(fabricscale.parse_levels(args.handshake_level) or [None])[0],
+                                cpus=fabricscale.parse_cpus(args.cpus))
             w = r.get("walk", {})
             print(f"k={k}: {r['switches']} switches programmed in {r.get('startup_s')} s "
                   f"({r.get('startup_messages')} messages), RSS {r.get('controller_rss_mb')} MB; walked "
@@ -549,6 +550,11 @@ def add_commands(sub) -> None:
     bf.add_argument("--controller-config", metavar="FILE",
                     help="the controller reads this config file ('freeway config --defaults' writes one): to "
                          "measure a setting's cost at scale (its settings are recorded in the results)")
+    bf.add_argument("--cpus", metavar="ROLE=CPUS", action="append",
+                    help="the CPUs a role runs on, as taskset writes them (repeatable; ROLE: controller, workers "
+                         "(its sFlow collector's; the controller's when not given), generator (the emulated "
+                         "switches, the handshakes and the sFlow agents)); e.g. --cpus controller=0 --cpus "
+                         "generator=1: the generator given a budget of its own")
     bf.add_argument("--out", default="results/bench", help="output directory (results/bench)")
     br = bsub.add_parser("reroute", help="EFM reroute delay; the EFM paper's four collision tests per mode")
     br.add_argument("--trials", type=int, default=5, help="reroute-delay trials (5)")

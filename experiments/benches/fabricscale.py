@@ -26,6 +26,7 @@ import asyncio
 import bisect
 import gc
 import json
+import os
 import random
 import struct
 import threading
@@ -857,14 +858,91 @@ def parse_levels(text: str | None) -> list[tuple[float, int]] | None:
     return out
 
 
+CPU_ROLES = ("controller", "workers", "generator")
+
+
+def parse_cpus(items: list[str] | None, available=None) -> dict[str, frozenset[int]] | None:
+    """``--cpus ROLE=CPUS`` (repeatable): the CPUs each role may run on, as ``taskset`` writes them ("0", "0,2",
+    "1-3"). Roles: the controller, its sFlow collector's workers (the controller's CPUs when not given), and
+    the generator (this process: the emulated switches and the handshakes; and the sFlow agents). A role not
+    given runs anywhere. Each CPU must be one this process may use."""
+    if not items:
+        return None
+    available = set(os.sched_getaffinity(0) if available is None else available)
+    out: dict[str, frozenset[int]] = {}
+    for item in items:
+        role, _, spec = item.partition("=")
+        if role not in CPU_ROLES:
+            raise SystemExit(f"--cpus: ROLE=CPUS with ROLE one of {', '.join(CPU_ROLES)}, got {item!r}")
+        cpus: set[int] = set()
+        try:
+            for part in spec.split(","):
+                lo, _, hi = part.partition("-")
+                cpus.update(range(int(lo), int(hi or lo) + 1))
+        except ValueError:
+            raise SystemExit(f"--cpus {role}: CPUS as taskset writes them (0, 0,2, 1-3), got {spec!r}") from None
+        if not cpus or not cpus <= available:
+            raise SystemExit(f"--cpus {role}: CPUs {sorted(cpus - available) or spec!r} are not among this "
+                             f"machine's usable ones {sorted(available)}")
+        out[role] = frozenset(cpus)
+    return out
+
+
+def pin(pid: int, cpus) -> list[int]:
+    """Every thread of process ``pid`` on ``cpus`` (``sched_setaffinity`` sets one thread's; the threads started
+    later inherit it); the threads pinned."""
+    done = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            os.sched_setaffinity(int(task.name), cpus)
+            done.append(int(task.name))
+        except (ProcessLookupError, OSError):  # (a thread gone meanwhile)
+            continue
+    return done
+
+
+def pin_workers(ctl_pid: int, cpus) -> list[int]:
+    """The controller's sFlow collector workers (its children running ``monitoring.worker``) on ``cpus``; their pids."""
+    pids = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            stat = (p / "stat").read_text()
+            cmd = (p / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat[stat.rindex(")") + 2:].split()[1]) == ctl_pid and b"monitoring.worker" in cmd:
+            pin(int(p.name), cpus)
+            pids.append(int(p.name))
+    return pids
+
+
+def affinities(ctl_pid: int | None) -> dict[str, list[int]]:
+    """The CPUs each role runs on now (read back, not as asked)."""
+    out = {"generator": sorted(os.sched_getaffinity(0))}
+    if ctl_pid is not None:
+        out["controller"] = sorted(os.sched_getaffinity(ctl_pid))
+        for p in Path("/proc").iterdir():
+            try:
+                if p.name.isdigit() and b"monitoring.worker" in (p / "cmdline").read_bytes():
+                    stat = (p / "stat").read_text()
+                    if int(stat[stat.rindex(")") + 2:].split()[1]) == ctl_pid:
+                        out.setdefault("workers", sorted(os.sched_getaffinity(int(p.name))))
+            except OSError:
+                continue
+    return out
+
+
 def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int = 1, mode: str = "freeway",
         timeout: float = 600.0, restart: bool = True, steady: bool = True, steady_s: float = 10.0,
         active_pairs: int = 2000, handshake_rate: float = 100.0, handshake_s: float = 10.0, progress=print,
         sflow_levels: list[tuple[float, int]] | None = None, view_grouped: bool | None = None, cuts: int = 3,
         sflow_workers: str | None = None, probe_gap_s: float = 2.0, controller_config: str | None = None,
-        handshake_level: tuple[float, int] | None = None) -> dict:
+        handshake_level: tuple[float, int] | None = None, cpus: dict[str, frozenset[int]] | None = None) -> dict:
     """One fabric: start-up, the API and the fabric view, the walk, ``cuts`` link cuts (each restored), the restart,
-    the steady state (sFlow and handshakes); results in ``out/fabric_scale_k{k}.json``."""
+    the steady state (sFlow and handshakes); results in ``out/fabric_scale_k{k}.json``. ``cpus``: the CPUs of each
+    role (``parse_cpus``), so that the generator can be given a budget of its own apart from the controller."""
     from experiments.benches.controller import machine
     from experiments.engines.runner import build_fabric
     from experiments.harness.procs import ControllerProcess, free_port
@@ -878,6 +956,9 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
     api = f"127.0.0.1:{free_port()}"
     n = len(fabric.switches)
     progress(f"[fabric-scale] {topo} k={k}: {n} switches, {len(fabric.hosts)} hosts, mode {mode}")
+    cpus = cpus or {}
+    if "generator" in cpus:  # (before the emulator's threads and the agents' process: they inherit it)
+        pin(os.getpid(), cpus["generator"])
     t_build = time.monotonic()
     em = Emulator(fabric, ("127.0.0.1", 0))
     build_s = time.monotonic() - t_build
@@ -896,7 +977,7 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
         extra += ["--ovsdb", em.ovsdb.endpoint]
         progress(f"[fabric-scale] OVSDB with {len(em.ovsdb.ifindex)} interfaces in {time.monotonic() - t:.1f} s")
     ctl = ControllerProcess(d / "fabric.json", mode=mode, log_file=d / "controller.log", extra=extra,
-                            events_file=False)
+                            events_file=False, cpus=cpus.get("controller"))
     result: dict = {"bench": "fabric-scale", "machine": machine(), "topo": topo, "k": k, "switches": n,
                     "hosts": len(fabric.hosts), "mode": mode, "generator_build_s": round(build_s, 2),
                     "sflow_workers": sflow_workers or "auto",
@@ -988,6 +1069,9 @@ def run(k: int, out: Path, topo: str = "fattree", pairs: int = 2000, seed: int =
             progress(f"[fabric-scale] restart: read back in {result['restart']['s']} s, {changes} changes sent, "
                      f"{result['restart']['switches_whose_tables_changed']} switches' tables changed")
         if steady and prog is not None and ctl.proc is not None:
+            if "workers" in cpus:
+                pin_workers(ctl.proc.pid, cpus["workers"])
+            result["cpus"] = affinities(ctl.proc.pid)
             result["steady"] = steady_state(em, ctl, api, d, active_pairs, seed, steady_s, handshake_rate,
                                             handshake_s, progress, sflow_levels, probe_gap_s, handshake_level)
             result["controller_rss_mb_steady"] = round(_rss_mb(ctl.proc.pid), 1)

@@ -76,9 +76,9 @@ class ControllerProcess:
 
     def __init__(self, fabric_file: str | Path, port: int | None = None, mode: str = "ecmp",
                  log_file: str | Path | None = None, extra: list[str] | None = None,
-                 sflow_port: int | None = None, events_file: str | Path | None | bool = None):
+                 sflow_port: int | None = None, events_file: str | Path | None | bool = None, cpus=None):
         """``events_file``: where the controller appends its events (None: next to the fabric file; False:
-        none, as a user starts it without ``--events``)."""
+        none, as a user starts it without ``--events``); ``cpus``: the CPUs it runs on (None: any)."""
         self.fabric_file = str(fabric_file)
         self.port = port or free_port()
         self.sflow_port = sflow_port or free_port(socket.SOCK_DGRAM)
@@ -87,6 +87,7 @@ class ControllerProcess:
         self.mode = mode
         self.log_file = Path(log_file) if log_file else Path(self.fabric_file).with_suffix(".controller.log")
         self.extra = extra or []
+        self.cpus = cpus
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -100,6 +101,8 @@ class ControllerProcess:
                *(["--events", str(self.events_file)] if self.events_file else []), *self.extra]
         self._log_start = len(self.log_text())
         self._log = open(self.log_file, "ab")
+        if self.cpus:  # (taskset: from its first thread on, and what it starts after, its workers too)
+            cmd = ["taskset", "-c", ",".join(map(str, sorted(self.cpus))), *cmd]
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         if wait_listening(self.proc, self.address, timeout):
             return self

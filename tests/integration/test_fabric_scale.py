@@ -62,3 +62,26 @@ def test_a_k8_fabric_emulated_at_the_socket_is_programmed_walked_and_read_back_u
     after = wk["status_after"]
     assert after["restarts"] == wk["restarts_before"] + 1 and after["alive"] == after["workers"] >= 1, after
     assert after["stale_links"] == 0 and wk["level"]["received_datagrams"] > 0, wk
+
+
+def test_a_controller_given_cpus_runs_there_with_its_sflow_workers_and_they_can_be_moved_apart(tmp_path):
+    """``fabric-scale --cpus``: the controller started on a CPU runs there from its first thread on, and so do
+    the sFlow workers it starts; the workers are then moved to another, the controller staying put."""
+    import os
+    import time
+
+    from experiments.harness.procs import ControllerProcess
+    from topology.fabric import fattree
+
+    cpus = sorted(os.sched_getaffinity(0))
+    fattree(4, 10.0).save(tmp_path / "f.json")
+    with ControllerProcess(tmp_path / "f.json", extra=["--sflow-workers", "1"], cpus={cpus[0]}) as ctl:
+        deadline = time.monotonic() + 20
+        while "workers" not in (got := fabricscale.affinities(ctl.proc.pid)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert got["controller"] == [cpus[0]] and got["workers"] == [cpus[0]], got
+        assert len(os.listdir(f"/proc/{ctl.proc.pid}/task")) > 1  # (every thread of it, not the first only)
+        assert all(os.sched_getaffinity(int(t)) == {cpus[0]} for t in os.listdir(f"/proc/{ctl.proc.pid}/task"))
+        assert len(fabricscale.pin_workers(ctl.proc.pid, {cpus[-1]})) == 1
+        got = fabricscale.affinities(ctl.proc.pid)
+        assert got["workers"] == [cpus[-1]] and got["controller"] == [cpus[0]], got

@@ -192,3 +192,44 @@ def test_the_handshakes_run_under_the_densest_level_kept_up_with_else_the_lighte
     assert fabricload.handshake_level(none) == (2.0, 0, False)  # the longest interval, no flow samples
     assert fabricload.handshake_level({**none, "levels": lv[:2]}) == (2.0, 1000, False)
     assert fabricload.handshake_level({**none, "levels": []}) == (0, 0, False)
+
+
+def test_cpus_for_each_role_are_read_as_taskset_writes_them_and_a_bad_one_is_refused_by_name():
+    import pytest
+
+    from experiments.benches.fabricscale import parse_cpus
+
+    assert parse_cpus(None) is None
+    assert parse_cpus(["controller=0", "generator=1-3", "workers=1,3"], available=range(4)) == {
+        "controller": {0}, "generator": {1, 2, 3}, "workers": {1, 3}}
+    for bad, says in [("switches=0", "ROLE one of"), ("controller=x", "--cpus controller"),
+                      ("generator=", "--cpus generator"), ("workers=2-5", "[4, 5] are not among")]:
+        with pytest.raises(SystemExit, match=says.replace("[", r"\[").replace("]", r"\]")):
+            parse_cpus([bad], available=range(4))
+
+
+def test_the_controllers_workers_are_pinned_and_read_back_apart_from_the_controller():
+    """``pin_workers`` finds the children of a process that run ``monitoring.worker`` (here two of this
+    process's: one named so, one not) and pins every thread of those only; ``affinities`` reads them back."""
+    import os
+    import subprocess
+    import sys
+
+    from experiments.benches.fabricscale import affinities, pin_workers
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        import pytest
+        pytest.skip("one CPU: nothing to pin apart")
+    wait = "import sys; sys.stdin.read()"
+    worker = subprocess.Popen([sys.executable, "-c", wait, "monitoring.worker"], stdin=subprocess.PIPE)
+    other = subprocess.Popen([sys.executable, "-c", wait, "monitoring.other"], stdin=subprocess.PIPE)
+    try:
+        assert pin_workers(os.getpid(), {cpus[-1]}) == [worker.pid]
+        assert os.sched_getaffinity(worker.pid) == {cpus[-1]}
+        assert os.sched_getaffinity(other.pid) == set(cpus)
+        got = affinities(os.getpid())
+        assert got["workers"] == [cpus[-1]] and got["controller"] == cpus == got["generator"]
+    finally:
+        worker.communicate(b"")
+        other.communicate(b"")

@@ -742,3 +742,40 @@ def test_routes_prepared_ahead_read_the_same_and_note_each_agent_only_when_it_se
             e.on_counter_samples(t, [_ifc(ix, octets, 2 * octets) for ix in IFMAP], "10.0.0.7")
     assert dict(plain.link_util) == dict(ahead.link_util) and len(ahead.link_util) > 0
     assert plain.agents == ahead.agents == {"10.0.0.7"}
+
+
+def test_the_views_sampled_links_are_what_each_links_own_reading_gives_and_a_silent_link_is_forgotten():
+    """The view works out only the links with LINK_MIN_SAMPLES in their buckets: on every link of a k=4
+    fabric, some sampled often and most rarely, its sampled readings are those of ``sampled_link`` asked of
+    each link in turn, at every moment; and once no sample came for a window, nothing of a link is kept."""
+    rng = random.Random(7)
+    ifmap, i = {}, 1000
+    for sw in sorted(F.switches):
+        for n in F.neighbors(sw):
+            i += 1
+            ifmap[i] = (sw, F.port_to(sw, n))
+    e, ref = Estimator(F, MonitorConfig()), Estimator(F, MonitorConfig())  # (the reference is never viewed)
+    e.set_ifmap(ifmap)
+    ref.set_ifmap(ifmap)
+    busy = set(rng.sample(sorted(ifmap), 8))
+    some = set(rng.sample(sorted(set(ifmap) - busy), 8))  # (about LINK_MIN_SAMPLES a window: in and out of a reading)
+    bursts = set(rng.sample(sorted(set(ifmap) - busy - some), 4))  # (15 at once, then silent: a reading from two)
+    t, seen = 0.0, 0
+    for step in range(400):
+        t = 0.01 * step
+        for ix in ifmap:
+            n = (15 if step % 40 == 0 else 0) if ix in bursts else rng.random() < (0.9 if ix in busy else 0.25
+                                                                                   if ix in some else 0.02)
+            for _ in range(n):
+                sample = _sample(ix, frame=rng.choice([64, 1500]))
+                e.on_flow_sample(t, sample)
+                ref.on_flow_sample(t, sample)
+        if step % 25 == 24:
+            want = {ln: r for ln in list(ref._link_samples) if (r := ref.sampled_link(t, ln)) is not None}
+            got = e.view(t).sampled
+            assert dict(got) == want
+            seen += len(want)
+            assert set(e._link_n) == set(e._link_samples)
+            assert all(e._link_n[ln] == sum(b[2] for b in q) for ln, q in e._link_samples.items())
+    assert seen > 50 and len(e._link_samples) > len(busy)  # (readings, and rarely sampled links kept meanwhile)
+    assert not e.view(t + 1.0).sampled and not e._link_samples and not e._link_n

@@ -901,20 +901,26 @@ def pin(pid: int, cpus) -> list[int]:
     return done
 
 
-def pin_workers(ctl_pid: int, cpus) -> list[int]:
-    """The controller's sFlow collector workers (its children running ``monitoring.worker``) on ``cpus``; their pids."""
-    pids = []
+def _workers_of(ctl_pid: int):
+    """The pids of the controller's sFlow collector workers (its children running ``monitoring.worker``)."""
     for p in Path("/proc").iterdir():
         if not p.name.isdigit():
             continue
         try:
             stat = (p / "stat").read_text()
             cmd = (p / "cmdline").read_bytes()
-        except OSError:
+        except OSError:  # (gone meanwhile)
             continue
         if int(stat[stat.rindex(")") + 2:].split()[1]) == ctl_pid and b"monitoring.worker" in cmd:
-            pin(int(p.name), cpus)
-            pids.append(int(p.name))
+            yield int(p.name)
+
+
+def pin_workers(ctl_pid: int, cpus) -> list[int]:
+    """The controller's sFlow collector workers on ``cpus``; their pids (a worker the controller starts later
+    runs on the controller's CPUs, as it inherits them)."""
+    pids = list(_workers_of(ctl_pid))
+    for pid in pids:
+        pin(pid, cpus)
     return pids
 
 
@@ -923,12 +929,9 @@ def affinities(ctl_pid: int | None) -> dict[str, list[int]]:
     out = {"generator": sorted(os.sched_getaffinity(0))}
     if ctl_pid is not None:
         out["controller"] = sorted(os.sched_getaffinity(ctl_pid))
-        for p in Path("/proc").iterdir():
+        for pid in _workers_of(ctl_pid):
             try:
-                if p.name.isdigit() and b"monitoring.worker" in (p / "cmdline").read_bytes():
-                    stat = (p / "stat").read_text()
-                    if int(stat[stat.rindex(")") + 2:].split()[1]) == ctl_pid:
-                        out.setdefault("workers", sorted(os.sched_getaffinity(int(p.name))))
+                out.setdefault("workers", sorted(os.sched_getaffinity(pid)))
             except OSError:
                 continue
     return out

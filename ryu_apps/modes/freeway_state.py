@@ -626,8 +626,11 @@ class FreewayState(Loads, MiceProgram, Recovery):
                 continue
             new = el.rate_bps
             if rate >= GROW_AT * el.rate_bps:
+                cap = self.capacity_bps((el.src.name, el.src.switch))
+                if el.rate_bps <= cap < 1.05 * el.rate_bps:
+                    continue  # (held near its access link: whatever its path's room, it moves by under 5%)
                 room = min(self._free(pl.path) for pl in el.placements)
-                new = min(self.capacity_bps((el.src.name, el.src.switch)), el.rate_bps + max(0.0, room))
+                new = min(cap, el.rate_bps + max(0.0, room))
             elif rate < SHRINK_AT * el.rate_bps:
                 new = max(self._min_rate(el), SHRINK_TO * rate)
             if abs(new - el.rate_bps) < 0.05 * el.rate_bps:

@@ -51,6 +51,21 @@ def test_leafspine():
     assert f.port_to("l2", "s2") == 5 and f.port_to("s2", "l2") == 3
 
 
+def test_capacity_of_every_directed_link():
+    """A switch link at its description's capacity both ways; an access link at its host's own speed when the
+    description gives one, else the fabric's rate, both ways; a pair the fabric does not have at the fabric's rate."""
+    d = fattree(4, 100).to_dict()
+    d["links"][0]["capacity_mbps"] = 40
+    d["hosts"][0]["capacity_mbps"] = 25
+    f = Fabric.from_dict(d)
+    ln, h, other = f.links[0], f.hosts[0], f.hosts[1]
+    assert f.capacity_bps((ln.a, ln.b)) == f.capacity_bps((ln.b, ln.a)) == 40e6
+    assert f.capacity_bps((h.name, h.switch)) == f.capacity_bps((h.switch, h.name)) == 25e6
+    assert f.capacity_bps((other.name, other.switch)) == f.capacity_bps((other.switch, other.name)) == 100e6
+    assert f.capacity_bps((f.links[1].a, f.links[1].b)) == 100e6
+    assert f.capacity_bps(("nowhere", "nothing")) == 100e6
+
+
 @pytest.mark.parametrize("topo", [fattree(4), leafspine(2, 4, 2)])
 def test_round_trip(topo, tmp_path):
     p = tmp_path / "f.json"

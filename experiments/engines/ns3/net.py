@@ -61,8 +61,8 @@ def build(fabric: Fabric, *, link_delay_s: float = 5e-6, mtu: int = 1500, queues
     frames, by DSCP) as ns-3's own FifoQueueDisc and PrioQueueDisc; ``cq`` (cut-in over one 100-frame
     buffer) and any ``+ecn`` (CE marks above K) or ``+pfc`` (the mice band paused hop by hop) as
     ``fw::PortQueue``; ``shared`` (strict priority by DSCP over one 100-frame buffer: a mouse arriving at a
-    full buffer pushes the last elephant packet out) as ``fw::PortQueue`` too; ``sampling``: each switch's
-    1-in-N flow samples (0: none)."""
+    full buffer pushes the oldest elephant packet out, the head of the elephant band) as ``fw::PortQueue`` too;
+    ``sampling``: each switch's 1-in-N flow samples (0: none)."""
     from experiments.engines.ns3.native import load
 
     try:

@@ -78,7 +78,8 @@ class PortQueue : public QueueDisc
     }
 
     // ``shared``: the two bands by DSCP only (no flow is short by its bytes), one buffer, strict priority,
-    // and a mouse arriving at a full buffer pushes the last elephant packet out (no headroom, no back-off)
+    // and a mouse arriving at a full buffer pushes the oldest elephant packet out, the head of the elephant band
+    // (no headroom, no back-off)
     void SetShared()
     {
         cutIn = true;

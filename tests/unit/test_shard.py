@@ -259,3 +259,22 @@ def test_a_worker_reads_its_socket_on_while_the_controller_takes_nothing():
         udp.close()
         ours.close()
     assert not th.is_alive()  # (the controller's end closed: the worker ends)
+
+
+def test_a_workers_socket_holds_what_arrives_while_it_is_behind():
+    """A worker's socket asks for ``RCVBUF`` past net.core.rmem_max where the process may (root here, as the
+    controller runs), else for what that allows; Linux gives twice what it grants (socket(7)), for its own
+    bookkeeping."""
+    import os
+    import socket
+
+    from monitoring.worker import RCVBUF, bind
+
+    sock = bind("127.0.0.1", 0)
+    try:
+        got = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        allowed = RCVBUF if os.geteuid() == 0 else min(RCVBUF, int(open("/proc/sys/net/core/rmem_max").read()))
+        assert got >= 2 * allowed
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT) == 1
+    finally:
+        sock.close()

@@ -62,6 +62,10 @@ def _runs(tmp_path):
                              [Flow(0.0, "h0_0_0", "h3_1_1", 0, "bulk", True, 2.0)], Settings(paths=True, **fast)),
         "announced-sized": spec_of("announced-sized", "freeway", F, "freeway", False,
                                    [Flow(0.0, "h0_0_0", "h3_1_1", 1_000_000, "bulk", True)], Settings(**fast)),
+        # one announce for two TCP connections, as `freeway send --subflows 2` sends a flow
+        "announced-subflows": spec_of("announced-subflows", "freeway", F, "freeway", False,
+                                      [Flow(0.0, "h0_0_0", "h3_1_1", 2_000_001, "bulk", True)],
+                                      Settings(paths=True, subflows=2, **fast)),
         "pinned": _pinned(Settings(paths=True, **fast)),
         "ecn": spec_of("ecn", "ecmp", F, "ecmp", False,
                        [Flow(0.0, src, "h2_0_0", 0, "bulk", False, 3.0, 0, 8) for src in ("h0_0_0", "h1_0_0")],
@@ -193,6 +197,22 @@ def test_an_announced_elephant_is_released_by_its_fin_when_its_bytes_are_deliver
     assert gone["reason"] == "fin" and gone["elephant"] == placed["elephant"]
     assert el["announced"] == "ack" and el["fct_s"] is not None
     assert el["fct_s"] < gone["time"] < el["fct_s"] + 0.1, (el, gone)
+
+
+def test_an_elephant_announced_as_two_subflows_is_carried_on_its_placements_and_ends_when_both_have(runs):
+    """One announce names both connections; the controller places each subflow (here, alone on the fabric,
+    where the host's link is the bottleneck, Bin-Pack's tie puts both on the first path) and answers with
+    their rates; each connection takes its own placement, carries its share of the bytes (equal rates:
+    equal shares), and the flow is done once both are delivered."""
+    _, done = runs
+    res = done["announced-subflows"]
+    (el,) = res["bulk"]
+    (placed,) = [e for e in res["events"] if e.get("type") == "placement"]
+    assert el["announced"] == "ack" and el["bytes"] == 2_000_001 and el["fct_s"] is not None
+    assert len(placed["flows"]) == 2 and placed["flows"][0]["sport"] != placed["flows"][1]["sport"]
+    assert [tuple(res["paths"][k]) for k in ("0", "0/1")] == [tuple(p) for p in placed["paths"]]
+    assert el["subflow_bytes"] == [1_000_001, 1_000_000]
+    assert el["fct_s"] >= 2_000_001 * 8 / (LINK_MBPS * 1e6)  # both through the one host link
 
 
 def test_a_handshake_answer_reaches_a_host_whose_link_is_busy(runs):

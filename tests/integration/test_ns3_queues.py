@@ -111,3 +111,21 @@ def test_a_paused_band_sends_nothing_and_counts_who_waited(fw):
     assert _drain(fw, q) == [2] and q.blocked == 1 and q.IsPaused(0)
     q.SetPaused(0, False)
     assert _drain(fw, q) == [1] and q.pauses[0] == 1
+
+
+def test_a_host_splits_an_announced_flow_over_its_subflows_as_freeway_send_does(fw):
+    """The simulated host reads each subflow's rate from the controller's ACK (the wire format of
+    ``ryu_apps/host/handshake.py``, paths of different lengths) and gives each subflow its bytes in
+    proportion to it, evenly without one, as ``freeway send --subflows N`` (``agent.byte_shares``)."""
+    from ryu_apps.host import handshake as hs
+    from ryu_apps.host.agent import byte_shares
+
+    subs = [hs.Subflow("10.0.0.2", "10.1.0.3", 6, p, 5001) for p in (40001, 40002, 40003)]
+    ack = hs.encode(hs.Ack(7, 3_000_001, 9000, ((subs[0], 5000, (1, 2, 3, 4, 5)), (subs[1], 3000, (1, 2, 3)),
+                                                (subs[2], 1000, (1, 2, 3, 4, 5)))))
+    got = fw.Host.AckRates(ack)
+    assert {int(k): float(v) for k, v in got} == {40001: 5000.0, 40002: 3000.0, 40003: 1000.0}
+    assert not list(fw.Host.AckRates(hs.encode(hs.Nack(7, 1, "no room"))))
+    for size, rates in ((3_000_001, [5000.0, 3000.0, 1000.0]), (1_000_000, [0.0, 0.0]), (999, [4.0, 0.0, 4.0]),
+                        (10, [1.0, 2.0, 3.0, 4.0]), (0, [1.0, 1.0])):
+        assert [int(x) for x in fw.Host.ByteShares(size, rates)] == byte_shares(size, rates), (size, rates)

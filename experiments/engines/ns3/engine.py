@@ -60,6 +60,10 @@ class Settings:
     # next packets there carry the elephant DSCP (0: never; Freeway's ToRs keep it with isolation's
     # host_demotion on; a Linux host's rule: ryu_apps/host/demote.py)
     demote_after_bytes: int = 0
+    # an announced flow is sent as this many TCP connections, as ``freeway send --subflows N`` sends it: one
+    # announce names them all, each sends a share of the bytes in proportion to the rate its ACK gives it
+    # (evenly without one), and the flow is done when all are (1: one connection, as every other mode's)
+    subflows: int = 1
     controller: dict = field(default_factory=dict)  # settings of the controller's config (sections)
 
 
@@ -107,13 +111,17 @@ def run_spec(spec: dict, progress=print) -> dict:
     for t in spec.get("tx_at", []):
         ctl.at(t, lambda now: port_tx.append({"t": round(now, 6), "tx": {
             f"{sw}-eth{port}": int(net.switches[sw].txBytes(port)) for (sw, port) in net.ports}}))
-    apps = _hosts(net, fabric, flows, policy.takes_announces, st.rr_dscp, st.seed, ecn=st.tcp == "dctcp",
-                  close=st.close_when_done and not per_packet, demote=(st.demote_after_bytes, _elephant_dscp(cfg)))
+    if not 1 <= st.subflows <= hs.MAX_SUBFLOWS:
+        raise EngineError(f"subflows: 1..{hs.MAX_SUBFLOWS} TCP connections an announced flow is sent as, "
+                          f"got {st.subflows!r}")
+    apps, parts = _hosts(net, fabric, flows, policy.takes_announces, st.rr_dscp, st.seed, ecn=st.tcp == "dctcp",
+                         close=st.close_when_done and not per_packet,
+                         demote=(st.demote_after_bytes, _elephant_dscp(cfg)), subflows=st.subflows)
     last_start = max((f.start for f in flows), default=0.0)
     stops = [f.stop for f in flows if f.stop is not None]
     until = max([last_start] + stops + spec.get("tx_at", [])) + st.grace_s
     wall_at = [time.time()]
-    pending = _Pending(apps, flows, {h.name: _int(h.ip) for h in fabric.hosts})
+    pending = _Pending(apps, flows, {h.name: _int(h.ip) for h in fabric.hosts}, parts)
 
     def done(now: float) -> bool:
         return now > last_start and now >= max(stops + spec.get("tx_at", []), default=0.0) and pending.empty()
@@ -132,14 +140,14 @@ def run_spec(spec: dict, progress=print) -> dict:
             f = flows[n]
             app = apps[f.src]
             if app.Has(n):
-                at_stop[n] = int(apps[f.dst].Sunk(_int(_ip_of(fabric, f.src)), app.Result(n).sport))
+                at_stop[n] = sum(_received(apps, f, _int(_ip_of(fabric, f.src)), [n] + parts.get(n, []))[0])
 
     for stop in sorted({f.stop for f in flows if f.stop is not None and f.bytes == 0}):
         ctl.at(stop, lambda now, st=stop: received(now, [n for n, f in enumerate(flows)
                                                           if f.stop == st and f.bytes == 0]))
     end = ctl.run(until, done, show)
     wall = time.time() - t_wall
-    out = _collect(spec, net, fabric, flows, apps, ctl, end, at_stop)
+    out = _collect(spec, net, fabric, flows, apps, ctl, end, at_stop, parts)
     out["port_tx"] = port_tx
     out.update(seconds=round(wall, 1), simulated_s=round(end, 3), wall_per_simulated_s=round(wall / max(end, 1e-9), 2),
                engine="ns3", fwsim=built(), settings=asdict(st) | {"sampling": sampling},
@@ -196,9 +204,11 @@ def _elephant_dscp(cfg) -> int:
 
 
 def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool, rr_dscp: int = 0, seed: int = 1,
-           ecn: bool = False, close: bool = False, demote: tuple[int, int] = (0, 0)) -> dict:
-    """One ``fw::Host`` per host with its flows (announced ones carry their handshake's bytes). A flow
-    without a source port of its own gets one drawn from Linux's ephemeral range (seeded), as a Linux
+           ecn: bool = False, close: bool = False, demote: tuple[int, int] = (0, 0),
+           subflows: int = 1) -> tuple[dict, dict[int, list[int]]]:
+    """One ``fw::Host`` per host with its flows (announced ones carry their handshake's bytes), and each
+    announced flow's other subflows (``subflows`` > 1: ids after the flow list's, by the flow's index). A
+    flow without a source port of its own gets one drawn from Linux's ephemeral range (seeded), as a Linux
     host's connect() does: ns-3 would give every host the same ports in the same order, and the same
     hash in every run."""
     import random
@@ -220,6 +230,14 @@ def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool, rr_dscp: int
         app.SetStartTime(ns.Seconds(0.0))
         apps[h.name] = app
     sinks: dict[str, set[int]] = {}
+    parts: dict[int, list[int]] = {}
+
+    def port(src: str, want: int = 0) -> int:
+        while not want or want in used.setdefault(src, set()):
+            want = rng.randint(32768, 60999)
+        used.setdefault(src, set()).add(want)
+        return want
+
     for n, f in enumerate(flows):
         spec = fw.FlowSpec()
         spec.id = n
@@ -228,26 +246,28 @@ def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool, rr_dscp: int
         spec.dst = _int(ip[f.dst])
         spec.size = f.bytes
         spec.stop = -1.0 if f.stop is None else f.stop
-        sport = f.sport
-        while not sport or sport in used.setdefault(f.src, set()):
-            sport = rng.randint(32768, 60999)
-        used.setdefault(f.src, set()).add(sport)
-        spec.sport = sport
+        spec.sport = sport = port(f.src, f.sport)
         spec.tos = f.dscp << 2
         if f.kind == "bulk":
             spec.dport = dport_of(n, f)
             spec.rate = f.rate_mbps * 1e6
             sinks.setdefault(f.dst, set()).add(spec.dport)
         if f.announced and announces:
-            spec.sport = sport
+            more = [port(f.src) for _ in range(subflows - 1)] if f.kind == "bulk" else []
             ann = hs.Announce(n + 1, f.bytes or 1_000_000_000, 0,
-                              (hs.Subflow(ip[f.src], ip[f.dst], 6, spec.sport, spec.dport or RR_PORT),))
+                              tuple(hs.Subflow(ip[f.src], ip[f.dst], 6, p, spec.dport or RR_PORT)
+                                    for p in [sport] + more))
             spec.announce = hs.encode(ann)
+            for p in more:  # each the flow's own spec but for its port, started by the flow's handshake
+                sub = fw.FlowSpec(spec)
+                sub.id, sub.sport, sub.announce, sub.lead = len(flows) + sum(map(len, parts.values())), p, "", n
+                parts.setdefault(n, []).append(sub.id)
+                apps[f.src].Add(sub)
         apps[f.src].Add(spec)
     for host, ports in sinks.items():
         for p in sorted(ports):
             apps[host].AddSinkPort(p)
-    return apps
+    return apps, parts
 
 
 def _int(ip: str) -> int:
@@ -260,8 +280,8 @@ class _Pending:
     byte (its sender is done sooner: when the last byte is in its socket's buffer), a bulk flow of no size
     when its sender stopped."""
 
-    def __init__(self, apps: dict, flows: list[Flow], ip: dict[str, int]):
-        self.apps, self.flows, self.ip = apps, flows, ip
+    def __init__(self, apps: dict, flows: list[Flow], ip: dict[str, int], parts: dict[int, list[int]] | None = None):
+        self.apps, self.flows, self.ip, self.parts = apps, flows, ip, parts or {}
         self.todo = set(range(len(flows)))
 
     def _done(self, n: int) -> bool:
@@ -269,10 +289,9 @@ class _Pending:
         app = self.apps[f.src]
         if not app.Has(n):
             return False
-        r = app.Result(n)
         if f.kind == "bulk" and f.bytes:
-            return r.sport != 0 and self.apps[f.dst].SunkDone(self.ip[f.src], r.sport) >= 0
-        return bool(r.ok)
+            return _received(self.apps, f, self.ip[f.src], [n] + self.parts.get(n, []))[1] is not None
+        return bool(app.Result(n).ok)
 
     def left(self) -> int:
         self.todo = {n for n in self.todo if not self._done(n)}
@@ -282,14 +301,30 @@ class _Pending:
         return self.left() == 0
 
 
+def _received(apps: dict, f: Flow, src_ip: int, ids: list[int]) -> tuple[list[int], float | None, int]:
+    """A bulk flow sent as the specs ``ids`` (its subflows): the bytes its receiver has of each, when the
+    last of them had all of theirs (None: not yet), and its senders' retransmission timeouts."""
+    app, sink = apps[f.src], apps[f.dst]
+    got, finished, rto = [], 0.0, 0
+    for i in ids:
+        r = app.Result(i)
+        got.append(int(sink.Sunk(src_ip, r.sport)))
+        done = float(sink.SunkDone(src_ip, r.sport)) if r.sport else -1.0
+        finished = None if finished is None or done < 0 else max(finished, done)
+        rto += int(r.rto)
+    return got, finished, rto
+
+
 def _ip_of(fabric: Fabric, host: str) -> str:
     return next(h.ip for h in fabric.hosts if h.name == host)
 
 
 def _collect(spec: dict, net, fabric: Fabric, flows: list[Flow], apps: dict, ctl, end: float,
-             at_stop: dict[int, int] | None = None) -> dict:
+             at_stop: dict[int, int] | None = None, parts: dict[int, list[int]] | None = None) -> dict:
     """Every flow's outcome in the emulator's shapes: mice (request/response flows and sized bulk flows
-    under the boundary) with their completion time and timeouts; elephants with their goodput."""
+    under the boundary) with their completion time and timeouts; elephants with their goodput (a flow sent
+    as several subflows: their bytes summed and each one's, done when the last is, its first subflow's port;
+    with ``paths``, subflow i's path as "n/i")."""
     ip = {h.name: h.ip for h in fabric.hosts}
     boundary = spec.get("mice_boundary", MICE_BOUNDARY)
     mice, elephants, bulk = [], [], []
@@ -304,10 +339,8 @@ def _collect(spec: dict, net, fabric: Fabric, flows: list[Flow], apps: dict, ctl
                          "fct_s": round(r.end - f.start, 6) if r.ok else None, "ok": bool(r.ok), "rto": rto,
                          "sport": int(r.sport), "id": n})
             continue
-        sink = apps[f.dst]
-        got = int(sink.Sunk(_int(ip[f.src]), r.sport))
-        finished = float(sink.SunkDone(_int(ip[f.src]), r.sport))
-        finished = None if finished < 0 else finished
+        per, finished, rto = _received(apps, f, _int(ip[f.src]), [n] + (parts or {}).get(n, []))
+        got = sum(per)
         started = float(r.answered) if r.answered >= 0 else f.start
         answer = {-1: None, 0: "none", 1: "ack", 2: "nack"}[int(r.answer)]
         if f.bytes == 0:
@@ -318,8 +351,10 @@ def _collect(spec: dict, net, fabric: Fabric, flows: list[Flow], apps: dict, ctl
         else:
             rec = {"id": n, "src": f.src, "dst": f.dst, "size": f.bytes, "start": f.start, "bytes": got,
                    "fct_s": round(finished - f.start, 6) if finished is not None else None,
-                   "ok": finished is not None, "rto": int(r.rto), "announced": answer,
+                   "ok": finished is not None, "rto": rto, "announced": answer,
                    "goodput_mbps": got * 8 / (finished - started) / 1e6 if finished and finished > started else None}
+            if len(per) > 1:
+                rec["subflow_bytes"] = per
             bulk.append(rec)
             if f.bytes < boundary:
                 mice.append({"client": f.src, "server": ip[f.dst], "size": f.bytes, "start": f.start,
@@ -329,11 +364,12 @@ def _collect(spec: dict, net, fabric: Fabric, flows: list[Flow], apps: dict, ctl
         paths = {}
         for n, f in enumerate(flows):
             app = apps[f.src]
-            if app.Has(n):
-                dport = dport_of(n, f)
-                hops = ctl.paths.get((ip[f.src], ip[f.dst], 6, int(app.Result(n).sport), dport), [])
-                first = {sw: t for t, sw in reversed(hops)}  # each switch's first packet of the flow
-                paths[str(n)] = sorted(first, key=first.get)
+            for i, spec_id in enumerate([n] + (parts or {}).get(n, [])):  # a subflow's as "n/i"
+                if app.Has(spec_id):
+                    dport = dport_of(n, f)
+                    hops = ctl.paths.get((ip[f.src], ip[f.dst], 6, int(app.Result(spec_id).sport), dport), [])
+                    first = {sw: t for t, sw in reversed(hops)}  # each switch's first packet of the flow
+                    paths[f"{n}/{i}" if i else str(n)] = sorted(first, key=first.get)
     top = max(s.level for s in fabric.switches.values())
     drops = {f"{sw}-eth{port}": int(net.fw.Dropped(p.queue)) for (sw, port), p in net.ports.items()
              if fabric.switches[sw].level == top and fabric.links}  # (one switch, the ideal: no core)

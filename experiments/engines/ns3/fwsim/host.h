@@ -125,6 +125,9 @@ struct FlowSpec
     uint8_t tos = 0;    // the IP TOS the source's socket sets (a host marking its own priority)
     double rate = 0;    // bulk: the application's own rate in bit/s, as iperf3 -b paces (0: as fast as TCP goes)
     std::string announce; // the handshake's bytes ('' : not announced)
+    // one of an announced flow's other TCP subflows (as ``freeway send --subflows N`` sends it): the id of
+    // the spec whose announce names it; it starts when that one does, with its share of that one's bytes
+    uint32_t lead = UINT32_MAX;
 };
 
 struct FlowResult
@@ -238,6 +241,62 @@ class Host : public Application
         return it == serverRto.end() ? 0 : it->second;
     }
 
+    // each subflow's rate in an ACK, by its source port (ryu_apps/host/handshake.py: after the 24-byte
+    // header and the total rate, per subflow its 16 bytes, its rate, its hop count and that many dpids)
+    static std::map<uint16_t, double> AckRates(const std::string& s)
+    {
+        const uint8_t* b = reinterpret_cast<const uint8_t*>(s.data());
+        std::map<uint16_t, double> out;
+        if (s.size() < 28)
+        {
+            return out;
+        }
+        size_t off = 28;
+        for (uint32_t i = 0; i < b[6] && off + 24 <= s.size(); i++)
+        {
+            uint16_t sport = uint16_t(b[off + 8 + 2] << 8 | b[off + 8 + 3]);
+            uint32_t rate = uint32_t(b[off + 16]) << 24 | uint32_t(b[off + 17]) << 16 | uint32_t(b[off + 18]) << 8 |
+                            uint32_t(b[off + 19]);
+            out[sport] = rate;
+            off += 24 + 8 * size_t(b[off + 20]);
+        }
+        return out;
+    }
+
+    // ryu_apps/host/agent.py's byte_shares: in proportion to the rates the controller gave, evenly when it
+    // gave none (or none to one of them); what the rounding left, a byte each from the first
+    static std::vector<uint64_t> ByteShares(uint64_t size, std::vector<double> rates)
+    {
+        size_t n = rates.size();
+        double sum = 0, least = rates.empty() ? 0 : rates[0];
+        for (double r : rates)
+        {
+            sum += r;
+            least = std::min(least, r);
+        }
+        if (sum <= 0 || least <= 0)
+        {
+            rates.assign(n, 1.0);
+            sum = double(n);
+        }
+        std::vector<uint64_t> per;
+        if (n == 0)
+        {
+            return per;
+        }
+        uint64_t given = 0;
+        for (double r : rates)
+        {
+            per.push_back(uint64_t(double(size) * r / sum));
+            given += per.back();
+        }
+        for (uint64_t i = 0; given < size; i++, given++)
+        {
+            per[i % n]++;
+        }
+        return per;
+    }
+
   private:
     struct Mouse
     {
@@ -286,6 +345,11 @@ class Host : public Application
             r.id = f.id;
             r.start = f.start;
             results[f.id] = r;
+            if (f.lead != UINT32_MAX)
+            {
+                m_subflows[f.lead].push_back(f); // sent when its lead's handshake is over (``Connect``)
+                continue;
+            }
             Simulator::Schedule(Seconds(std::max(0.0, f.start - Simulator::Now().GetSeconds())), &Host::Begin,
                                 this, f);
         }
@@ -354,6 +418,12 @@ class Host : public Application
             }
             r.answer = b[5] == 2 ? 1 : 2; // type 2: ACK, 3: NACK (ryu_apps/host/handshake.py)
             r.answered = Simulator::Now().GetSeconds();
+            if (r.answer == 1)
+            {
+                std::string bytes(p->GetSize(), '\0');
+                p->CopyData(reinterpret_cast<uint8_t*>(&bytes[0]), bytes.size());
+                m_given[f.id] = AckRates(bytes);
+            }
             m_udp.erase(it);
             u->Close();
             Connect(f);
@@ -364,6 +434,25 @@ class Host : public Application
     // ----- connections ---------------------------------------------------------------------------
     void Connect(FlowSpec f)
     {
+        auto sub = m_subflows.find(f.id);
+        if (sub != m_subflows.end()) // an announced flow of several subflows: each its share of the bytes
+        {
+            std::vector<FlowSpec> all{f};
+            all.insert(all.end(), sub->second.begin(), sub->second.end());
+            m_subflows.erase(sub);
+            std::vector<double> rates;
+            for (auto& s : all)
+            {
+                rates.push_back(m_given.count(f.id) && m_given[f.id].count(s.sport) ? m_given[f.id][s.sport] : 0.0);
+            }
+            std::vector<uint64_t> per = ByteShares(f.size, rates);
+            for (size_t i = 1; i < all.size(); i++)
+            {
+                all[i].size = per[i];
+                Connect(all[i]);
+            }
+            f.size = per[0];
+        }
         Ptr<Socket> s = Socket::CreateSocket(GetNode(), TcpSocketFactory::GetTypeId());
         if (f.sport)
         {
@@ -720,6 +809,8 @@ class Host : public Application
     std::vector<Ptr<Socket>> m_listen;
     std::vector<Ptr<Socket>> m_socks;
     std::map<Socket*, FlowSpec> m_udp;
+    std::map<uint32_t, std::vector<FlowSpec>> m_subflows; // an announced flow's other subflows, by its id
+    std::map<uint32_t, std::map<uint16_t, double>> m_given; // an ACK's rate per subflow, by the flow's id
     std::map<Socket*, Mouse> m_mice;
     std::map<Socket*, uint64_t> m_left;
     std::set<Socket*> m_closing; // bulk senders done writing, to close once all is acknowledged

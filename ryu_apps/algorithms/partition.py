@@ -182,6 +182,15 @@ class Partition:
         up = self._up[(s, self.tops[i])]
         return up + tuple(reversed(self._up[(d, self.tops[i])]))[1:]
 
+    def halves_up(self, tor: str) -> list[tuple[Link, ...]]:
+        """For each top in order, the links of the path up from ``tor`` to it: the first half of each of a
+        partitioned pair's paths from ``tor`` (``halves_down`` the second, into its destination)."""
+        return [self._links_up[(tor, top)] for top in self.tops]
+
+    def halves_down(self, tor: str) -> list[tuple[Link, ...]]:
+        """For each top in order, the links of the path down from it to ``tor``."""
+        return [self._links_down[(tor, top)] for top in self.tops]
+
     def paths(self, pair: Pair) -> list[Path]:
         """All of a pair's paths in the paper's order, dead or alive."""
         if self.is_partitioned(pair):

@@ -231,18 +231,21 @@ def _plain_hot_adopted(core, now, util, threshold, hold_down_s):
     return moves
 
 
+@pytest.mark.parametrize("lend", ["off", "idle"])
 @pytest.mark.parametrize("seed", range(12))
-def test_hot_adopted_elephants_move_as_a_plain_walk_of_every_candidates_paths_would_move_them(seed):
+def test_hot_adopted_elephants_move_as_a_plain_walk_of_every_candidates_paths_would_move_them(seed, lend):
     """``hot_adopted`` looks for a path that avoids the hot link and every link the elephant would make hot
     before it works out the whole set (at k=16 the set for every candidate that could not move was half of
-    the period, 2026-12-02). Over random fabrics of adopted elephants and hot links, the moves, their new
-    paths and the state after are those of the plain walk."""
+    the period, 2026-12-02), and builds a pair's paths from the halves (up, down) of its paths, each
+    asked once whether it is open (2026-12-05). Over random fabrics of adopted elephants and hot links,
+    with lending or without, a link down and links whose measurement is stale, the moves, their new paths
+    and the state after are those of the plain walk over ``elephant_paths``."""
     import random
 
     def build():
         rng = random.Random(seed)
         fabric = fattree(6, 10)
-        core = FreewayState(fabric, FreewayConfig(lend="off"))
+        core = FreewayState(fabric, FreewayConfig(lend=lend))
         hosts = fabric.hosts
         for i in range(60):
             a, b = rng.sample(hosts, 2)
@@ -250,6 +253,10 @@ def test_hot_adopted_elephants_move_as_a_plain_walk_of_every_candidates_paths_wo
                 core.adopt(0.0, FiveTuple(a.ip, b.ip, 6, 40000 + i, 5201), rng.uniform(0.5e6, 4e6))
         links_ = sorted({ln for el in core.elephants.values() for pl in el.placements for ln in path_links(pl.path)})
         util = {ln: rng.uniform(0.6, 1.0) for ln in rng.sample(links_, min(len(links_), 25))}
+        every = sorted({ln for p in core.partition.paths(("e0_0", "e5_2")) for ln in path_links(p)})
+        core.set_dead(1.0, {rng.choice(every)})
+        core.measure(1.0, {**{ln: rng.uniform(0.0, 0.1) for ln in every}, **util})  # (some LOL links idle: lent)
+        core.stale = frozenset(rng.sample(links_, len(links_) // 5))
         return core, util
 
     a, util = build()

@@ -1017,4 +1017,3 @@ def active_pairs(fabric: Fabric, flows) -> set[tuple[str, str]]:
         if a and b and a.switch != b.switch:
             out.add((a.switch, b.switch))
     return out
-

@@ -211,6 +211,7 @@ def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool, rr_dscp: int
     flow without a source port of its own gets one drawn from Linux's ephemeral range (seeded), as a Linux
     host's connect() does: ns-3 would give every host the same ports in the same order, and the same
     hash in every run."""
+    import itertools
     import random
 
     ns, fw = net.ns, net.fw
@@ -231,6 +232,7 @@ def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool, rr_dscp: int
         apps[h.name] = app
     sinks: dict[str, set[int]] = {}
     parts: dict[int, list[int]] = {}
+    part_ids = itertools.count(len(flows))  # a subflow's spec: an id after the flow list's
 
     def port(src: str, want: int = 0) -> int:
         while not want or want in used.setdefault(src, set()):
@@ -260,7 +262,7 @@ def _hosts(net, fabric: Fabric, flows: list[Flow], announces: bool, rr_dscp: int
             spec.announce = hs.encode(ann)
             for p in more:  # each the flow's own spec but for its port, started by the flow's handshake
                 sub = fw.FlowSpec(spec)
-                sub.id, sub.sport, sub.announce, sub.lead = len(flows) + sum(map(len, parts.values())), p, "", n
+                sub.id, sub.sport, sub.announce, sub.lead = next(part_ids), p, "", n
                 parts.setdefault(n, []).append(sub.id)
                 apps[f.src].Add(sub)
         apps[f.src].Add(spec)

@@ -445,6 +445,7 @@ class Host : public Application
             {
                 rates.push_back(m_given.count(f.id) && m_given[f.id].count(s.sport) ? m_given[f.id][s.sport] : 0.0);
             }
+            m_given.erase(f.id);
             std::vector<uint64_t> per = ByteShares(f.size, rates);
             for (size_t i = 1; i < all.size(); i++)
             {

@@ -241,7 +241,8 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         if self.pool is not None:
             st = self.pool.status()
             stats.update({"sflow_workers": st["workers"], "sflow_workers_alive": st["alive"],
-                          "sflow_worker_restarts": st["restarts"], "sflow_stale_links": st["stale_links"]})
+                          "sflow_worker_restarts": st["restarts"], "sflow_stale_links": st["stale_links"],
+                          "sflow_rows_dropped": st["rows_dropped"]})
         return stats
 
     def stop(self):

@@ -774,7 +774,7 @@ def test_the_views_sampled_links_are_what_each_links_own_reading_gives_and_a_sil
             got = e.view(t).sampled
             assert dict(got) == want
             seen += len(want)
-            assert set(e._link_n) == set(e._link_samples)
-            assert all(e._link_n[ln] == sum(b[2] for b in q) for ln, q in e._link_samples.items())
+            assert set(e._link_sum) == set(e._link_samples)  # (the running sums are the buckets' sums)
+            assert all(e._link_sum[ln] == [sum(b[i] for b in q) for i in (1, 2, 3)] for ln, q in e._link_samples.items())
     assert seen > 50 and len(e._link_samples) > len(busy)  # (readings, and rarely sampled links kept meanwhile)
-    assert not e.view(t + 1.0).sampled and not e._link_samples and not e._link_n
+    assert not e.view(t + 1.0).sampled and not e._link_samples and not e._link_sum

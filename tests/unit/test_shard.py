@@ -8,9 +8,10 @@ import pickle
 import random
 
 import numpy as np
+import pytest
 
 from monitoring.collector import Collector
-from monitoring.estimator import Estimator
+from monitoring.estimator import Estimator, MonitorConfig
 from monitoring.events import PortState
 from monitoring.sflow import FiveTuple
 from monitoring.shard import Merge, Shard
@@ -75,51 +76,64 @@ def _traffic(fabric, seconds=6.0, seed=3):
     return ifmap, agent_of, out
 
 
-def _one(fabric, ifmap, traffic, ticks):
+def _one(fabric, ifmap, traffic, ticks, hot=None):
     est = Estimator(fabric)
     est.set_ifmap(ifmap)
+    est.hot_threshold = hot
     col = Collector(est, "any")
-    events = []
+    events, hots = [], []
     for t, _, data in traffic:
         while ticks and ticks[0] <= t:
-            events += est.tick(ticks.pop(0))
+            now = ticks.pop(0)
+            events += est.tick(now)
+            hots.append((est.take_hot(), dict(est.view(now).sampled)))
         events += [e for e in col.handle(t, data, False) if isinstance(e, PortState)]
     for now in ticks:
         events += est.tick(now)
-    return est, col, events
+        hots.append((est.take_hot(), dict(est.view(now).sampled)))
+    return est, col, events, hots
 
 
-def _sharded(fabric, ifmap, agent_of, traffic, ticks, workers=2):
+def _sharded(fabric, ifmap, agent_of, traffic, ticks, workers=2, hot=None, flow_ids=None):
     est = Estimator(fabric)
     est.set_ifmap(ifmap)
+    est.hot_threshold = hot
     merge = Merge(est)
     shards = [Shard(fabric, sources="any") for _ in range(workers)]
     for s in shards:
-        s.control({"ifmap": ifmap})
+        s.control({"ifmap": ifmap, "hot_threshold": hot})
+        if flow_ids is not None:
+            s.rows.flow_ids = flow_ids
     which = {a: i % workers for i, a in enumerate(sorted(agent_of.values()))}
-    events = []
-    for t, agent, data in traffic:
-        while ticks and ticks[0] <= t:
-            now = ticks.pop(0)
-            for i, s in enumerate(shards):  # each tick: the workers' batches first (they hand over every 50 ms)
-                events += merge.apply(i, pickle.loads(pickle.dumps(s.drain())))
-            merge.flush()
-            events += est.tick(now)
-        shards[which[agent]].handle(t, data)
-    for now in ticks:
-        for i, s in enumerate(shards):
+    events, hots = [], []
+
+    def tick(now):
+        nonlocal events
+        for i, s in enumerate(shards):  # each tick: the workers' batches first (they hand over every 50 ms)
             events += merge.apply(i, pickle.loads(pickle.dumps(s.drain())))
         merge.flush()
         events += est.tick(now)
-    return est, merge, shards, events
+        hots.append((est.take_hot(), dict(est.view(now).sampled)))
+
+    for t, agent, data in traffic:
+        while ticks and ticks[0] <= t:
+            tick(ticks.pop(0))
+        shards[which[agent]].handle(t, data)
+    for now in ticks:
+        tick(now)
+    return est, merge, shards, events, hots
 
 
-def test_two_workers_merged_give_the_readings_events_and_elephants_of_one_collector():
+@pytest.mark.parametrize("hot,flow_ids", [(None, None), (0.3, 3)])
+def test_two_workers_merged_give_the_readings_events_and_elephants_of_one_collector(hot, flow_ids):
+    """... and the same sampled link readings at each tick; with a hot threshold, the same links over it (by
+    counters and by samples) and the same hot links at each tick; with the workers' flow numbering started
+    afresh every three flows, still the same."""
     fabric = fattree(4, 10.0)
     ifmap, agent_of, traffic = _traffic(fabric)
     ticks = [0.25 + 0.5 * i for i in range(13)]
-    one, col, ev1 = _one(fabric, ifmap, traffic, list(ticks))
-    est, merge, shards, ev2 = _sharded(fabric, ifmap, agent_of, traffic, list(ticks))
+    one, col, ev1, hot1 = _one(fabric, ifmap, traffic, list(ticks), hot)
+    est, merge, shards, ev2, hot2 = _sharded(fabric, ifmap, agent_of, traffic, list(ticks), hot=hot, flow_ids=flow_ids)
     # link readings: every field of every link, as the one estimator has them
     for name in ("util", "bps", "time", "fresh", "since"):
         assert np.array_equal(getattr(one.columns, name), getattr(est.columns, name), equal_nan=True), name
@@ -140,13 +154,21 @@ def test_two_workers_merged_give_the_readings_events_and_elephants_of_one_collec
     coll, theirs = merge.stats()
     assert coll == col.stats and coll["decode_errors"] > 0
     assert {k: v + theirs.get(k, 0) for k, v in est.stats.items()} == one.stats
+    # a worker keeps no more of a link's sampled buckets than a window's (it has no view that would drop them)
+    w = MonitorConfig().link_window_s
+    assert all(q[-1][0] - q[0][0] <= w for s in shards for q in s.estimator._link_samples.values())
+    # the links over the hot threshold, those taken as newly hot and the links' sampled readings at each tick
+    assert hot1 == hot2 and one._over == est._over and merge.rows_dropped == 0
+    assert sum(len(sampled) for _, sampled in hot1) > 10
+    if hot is not None:
+        assert one._over["samples"] and one._over["counters"] and sum(len(h) for h, _ in hot1) > 0
 
 
 def test_a_worker_gone_leaves_its_links_stale_until_measured_again_and_keeps_its_counts():
     fabric = fattree(4, 10.0)
     ifmap, agent_of, traffic = _traffic(fabric, seconds=2.0)
     ticks = [0.25 + 0.5 * i for i in range(5)]
-    est, merge, shards, _ = _sharded(fabric, ifmap, agent_of, traffic, list(ticks))
+    est, merge, shards, _, _ = _sharded(fabric, ifmap, agent_of, traffic, list(ticks))
     before = merge.stats()[0]["datagrams"]
     n = merge.lost(1)
     assert n > 0 and len(merge.stale_links) == n

@@ -95,9 +95,10 @@ def cmd_bench(args) -> int:
             st = r.get("steady")
             if st:
                 hs = st.get("handshake", {})
-                print(f"k={k} steady state: counters every {st['shortest_counter_interval_s']} s and flow samples "
-                      f"1-in-{st['densest_sampling']} sustained; handshakes {hs.get('acks')} of {hs.get('sent')} "
-                      f"ACKed, p99 {hs.get('p99_ms')} ms")
+                iv, sm = st["shortest_counter_interval_s"], st["densest_sampling"]
+                print(f"k={k} steady state: " + (f"counters every {iv} s" if iv else "no counter interval") + " and "
+                      + (f"flow samples 1-in-{sm}" if sm else "no flow sampling") + " sustained (the period under "
+                      f"100 ms); handshakes {hs.get('acks')} of {hs.get('sent')} ACKed, p99 {hs.get('p99_ms')} ms")
             print(f"results in {out / f'fabric_scale_k{k}.json'}")
         if counts != [None]:
             for k in args.ks:

@@ -98,7 +98,8 @@ def cmd_bench(args) -> int:
                 iv, sm = st["shortest_counter_interval_s"], st["densest_sampling"]
                 print(f"k={k} steady state: " + (f"counters every {iv} s" if iv else "no counter interval") + " and "
                       + (f"flow samples 1-in-{sm}" if sm else "no flow sampling") + " sustained (the period under "
-                      f"100 ms); handshakes {hs.get('acks')} of {hs.get('sent')} ACKed, p99 {hs.get('p99_ms')} ms")
+                      "100 ms)" + (f"; handshakes {hs.get('acks')} of {hs.get('sent')} ACKed, p99 {hs.get('p99_ms')} ms"
+                                   if hs.get("sent") else ""))
             print(f"results in {out / f'fabric_scale_k{k}.json'}")
         if counts != [None]:
             for k in args.ks:

@@ -74,7 +74,7 @@ STATUS = _obj({"version": STR, "mode": STR, "isolation": BOOL, "monitor": STR, "
                                           "store_ok": BOOL, "store_error": _nullable(STR), "name": STR})),
                "links_unverified": INT,
                "sflow_workers": _nullable(_obj({"workers": INT, "alive": INT, "ready": INT, "restarts": INT,
-                                                "stale_links": INT,
+                                                "stale_links": INT, "rows_dropped": INT,
                                                 "pids": {"type": "array", "items": _nullable(INT)}})),
                "queues": _nullable(_obj({"checked": _nullable(NUM), "repaired": INT, "error": _nullable(STR)}))})
 

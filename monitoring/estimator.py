@@ -659,21 +659,30 @@ class Estimator:
         samples over the last ``link_window_s`` (the buckets wholly inside it), how many samples it rests
         on, and how far it scatters: √Σx² / Σx over the samples' bytes x (1/√samples when the frames are all
         one size; more when they mix: a sampled 64-byte ACK and a 1,514-byte segment are not the same news)."""
+        w = self.cfg.link_window_s
+        q = self._trim_link(link, now - w)
+        if q is None or w <= 0:  # (0: no sampled readings, a live setting)
+            return 0.0, 0, 1.0
+        tot = self._link_sum[link]
+        span = max(now - q[0][0], w / 2)  # the buckets' time, but a young burst counts over half a window
+        return tot[0] * 8 / span, tot[1], tot[2] ** 0.5 / tot[0]
+
+    def _trim_link(self, link: tuple[str, str], before: float):
+        """Drop the link's buckets that began before ``before`` (out of its sums too); its buckets left, or None
+        (none left: the link is forgotten)."""
         q = self._link_samples.get(link)
         if q is None:
-            return 0.0, 0, 1.0
-        w = self.cfg.link_window_s
+            return None
         tot = self._link_sum[link]
-        while q and q[0][0] < now - w:
+        while q and q[0][0] < before:
             _, nbytes, n, sq = q.popleft()
             tot[0] -= nbytes
             tot[1] -= n
             tot[2] -= sq
         if not q:
             del self._link_samples[link], self._link_sum[link]
-            return 0.0, 0, 1.0
-        span = max(now - q[0][0], w / 2)  # the buckets' time, but a young burst counts over half a window
-        return tot[0] * 8 / span, tot[1], tot[2] ** 0.5 / tot[0]
+            return None
+        return q
 
     def take_hot(self) -> set[tuple[str, str]]:
         """Links that went over ``hot_threshold`` (by a counter delta or by their samples) since the last call,

@@ -40,16 +40,20 @@ from topology.fabric import Fabric
 
 AGENTS_KEPT = 100_000  # agent addresses a worker's report may name (the estimator bounds its own set)
 FLOW_IDS = 200_000  # five-tuples a worker numbers before it starts its numbering afresh (its table stays bounded)
+RENUMBER_BATCHES = 200  # ... and in any case after this many batches (10 s): a batch the controller could not take
+# (a bug, logged) leaves its numbers unknown there, and the rows that name them are dropped until then
 
 
 class FlowRows:
     """A worker's sampled packets as columns (``Estimator.fold_packets``' rows): when, the port (a number),
-    the flow (a number), the bytes it stands for, TCP sequence and length. Each flow's number is given once
-    and sent with the first batch that uses it; past ``FLOW_IDS`` the numbering starts again (a batch whose
-    first new number is 0 tells the controller to forget the old ones)."""
+    the flow (a number), the bytes it stands for, TCP sequence and length. Each flow's and each port's number
+    is given once and sent with the first batch that uses it; past ``FLOW_IDS`` flows or ``RENUMBER_BATCHES``
+    batches both numberings start again (a batch whose first new numbers are 0 tells the controller to forget
+    the old ones)."""
 
-    def __init__(self, flow_ids: int = FLOW_IDS) -> None:
-        self.flow_ids = flow_ids
+    def __init__(self, flow_ids: int = FLOW_IDS, renumber: int = RENUMBER_BATCHES) -> None:
+        self.flow_ids, self.renumber = flow_ids, renumber
+        self._batches = 0
         self._ids: dict = {}
         self._new: list = []
         self._ports: dict = {}
@@ -76,14 +80,16 @@ class FlowRows:
             ln.append(length)
 
     def take(self) -> tuple | None:
-        """What came since the last take (None: nothing): (the number of the first new flow, the new flows'
-        five-tuples as tuples, the new ports, the six columns)."""
+        """What came since the last take (None: nothing): (the numbers of the first new flow and of the first
+        new port, the new flows' five-tuples as tuples, the new ports, the six columns)."""
         if not self._cols[0] and not self._new:
             return None
-        out = (len(self._ids) - len(self._new), self._new, self._new_ports, self._cols)
+        out = (len(self._ids) - len(self._new), len(self._ports) - len(self._new_ports), self._new,
+               self._new_ports, self._cols)
         self._new, self._new_ports, self._cols = [], [], ([], [], [], [], [], [])
-        if len(self._ids) >= self.flow_ids:
-            self._ids = {}  # (the next batch's first new number is 0)
+        self._batches += 1
+        if len(self._ids) >= self.flow_ids or self._batches >= self.renumber:
+            self._ids, self._ports, self._batches = {}, {}, 0  # (the next batch's first new numbers are 0)
         return out
 
 
@@ -155,9 +161,11 @@ class Shard:
             batch["flows"] = rows
         if est.links_touched:
             qs, sums = est._link_samples, est._link_sum
-            for ln in est.links_touched:  # (a link's buckets older than a window before its newest are in no
-                if ln in qs:  # reading from now on: a worker has no view that would drop them, so it does here)
-                    est._sampled_rate(qs[ln][-1][0], ln)
+            w = est.cfg.link_window_s
+            for ln in est.links_touched:  # (a link's buckets older than two windows before its newest are in no
+                if ln in qs and w > 0:  # reading the controller makes from now on: a view's time may be a little
+                    est._trim_link(ln, qs[ln][-1][0] - 2 * w)  # before the newest sample; a worker has no view
+                    # that would drop them, so it does here)
             batch["sampled"] = {ln: (tuple(map(tuple, qs[ln])), tuple(sums[ln])) if ln in qs else None
                                 for ln in est.links_touched}
             est.links_touched = set()
@@ -272,14 +280,14 @@ class Merge:
             est.agents.add(agent)
         return events
 
-    def _take_rows(self, wid: int, first: int, new: list, new_ports: list, cols: tuple) -> None:
+    def _take_rows(self, wid: int, first: int, first_port: int, new: list, new_ports: list, cols: tuple) -> None:
         """A batch's sampled packets, their numbers turned back into five-tuples and ports."""
         flows, ports = self._tables.get(wid) or ([], [])
-        if first == 0:
-            flows = []  # (the worker started its numbering afresh)
-        if first != len(flows):  # a batch missed: its rows cannot be read until the worker numbers afresh (a
-            self.rows_dropped += len(cols[0])  # worker's batches come in order: none is missed but by a bug)
-            return
+        if first == 0 and first_port == 0:
+            flows, ports = [], []  # (the worker started its numberings afresh)
+        if first != len(flows) or first_port != len(ports):  # a batch missed (a worker's come in order: none is
+            self.rows_dropped += len(cols[0])  # but by a bug): its rows cannot be read until the worker numbers
+            return  # afresh (``RENUMBER_BATCHES``)
         flows += [FiveTuple._make(ft) for ft in new]
         ports += new_ports
         self._tables[wid] = flows, ports

@@ -154,9 +154,9 @@ def test_two_workers_merged_give_the_readings_events_and_elephants_of_one_collec
     coll, theirs = merge.stats()
     assert coll == col.stats and coll["decode_errors"] > 0
     assert {k: v + theirs.get(k, 0) for k, v in est.stats.items()} == one.stats
-    # a worker keeps no more of a link's sampled buckets than a window's (it has no view that would drop them)
+    # a worker keeps no more of a link's sampled buckets than two windows' (it has no view that would drop them)
     w = MonitorConfig().link_window_s
-    assert all(q[-1][0] - q[0][0] <= w for s in shards for q in s.estimator._link_samples.values())
+    assert all(q[-1][0] - q[0][0] <= 2 * w for s in shards for q in s.estimator._link_samples.values())
     # the links over the hot threshold, those taken as newly hot and the links' sampled readings at each tick
     assert hot1 == hot2 and one._over == est._over and merge.rows_dropped == 0
     assert sum(len(sampled) for _, sampled in hot1) > 10
@@ -300,3 +300,58 @@ def test_a_workers_socket_holds_what_arrives_while_it_is_behind():
         assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT) == 1
     finally:
         sock.close()
+
+
+def test_a_batch_the_controller_could_not_take_costs_its_rows_until_the_worker_numbers_afresh():
+    """A batch lost between a worker and the controller (a bug, logged) leaves the numbers it gave unknown
+    there: the rows that name them are counted and dropped, none is folded into the wrong flow or port, and
+    once the worker numbers afresh (``RENUMBER_BATCHES``) its rows are folded again."""
+    fabric = fattree(4, 10.0)
+    ifmap, agent_of, traffic = _traffic(fabric)
+    est = Estimator(fabric)
+    est.set_ifmap(ifmap)
+    merge = Merge(est)
+    shard = Shard(fabric, sources="any")
+    shard.control({"ifmap": ifmap})
+    shard.rows.renumber = 4
+    folded, dropped = [], []
+    for n, chunk in enumerate([traffic[i::6] for i in range(6)]):
+        for t, _, data in sorted(chunk, key=lambda x: x[0]):
+            shard.handle(t, data)
+        batch = pickle.loads(pickle.dumps(shard.drain()))
+        if n == 0:
+            continue  # (lost: the controller never sees its numbers)
+        before = est.stats["flow_samples"]
+        merge.apply(0, batch)
+        merge.flush()
+        folded.append(est.stats["flow_samples"] - before)
+        dropped.append(merge.rows_dropped)
+    # batches 2-4 name flows and ports numbered in the lost one: dropped; the fifth numbers afresh
+    assert folded[:3] == [0, 0, 0] and dropped[2] > 0 and folded[3] > 0 and folded[4] > 0
+    assert dropped[3] == dropped[4] == dropped[2]
+    one, _, _, _ = _one(fabric, ifmap, traffic, [])  # (no flow folded under a wrong flow's or port's name)
+    assert est.flows and all(set(st.points) <= set(one.flows[ft].points) for ft, st in est.flows.items())
+
+
+def test_the_links_sampled_window_turned_off_live_stops_nothing_in_a_worker():
+    """``link_window_s`` is a live setting and 0 turns the sampled link readings off: a worker with samples
+    still in its buckets drains on (no division by a window of 0), and the controller reads no sampled link."""
+    from dataclasses import replace
+
+    fabric = fattree(4, 10.0)
+    ifmap, agent_of, traffic = _traffic(fabric, seconds=2.0)
+    est = Estimator(fabric)
+    est.set_ifmap(ifmap)
+    merge = Merge(est)
+    shard = Shard(fabric, sources="any")
+    shard.control({"ifmap": ifmap, "hot_threshold": 0.3})
+    for t, _, data in traffic[: len(traffic) // 2]:
+        shard.handle(t, data)
+    off = replace(MonitorConfig(), link_window_s=0.0)
+    shard.control({"config": off})
+    est.cfg = off
+    for t, _, data in traffic[len(traffic) // 2:]:
+        shard.handle(t, data)
+    merge.apply(0, pickle.loads(pickle.dumps(shard.drain())))
+    merge.flush()
+    assert est.stats["flow_samples"] > 0 and not est.view(traffic[-1][0]).sampled

@@ -556,7 +556,7 @@ class Estimator:
         """Sampled packets into their flows' estimates, each (when, where: the switch port it entered, its
         five-tuple, the bytes it stands for, its TCP sequence number and segment length, 0 and 0 if none). What
         a worker of the collector hands the controller (``monitoring.shard``) is these rows."""
-        flows, points_new, sampled, n = self.flows, _Point, self._sampled, 0
+        flows, point, sampled, n = self.flows, _Point, self._sampled, 0
         for now, where, ft, nb, seq, length in rows:
             n += 1
             st = flows.get(ft)
@@ -564,7 +564,7 @@ class Estimator:
                 st = flows[ft] = FlowState(ft)
             pt = st.points.get(where)
             if pt is None:
-                pt = st.points[where] = points_new(now)
+                pt = st.points[where] = point(now)
             pt.samples.append((now, nb))
             pt.total += nb
             pt.held += nb

@@ -204,7 +204,7 @@ class Merge:
         self.stale_links: frozenset = frozenset()
         self._tables: dict[int, tuple[list, list]] = {}  # each worker's numbering: its flows, its ports
         self._rows: list = []  # (worker, the rows' columns) handed over, folded at ``flush``
-        self.rows_dropped = 0  # rows naming a flow the controller was not told of (none, unless a bug)
+        self.rows_dropped = 0  # rows naming a flow or port the controller was not told of (none, unless a bug)
 
     def flush(self) -> None:
         """Fold the flow samples handed over since the last flush into the flows, in the order they were

@@ -225,5 +225,5 @@ class WorkerPool:
         """For ``/api/v1/status`` and the metrics: workers asked for, alive, restarted, links stale meanwhile."""
         return {"workers": len(self.workers), "alive": sum(w.sock is not None for w in self.workers),
                 "ready": sum(w.ready for w in self.workers), "restarts": self.restarts,
-                "stale_links": len(self.merge.stale_links), "rows_dropped": self.merge.rows_dropped, "pids": [w.proc.pid if w.proc and w.sock else None
-                                                                     for w in self.workers]}
+                "stale_links": len(self.merge.stale_links), "rows_dropped": self.merge.rows_dropped,
+                "pids": [w.proc.pid if w.proc and w.sock else None for w in self.workers]}

@@ -193,7 +193,7 @@ class _StateCollector:
             yield GaugeMetricFamily("freeway_sflow_stale_links", "Links stale since their sFlow worker died, until "
                                     "measured again", value=ms["sflow_stale_links"])
             fam = CounterMetricFamily("freeway_sflow_rows_dropped", "Sampled packets a worker handed over naming "
-                                      "a flow the controller was not told of (none but by a bug)")
+                                      "a flow or port the controller was not told of (none but by a bug)")
             fam.add_metric([], ms.get("sflow_rows_dropped", 0))
             yield fam
         yield GaugeMetricFamily("freeway_transactions_open", "Installs waiting for the switches' confirmation",

@@ -208,13 +208,20 @@ def test_switches_that_connect_together_send_their_echo_requests_spread_over_the
     assert max(sum(1 for p in phases if int(p / 0.2) == i) for i in range(10)) < 150  # (about 100 each)
 
 
-def _green_pair():
+def _green_pair(rcvbuf: int | None = None):
+    """(ours, theirs): a connected pair of green sockets; ``rcvbuf``: their receive buffer, set before they
+    connect (set after, the window agreed at the connection stays: the pair took 65,536 bytes unread on Linux
+    6.18, where the test below needs a 65,000-byte message not to fit)."""
+    import socket as pysocket
+
     from eventlet.green import socket as gsocket
 
     listener = gsocket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
     theirs = gsocket.socket()
+    if rcvbuf is not None:
+        theirs.setsockopt(pysocket.SOL_SOCKET, pysocket.SO_RCVBUF, rcvbuf)
     theirs.connect(listener.getsockname())
     ours, _ = listener.accept()
     listener.close()
@@ -236,8 +243,7 @@ def test_a_message_to_an_idle_connection_leaves_at_once_and_a_busy_ones_keep_the
 
     os_sleep = patcher.original("time").sleep  # these wait without running the event loop
     os_select = patcher.original("select").select
-    ours, theirs = _green_pair()
-    theirs.setsockopt(pysocket.SOL_SOCKET, pysocket.SO_RCVBUF, 4096)  # small buffers: a big message fills them
+    ours, theirs = _green_pair(rcvbuf=4096)  # small buffers: a big message fills them
     ours.setsockopt(pysocket.SOL_SOCKET, pysocket.SO_SNDBUF, 4096)
     dp = ofchannel._gated_class()(ours, ("127.0.0.1", 1), False, None)
     dp._deadline.cancel()
@@ -274,7 +280,9 @@ def test_a_message_to_an_idle_connection_leaves_at_once_and_a_busy_ones_keep_the
     big, small = msg(1, 65000), msg(2)
     assert dp.send(big)  # more than the buffers take: part written at once, the rest queued behind it
     assert ofchannel.STATS["send-direct"] == before + 2 and dp.send_q.qsize() == 1
-    hub.sleep(0)  # the send loop takes the rest and writes, until the buffers are full again
+    deadline = time.monotonic() + 1.0  # the send loop takes the rest and writes, until the buffers are full again
+    while (dp.send_q.qsize() or dp.send_q.getting()) and time.monotonic() < deadline:
+        hub.sleep(0)  # (the queue hands it over at a later turn of the loop than the next: one is not always enough)
     got = room()  # room on the socket, while the loop still waits to write the rest
     assert dp.send_q.qsize() == 0 and not dp.send_q.getting()
     assert dp.send(small) and dp.send_q.qsize() == 1  # the loop is mid-write: queued, not written at once

@@ -52,6 +52,7 @@ from topology.fabric import Fabric
 LOG = logging.getLogger("freeway")
 DECISIONS = logging.getLogger("freeway.decisions")  # one record per decision (shown by --log-format json)
 LAG_WARN_S = 1.0  # the event loop held this long is logged (``loop_lag``)
+ANSWER_POLL_S = 0.001  # background work giving way to an awaited answer looks again this often (``give_way``)
 BARRIER_TIMEOUT_S = 3.0
 OFP_ERROR_TYPES = {getattr(ofproto, n): n[len("OFPET_"):] for n in dir(ofproto) if n.startswith("OFPET_")}
 
@@ -116,6 +117,7 @@ class ControllerApp(SwitchesMixin, LinksMixin, ClusterMixin,
         self.monitor = app_manager.lookup_service_brick("MonitorApp")
         if self.monitor is not None:
             self.monitor.add_snapshot_source(self.snapshot)
+            self.monitor.between_parts = self.give_way
             self.monitor.estimator.hot_threshold = self.policy.hot_threshold()
         self.threads.append(hub.spawn(self._period_loop))
         self.threads.append(hub.spawn(self._tick_loop))
@@ -321,6 +323,7 @@ class ControllerApp(SwitchesMixin, LinksMixin, ClusterMixin,
     def _period_loop(self):
         while self.is_active:
             hub.sleep(schedule.PERIOD_S)
+            self.give_way()
             try:
                 self.period(time.monotonic())
             except Exception:  # a bug here must not stop the loop or the controller
@@ -335,7 +338,8 @@ class ControllerApp(SwitchesMixin, LinksMixin, ClusterMixin,
                 now = time.monotonic()
                 lag = now - asleep - schedule.TICK_S
                 self.loop_lag(lag)
-                if self.collector.tick(now) is not None:
+                self.give_way()
+                if self.collector.tick(time.monotonic()) is not None:
                     hub.sleep(0)  # a collection (a middle one up to 84 ms at k=48): what waits goes on first
                 self.linkwatch.loop_held(now, lag)  # late probes are not silence: LLDP judges nothing for a while
                 if config.take_reload_request():
@@ -346,6 +350,18 @@ class ControllerApp(SwitchesMixin, LinksMixin, ClusterMixin,
                 self._readback_tick(now)
             except Exception:
                 LOG.exception("freeway tick failed")
+
+    def give_way(self) -> None:
+        """Between two pieces of background work (the period's parts, the tick's collection, monitoring's
+        round): what waits on the loop goes on, and while a host awaits a handshake's answer the next piece
+        waits for it, up to ``schedule.ANSWER_WAIT_S`` (``schedule.gives_way``)."""
+        hub.sleep(0)
+        t = time.monotonic()
+        if not self.executor.awaited():
+            return
+        self.counters["gave-way-to-answers"] += 1
+        while schedule.gives_way(time.monotonic() - t, self.executor.awaited()):
+            hub.sleep(ANSWER_POLL_S)
 
     def loop_lag(self, lag: float) -> None:
         """How late the tick loop woke: the time the process's single event loop spent on something
@@ -371,7 +387,7 @@ class ControllerApp(SwitchesMixin, LinksMixin, ClusterMixin,
             policy = self.policy
             parts = iter(policy.period_parts(now, view))
             while True:
-                hub.sleep(0)  # between the parts, what waits on the loop (a handshake, a barrier) goes on
+                self.give_way()  # between the parts, what waits on the loop (a handshake, a barrier) goes on
                 if self.policy is not policy or not self.master():  # handed over meanwhile: it decides no more
                     break
                 t = time.monotonic()

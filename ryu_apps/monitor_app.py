@@ -86,6 +86,9 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
         self.fabric = Fabric.load(self.cfg.fabric)
         self.estimator = Estimator(self.fabric, self.cfg.monitor_config())
         self.collector = Collector(self.estimator, self.cfg.sflow_sources)
+        # between two parts of a round: what waits on the loop goes on (the controller app, when there is one,
+        # also has them wait for the answers hosts await: ``ControllerApp.give_way``)
+        self.between_parts = lambda: hub.sleep(0)
         self.sflowrt = SFlowRT(self.cfg.sflow_rt_url, self.estimator) if self.cfg.monitor == "sflow-rt" else None
         n = self.cfg.sflow_worker_count() if self.cfg.monitor == "sflow" else 0
         # sFlow read in worker processes (issue 63), or by this event loop (sflow_workers 0)
@@ -149,8 +152,9 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
 
     def _periodic(self):
         while self.is_active:
+            self.between_parts()
             for _ in self.step_parts(time.monotonic()):
-                hub.sleep(0)  # between the parts, what waits on the loop (a handshake, a barrier) goes on
+                self.between_parts()
             hub.sleep(schedule.TICK_S)
 
     def step(self, now: float) -> None:

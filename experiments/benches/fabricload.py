@@ -175,10 +175,24 @@ class Load:
 
 def start_agents(spec: dict, d: Path, name: str) -> subprocess.Popen:
     """The sFlow agents (``experiments.benches.sflowload``) in a process of their own; read with ``agents_done``."""
-    path = d / f"sflow-{name}.json"
-    path.write_text(json.dumps(spec))
-    return subprocess.Popen([sys.executable, "-m", "experiments.benches.sflowload", str(path)], stdout=subprocess.PIPE,
+    path, started = d / f"sflow-{name}.json", d / f"sflow-{name}.started"
+    started.unlink(missing_ok=True)
+    path.write_text(json.dumps({**spec, "started_file": str(started)}))
+    proc = subprocess.Popen([sys.executable, "-m", "experiments.benches.sflowload", str(path)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=str(Path(__file__).resolve().parents[2]))
+    proc.started_file = started
+    return proc
+
+
+def agents_sending(proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    """Wait until the agents send their first datagram: reading their ports and streams takes them 1-2 s at
+    k=48, and a warm-up counted from their start was that much shorter (the first handshakes of a k=48 run
+    found links not yet measured, 2026-12-05)."""
+    deadline = time.monotonic() + timeout
+    while not proc.started_file.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return  # (``agents_done`` says why)
+        time.sleep(0.02)
 
 
 def agents_done(proc: subprocess.Popen, timeout: float) -> dict:
@@ -291,6 +305,8 @@ def level(api: str, sflow_port: int, load: Load, d: Path, interval: float, sampl
     before, drops0, cpu0, t0 = scrape(api), udp_drops(sflow_port), cpu_seconds(), time.monotonic()
     proc = start_agents(load.spec(("127.0.0.1", sflow_port), seconds, interval, sampling), d,
                         f"{interval:g}s-1in{sampling}")
+    if during is not None:
+        agents_sending(proc)
     extra = during() if during is not None else None
     sent = agents_done(proc, seconds + 120)
     time.sleep(1.0)  # what is still in the socket's buffer is read

@@ -29,6 +29,7 @@ import socket
 import struct
 import sys
 import time
+from pathlib import Path
 
 from ryu_apps.simswitch import sflow as enc
 
@@ -179,6 +180,8 @@ def run(spec: dict) -> dict:
 
     t0, cpu0 = time.monotonic(), time.process_time()
     out["t0_wall"] = time.time()
+    if spec.get("started_file"):  # (the bench's warm-up counts from here)
+        Path(spec["started_file"]).write_text(str(out["t0_wall"]))
     first_sample: dict[int, float] = {}
     out["first_sample_wall"] = first_sample
     end = t0 + float(spec["duration_s"])

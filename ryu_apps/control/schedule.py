@@ -5,6 +5,7 @@ PERIOD_S = 1.0  # the policy's period: monitoring's view in, a Reaction out
 TICK_S = 0.1  # monitoring's loop and the app's tick: link hold-downs, the liveness model, hot links
 EARLY_ROUND_S = 0.2  # at most one early round (a link newly over EFM's threshold) this often
 EVENT_TURN_S = 0.01  # the app's queued events handled one after another for this long, then the loop is let go
+ANSWER_WAIT_S = 0.02  # a piece of background work waits at most this long for the answers hosts await
 
 
 def early_round_due(now: float, last: float) -> bool:
@@ -25,3 +26,14 @@ def events_turn(now: float, started: float, waited: bool, more: bool = True) -> 
     if now - started >= EVENT_TURN_S and more:
         return now, True
     return started, False
+
+
+def gives_way(waited: float, awaited: int) -> bool:
+    """Whether the next piece of background work on the os-ken app's one event loop (a part of the period,
+    the tick's collection, a part of monitoring's round: 10-35 ms each at k=48) waits a little longer,
+    having waited ``waited`` s, while ``awaited`` transactions a host awaits the answer of (a handshake's
+    entries, sent and not yet confirmed) are open. Their answer needs the loop for every switch's barrier
+    reply and then the ACK; each piece started meanwhile is paid in full by it (at k=48 a handshake's p99
+    was three or four such pieces, 2026-12-05). Never longer than ``ANSWER_WAIT_S``: background work is
+    late, never starved."""
+    return awaited > 0 and waited < ANSWER_WAIT_S

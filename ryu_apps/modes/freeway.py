@@ -176,7 +176,7 @@ class FreewayPolicy(Policy):
                  ", ".join(path_top(pl.path) for pl in el.placements), el.rate_bps / 1e6)
         return Reaction(txns=[Txn(f"elephant {ip_src} {el.subflows[0].sport}", out.ops, answer,
                                   self._refused(el, answer, refusal),
-                                  store=[(f"elephants/{el.eid}", self.state.record(el))])])
+                                  store=[(f"elephants/{el.eid}", self.state.record(el))], answers=True)])
 
     def _placed_event(self, el: Elephant, how: str, via: str, now: float, repeat: bool = False) -> dict:
         return {"type": "placement", "how": how, "via": via, "elephant": el.eid, "host": el.src.ip,
@@ -204,7 +204,7 @@ class FreewayPolicy(Policy):
             if f.error_type == METER_MOD_FAILED and self.state.refuse_meters(el.src.switch):
                 LOG.error("%s refused a meter: forwarding elephants from it without meters", el.src.switch)
                 return Reaction(txns=[Txn(f"elephant {el.src.ip} (no meter)", self.state.install_ops(el), answer,
-                                          self._refused(el, answer, refusal))])
+                                          self._refused(el, answer, refusal), answers=True)])
             self.state.release(el.eid)
             store = f.reason.startswith("cluster store")
             reason = f.reason if store else f"the switches refused the path: {f.reason}"

@@ -64,6 +64,10 @@ class Executor:
     def __len__(self) -> int:
         return len(self.tracker)
 
+    def awaited(self) -> int:
+        """Open transactions whose outcome a host awaits (a handshake's answer: ``Txn.answers``)."""
+        return self.tracker.awaited
+
     def send(self, ops, tid: int | None = None) -> None:
         """Send (switch, intents) in order; a switch that is not connected is skipped. A transaction's
         messages all go out, even if a switch refused one of them meanwhile: it fails once they are out, and

@@ -43,6 +43,7 @@ class Txn:
     rollback: Ops | None = None  # None: derived from ``install``
     store: list = field(default_factory=list)  # (key, record) a cluster writes to its store after the switches
     # confirmed and before ``done()`` (the ACK it backs); a write that fails rolls the install back
+    answers: bool = False  # a host awaits its outcome (a handshake's answer): ``Tracker.awaited`` counts it
 
 
 @dataclass
@@ -103,6 +104,7 @@ class Tracker:
         self._by_xid: dict[tuple[str, int], int] = {}
         self._next = 1
         self._starts: list[tuple[float, int]] = []  # a heap of (started, tid): expiry looks at the oldest only
+        self.awaited = 0  # open transactions whose outcome a host awaits (``Txn.answers``)
 
     def __len__(self) -> int:
         return len(self._open)
@@ -111,6 +113,7 @@ class Tracker:
         tid = self._next
         self._next += 1
         self._open[tid] = _Open(tid, txn, now, switches={sw for sw, _ in txn.install})
+        self.awaited += txn.answers
         heapq.heappush(self._starts, (now, tid))
         return tid
 
@@ -191,6 +194,7 @@ class Tracker:
 
     def _close(self, t: _Open, failure: Failure | None) -> Outcome:
         del self._open[t.tid]
+        self.awaited -= t.txn.answers
         for key in t.sent | t.waiting:
             self._by_xid.pop(key, None)
         if failure is None:

@@ -216,6 +216,16 @@ def test_the_handler_loop_lets_the_event_loop_go_after_a_turn_of_events():
     assert events_turn(9.0, 5.0, waited=True) == (9.0, False)  # however long ago: it waited
 
 
+def test_background_work_gives_way_to_an_awaited_answer_for_a_while_only():
+    """Between two pieces of background work the controller waits while a host awaits a handshake's answer
+    (its entries sent, not yet confirmed), never longer than ANSWER_WAIT_S; with none awaited, not at all."""
+    from ryu_apps.control.schedule import ANSWER_WAIT_S, gives_way
+
+    assert not gives_way(0.0, 0)
+    assert gives_way(0.0, 1) and gives_way(ANSWER_WAIT_S / 2, 3)
+    assert not gives_way(ANSWER_WAIT_S, 1) and not gives_way(10.0, 5)
+
+
 def test_collector_pace_keeps_the_young_generation_small_when_the_count_does_not():
     """A process that replaces what it holds (an old object freed for each new one) never reaches
     Python's allocation threshold, so its young objects pile up until something else starts a pass;

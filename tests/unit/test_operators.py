@@ -75,7 +75,9 @@ def test_an_announce_made_through_the_api_is_placed_installed_and_answered_like_
     got = []
     flow = FiveTuple(SRC.ip, DST.ip, 6, 41000, 5001)
     payload = hs.encode(hs.Announce(9, 10**8, 3000, (flow,)))
-    sim.react(pol.announce(sim.now, SRC.name, payload, lambda reply, ev: got.append((hs.decode(reply), ev))))
+    r = pol.announce(sim.now, SRC.name, payload, lambda reply, ev: got.append((hs.decode(reply), ev)))
+    assert [t.answers for t in r.txns] == [True]  # its caller awaits it: the controller's background work gives way
+    sim.react(r)
     (reply, ev), = got
     assert isinstance(reply, hs.Ack) and reply.rate_kbps == 3000 and ev["via"] == "api"
     el = pol.state.elephant_of(flow)

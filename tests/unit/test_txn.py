@@ -11,9 +11,9 @@ G = Group(1003, ())
 INSTALL = [("e2_0", [F1]), ("c2", [F1, F2]), ("e0_0", [M, F1, G])]
 
 
-def _open(tr, now=0.0, install=INSTALL):
+def _open(tr, now=0.0, install=INSTALL, answers=False):
     calls = []
-    t = Txn("test", install, done=lambda: calls.append("done"), failed=lambda f: calls.append(f))
+    t = Txn("test", install, done=lambda: calls.append("done"), failed=lambda f: calls.append(f), answers=answers)
     tid = tr.begin(t, now)
     xid = 100
     for sw, intents in install:
@@ -145,3 +145,27 @@ def test_answers_handled_while_the_messages_still_go_out_count_once_all_is_out()
         assert not o.ok and len(tr) == 0
         assert o.failure.reason.split()[-1] in {"error": "code=0", "down": "disconnected", "timeout": "s"}[fault]
         assert o.rollback == rollback_of(INSTALL)  # (sent after the install's last message)
+
+
+def test_awaited_counts_the_open_transactions_a_host_awaits_however_they_close():
+    """``awaited`` (while it is not 0, the controller's background work gives way: ``schedule.gives_way``)
+    counts the open transactions whose outcome a host awaits, and drops each as it closes: confirmed, refused
+    by a switch, a switch gone, expired, or failed before anything went out. A repeated reply counts once."""
+    tr = Tracker(timeout_s=1.0)
+    _, confirmed, _ = _open(tr, answers=True)
+    assert tr.awaited == 1
+    for sw, x in confirmed.items():
+        tr.barrier_reply(sw, x)
+    tr.barrier_reply("e0_0", confirmed["e0_0"])
+    assert tr.awaited == 0 and len(tr) == 0
+    _open(tr)  # a period's move: no host awaits it
+    assert tr.awaited == 0 and len(tr) == 1
+    _open(tr, answers=True)
+    assert tr.awaited == 1 and tr.error("c2", 102, 1, 2) is not None and tr.awaited == 0  # its first message to c2
+    _open(tr, answers=True)
+    assert tr.awaited == 1 and len(tr.switch_down("c2")) == 2 and tr.awaited == 0
+    _open(tr, now=10.0, answers=True)
+    assert tr.awaited == 1 and tr.expire(12.0) and tr.awaited == 0
+    tid = tr.begin(Txn("refused at once", INSTALL, answers=True), 20.0)
+    assert tr.awaited == 1 and tr.fail(tid, Failure("switch e2_0 is not connected", "e2_0")) and tr.awaited == 0
+    assert len(tr) == 0

@@ -357,10 +357,10 @@ class ControllerApp(SwitchesMixin, LinksMixin, ClusterMixin,
         waits for it, up to ``schedule.ANSWER_WAIT_S`` (``schedule.gives_way``)."""
         hub.sleep(0)
         t = time.monotonic()
-        if not self.executor.awaited():
+        if not self.executor.awaited(t - schedule.ANSWER_FRESH_S):
             return
         self.counters["gave-way-to-answers"] += 1
-        while schedule.gives_way(time.monotonic() - t, self.executor.awaited()):
+        while schedule.gives_way(time.monotonic() - t, self.executor.awaited(t - schedule.ANSWER_FRESH_S)):
             hub.sleep(ANSWER_POLL_S)
 
     def loop_lag(self, lag: float) -> None:

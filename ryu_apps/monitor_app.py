@@ -152,9 +152,13 @@ class MonitorApp(app_manager.OSKenApp if hasattr(app_manager, "OSKenApp") else a
 
     def _periodic(self):
         while self.is_active:
-            self.between_parts()
-            for _ in self.step_parts(time.monotonic()):
+            try:
                 self.between_parts()
+                for _ in self.step_parts(time.monotonic()):
+                    self.between_parts()
+            except Exception:  # (``step_parts`` catches its own: this is the waits between its parts)
+                self.loop_errors += 1
+                LOG.exception("monitoring loop failed (%d so far); it goes on", self.loop_errors)
             hub.sleep(schedule.TICK_S)
 
     def step(self, now: float) -> None:

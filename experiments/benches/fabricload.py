@@ -185,13 +185,15 @@ def start_agents(spec: dict, d: Path, name: str) -> subprocess.Popen:
 
 
 def agents_sending(proc: subprocess.Popen, timeout: float = 120.0) -> None:
-    """Wait until the agents send their first datagram: reading their ports and streams takes them 1-2 s at
-    k=48, and a warm-up counted from their start was that much shorter (the first handshakes of a k=48 run
-    found links not yet measured, 2026-12-05)."""
+    """Wait until the agents begin sending (their clock starts; the first counters go out with it): reading
+    their ports and streams takes them 1-2 s at k=48, and a warm-up counted from their start was that much
+    shorter (the first handshakes of a k=48 run found links not yet measured, 2026-12-05)."""
     deadline = time.monotonic() + timeout
     while not proc.started_file.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
+        if proc.poll() is not None:
             return  # (``agents_done`` says why)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the sFlow agents did not begin sending within {timeout:g} s")
         time.sleep(0.02)
 
 

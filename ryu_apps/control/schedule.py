@@ -6,6 +6,7 @@ TICK_S = 0.1  # monitoring's loop and the app's tick: link hold-downs, the liven
 EARLY_ROUND_S = 0.2  # at most one early round (a link newly over EFM's threshold) this often
 EVENT_TURN_S = 0.01  # the app's queued events handled one after another for this long, then the loop is let go
 ANSWER_WAIT_S = 0.02  # a piece of background work waits at most this long for the answers hosts await
+ANSWER_FRESH_S = 0.25  # ... and only for answers asked this recently (an older one waits on a slow switch)
 
 
 def early_round_due(now: float, last: float) -> bool:
@@ -34,6 +35,7 @@ def gives_way(waited: float, awaited: int) -> bool:
     having waited ``waited`` s, while ``awaited`` transactions a host awaits the answer of (a handshake's
     entries, sent and not yet confirmed) are open. Their answer needs the loop for every switch's barrier
     reply and then the ACK; each piece started meanwhile is paid in full by it (at k=48 a handshake's p99
-    was three or four such pieces, 2026-12-05). Never longer than ``ANSWER_WAIT_S``: background work is
-    late, never starved."""
+    was three or four such pieces, 2026-12-05). Never longer than ``ANSWER_WAIT_S``, and only for answers
+    begun within ``ANSWER_FRESH_S`` (the caller counts those): background work is late, never starved, and
+    a switch that does not confirm holds it back for a quarter of a second, not until the transaction expires."""
     return awaited > 0 and waited < ANSWER_WAIT_S

@@ -64,9 +64,10 @@ class Executor:
     def __len__(self) -> int:
         return len(self.tracker)
 
-    def awaited(self) -> int:
-        """Open transactions whose outcome a host awaits (a handshake's answer: ``Txn.answers``)."""
-        return self.tracker.awaited
+    def awaited(self, since: float | None = None) -> int:
+        """Open transactions whose outcome a host awaits (a handshake's answer: ``Txn.answers``); with
+        ``since``, only those that began then or later."""
+        return self.tracker.awaited if since is None else self.tracker.awaited_since(since)
 
     def send(self, ops, tid: int | None = None) -> None:
         """Send (switch, intents) in order; a switch that is not connected is skipped. A transaction's
@@ -96,11 +97,16 @@ class Executor:
         if missing:
             self.finish(self.tracker.fail(tid, Failure(f"switch {missing[0]} is not connected", missing[0])))
             return
-        self.send(t.install, tid)
-        for sw in dict.fromkeys(sw for sw, _ in t.install):
-            xid = self.carrier.barrier(sw)
-            if xid is not None:
-                self.tracker.barrier_sent(tid, sw, xid)
+        try:
+            self.send(t.install, tid)
+            for sw in dict.fromkeys(sw for sw, _ in t.install):
+                xid = self.carrier.barrier(sw)
+                if xid is not None:
+                    self.tracker.barrier_sent(tid, sw, xid)
+        except Exception as e:  # a message that could not be sent (a bug): the transaction fails now, and is
+            LOG.exception("%s: sending failed", t.name)  # not left open for good (nothing would ever close it)
+            self.finish(self.tracker.fail(tid, Failure(f"sending failed: {e}")))
+            return
         self.finish(self.tracker.check(tid))
 
     def finish(self, o: Outcome | None) -> None:

@@ -104,16 +104,26 @@ class Tracker:
         self._by_xid: dict[tuple[str, int], int] = {}
         self._next = 1
         self._starts: list[tuple[float, int]] = []  # a heap of (started, tid): expiry looks at the oldest only
-        self.awaited = 0  # open transactions whose outcome a host awaits (``Txn.answers``)
+        self._answering: dict[int, float] = {}  # the open transactions whose outcome a host awaits: when each began
 
     def __len__(self) -> int:
         return len(self._open)
+
+    @property
+    def awaited(self) -> int:
+        """The open transactions whose outcome a host awaits (``Txn.answers``)."""
+        return len(self._answering)
+
+    def awaited_since(self, since: float) -> int:
+        """Those of them that began at ``since`` or later (one waiting longer waits on a slow switch)."""
+        return sum(1 for t in self._answering.values() if t >= since)
 
     def begin(self, txn: Txn, now: float) -> int:
         tid = self._next
         self._next += 1
         self._open[tid] = _Open(tid, txn, now, switches={sw for sw, _ in txn.install})
-        self.awaited += txn.answers
+        if txn.answers:
+            self._answering[tid] = now
         heapq.heappush(self._starts, (now, tid))
         return tid
 
@@ -194,7 +204,7 @@ class Tracker:
 
     def _close(self, t: _Open, failure: Failure | None) -> Outcome:
         del self._open[t.tid]
-        self.awaited -= t.txn.answers
+        self._answering.pop(t.tid, None)
         for key in t.sent | t.waiting:
             self._by_xid.pop(key, None)
         if failure is None:

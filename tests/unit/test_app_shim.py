@@ -226,6 +226,33 @@ def test_background_work_gives_way_to_an_awaited_answer_for_a_while_only():
     assert not gives_way(ANSWER_WAIT_S, 1) and not gives_way(10.0, 5)
 
 
+def test_the_app_gives_way_to_a_fresh_awaited_answer_and_not_to_an_old_one():
+    """``ControllerApp.give_way`` on the real event loop: with an answer awaited since just now it waits about
+    ANSWER_WAIT_S (until the answer goes, if sooner); with none, or only one awaited for longer than
+    ANSWER_FRESH_S (a switch that does not confirm), it goes on at once."""
+    from collections import Counter
+
+    from ryu_apps.control.schedule import ANSWER_FRESH_S, ANSWER_WAIT_S
+    from ryu_apps.openflow.executor import Executor
+    from ryu_apps.openflow.txn import Txn
+
+    def app(begun_s_ago):
+        ex = Executor(SimpleNamespace(clock=time.monotonic), 3.0)
+        if begun_s_ago is not None:
+            ex.tracker.begin(Txn("elephant 10.0.0.1 5001", [("e0_0", [])], answers=True), time.monotonic() - begun_s_ago)
+        return SimpleNamespace(executor=ex, counters=Counter())
+
+    def waited(a) -> float:
+        t = time.monotonic()
+        ControllerApp.give_way(a)
+        return time.monotonic() - t
+
+    fresh = app(0.0)
+    assert ANSWER_WAIT_S * 0.9 <= waited(fresh) < ANSWER_WAIT_S + 0.05 and fresh.counters["gave-way-to-answers"] == 1
+    for a in (app(None), app(ANSWER_FRESH_S + 0.1)):
+        assert waited(a) < ANSWER_WAIT_S / 2 and not a.counters["gave-way-to-answers"]
+
+
 def test_collector_pace_keeps_the_young_generation_small_when_the_count_does_not():
     """A process that replaces what it holds (an old object freed for each new one) never reaches
     Python's allocation threshold, so its young objects pile up until something else starts a pass;

@@ -105,3 +105,23 @@ def test_barriers_answered_while_sending_confirm_with_the_last_answer():
     carrier.wait()
     assert calls == ["done"] and len(ex) == 0
     assert [sw for sw, i in carrier.out if i == "barrier"] == ["e2_0", "c2", "e0_0"]
+
+
+def test_a_message_that_cannot_be_sent_fails_the_transaction_and_leaves_nothing_open():
+    """A send that raises (a bug, or a switch gone while its barrier is built) used to leave the transaction
+    open for good: nothing closes one whose messages are still going out, and background work gives way
+    while an answered one is open (``Tracker.awaited``). It now fails at once and what went out is undone."""
+    class Broken(Channels):
+        def barrier(self, switch):
+            if switch == "c2":
+                raise AttributeError("'NoneType' object has no attribute 'send_msg'")
+            return super().barrier(switch)
+
+    carrier = Broken()
+    calls = []
+    ex = carrier.ex = Executor(carrier, 3.0)
+    ex.begin(Txn("t", INSTALL, done=lambda: calls.append("done"), failed=lambda f: calls.append(f.reason),
+                 answers=True))
+    assert calls == ["sending failed: 'NoneType' object has no attribute 'send_msg'"]
+    assert len(ex) == 0 and ex.awaited() == 0
+    assert ("e2_0", DeleteFlows(F1.cookie)) in carrier.out and ("c2", DeleteFlows(F2.cookie)) in carrier.out

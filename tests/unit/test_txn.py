@@ -169,3 +169,8 @@ def test_awaited_counts_the_open_transactions_a_host_awaits_however_they_close()
     tid = tr.begin(Txn("refused at once", INSTALL, answers=True), 20.0)
     assert tr.awaited == 1 and tr.fail(tid, Failure("switch e2_0 is not connected", "e2_0")) and tr.awaited == 0
     assert len(tr) == 0
+    _open(tr, now=30.0, answers=True)
+    _open(tr, now=30.2, answers=True)
+    _open(tr, now=30.3)
+    assert tr.awaited == 2 and tr.awaited_since(30.1) == 1 and tr.awaited_since(30.0) == 2
+    assert tr.awaited_since(30.25) == 0  # (one waiting longer waits on a slow switch)

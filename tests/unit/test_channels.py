@@ -282,7 +282,7 @@ def test_a_message_to_an_idle_connection_leaves_at_once_and_a_busy_ones_keep_the
     assert ofchannel.STATS["send-direct"] == before + 2 and dp.send_q.qsize() == 1
     deadline = time.monotonic() + 1.0  # the send loop takes the rest and writes, until the buffers are full again
     while (dp.send_q.qsize() or dp.send_q.getting()) and time.monotonic() < deadline:
-        hub.sleep(0)  # (the queue hands it over at a later turn of the loop than the next: one is not always enough)
+        hub.sleep(0)  # (as many turns as it takes; a loop that wrote it all is back on its queue: failed below)
     got = room()  # room on the socket, while the loop still waits to write the rest
     assert dp.send_q.qsize() == 0 and not dp.send_q.getting()
     assert dp.send(small) and dp.send_q.qsize() == 1  # the loop is mid-write: queued, not written at once

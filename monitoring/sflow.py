@@ -294,10 +294,42 @@ def parse_ethernet(h: bytes) -> tuple[int | None, FiveTuple | None, int | None]:
     return _parse_ethernet(h)[:3]
 
 
+_FAST = struct.Struct("!12xHBBH2xHxB2x4s4sHHI4xB")  # an untagged IPv4 frame with a 20-byte IP header, to the
+# TCP data offset: EtherType, version and IHL, TOS, total length, flags and fragment offset, protocol, addresses,
+# ports, sequence number, data offset
+_FIVE: dict[bytes, FiveTuple] = {}  # addresses and ports as sampled -> their five-tuple (bounded: ``FIVE_KEPT``)
+FIVE_KEPT = 65_536
+
+
 def _parse_ethernet(h: bytes) -> tuple[int | None, FiveTuple | None, int | None, tuple[int, int] | None]:
     """parse_ethernet's answer, plus a TCP segment's (sequence number, payload bytes) when the header
     reaches the TCP data offset (the payload length comes from the IP total length, so a header cut
-    short by the agent still gives it)."""
+    short by the agent still gives it). Nearly every sampled frame is an untagged IPv4 TCP or UDP frame
+    with a plain IP header: those are read with one unpack, their five-tuple looked up by the bytes it is
+    made of (the addresses written out and the tuple built were a fifth of a worker's time at k=8 under
+    1-in-10, 2026-12-06); ``_parse_any`` reads the rest, and gives the same answer for these
+    (``tests/unit/test_sflow.py``)."""
+    if len(h) >= 47:
+        eth_type, vihl, tos, total, frag, proto, src, dst, sport, dport, seq, doff = _FAST.unpack_from(h)
+        if eth_type == 0x0800 and vihl == 0x45 and (proto == 6 or proto == 17) and not frag & 0x1FFF:
+            ft = _FIVE.get(h[26:38])
+            if ft is None or ft.proto != proto:
+                if len(_FIVE) >= FIVE_KEPT:
+                    _FIVE.clear()
+                ft = _FIVE[h[26:38]] = _tuple_new(FiveTuple, (socket.inet_ntoa(src), socket.inet_ntoa(dst), proto,
+                                                               sport, dport))
+            tcp = None
+            if proto == 6:
+                doff >>= 4
+                payload = total - 20 - doff * 4
+                if doff >= 5 and payload >= 0:
+                    tcp = (seq, payload)
+            return eth_type, ft, tos >> 2, tcp
+    return _parse_any(h)
+
+
+def _parse_any(h: bytes) -> tuple[int | None, FiveTuple | None, int | None, tuple[int, int] | None]:
+    """``_parse_ethernet`` for any frame: VLAN tags, IP options, fragments, other protocols, headers cut short."""
     if len(h) < 14:
         return None, None, None, None
     off = 12

@@ -13,7 +13,7 @@ leaves, or, for a host's link, at the switch it enters). So a worker runs the ve
 - port status changes (``PortState``), links newly over the hot threshold (by their counters or by their
   flow samples), and the sets over it by each;
 - the flow samples' measure of the links they entered (a link is sampled at the switch it enters: its agent's):
-  each link's buckets as they are after the samples it took since the last batch;
+  each link's buckets from the one it last handed over on (the controller keeps a copy of the rest);
 - its sampled packets located (``Estimator.fold_packets``' rows): a flow is sampled at several switches,
   which can be in several workers, so flows are estimated in the controller. The rows come as columns, each
   flow and each port named by a number (``FlowRows``): a five-tuple is sent once, and a batch is a few
@@ -106,6 +106,7 @@ class Shard:
         self._over: frozenset = frozenset()
         self._over_samples: frozenset = frozenset()
         self._agents = 0
+        self._sent_from: dict[tuple[str, str], float] = {}  # link -> the start of its newest bucket handed over
 
     def handle(self, now: float, data: bytes, source: str | None = None) -> None:
         self.handle_many([(now, data, source)])
@@ -160,14 +161,7 @@ class Shard:
         if rows is not None:
             batch["flows"] = rows
         if est.links_touched:
-            qs, sums = est._link_samples, est._link_sum
-            w = est.cfg.link_window_s
-            for ln in est.links_touched:  # (a link's buckets older than two windows before its newest are in no
-                if ln in qs and w > 0:  # reading the controller makes from now on: a view's time may be a little
-                    est._trim_link(ln, qs[ln][-1][0] - 2 * w)  # before the newest sample; a worker has no view
-                    # that would drop them, so it does here)
-            batch["sampled"] = {ln: (tuple(map(tuple, qs[ln])), tuple(sums[ln])) if ln in qs else None
-                                for ln in est.links_touched}
+            batch["sampled"] = self._sampled_tails(est)
             est.links_touched = set()
         hot = est.take_hot()
         if hot:
@@ -182,6 +176,37 @@ class Shard:
             self._agents = len(est.agents)
             batch["agents"] = sorted(est.agents)[:AGENTS_KEPT]
         return batch
+
+
+    def _sampled_tails(self, est: Estimator) -> dict:
+        """The sampled buckets of the links touched since the last drain, as news to the controller's copy:
+        per link (its oldest bucket's start, its buckets from the one last handed over on), or None (its samples
+        all left the window). The controller drops its buckets older than the first, and from the one last
+        handed over on, and appends these (``Merge._sampled``): a bucket once followed by a newer one does not
+        change again (a worker's clock only goes forward), so the two copies stay alike. Handing over each link's
+        whole window at each drain was 13% of a worker's time at k=8 under 1-in-10 (2026-12-06)."""
+        qs, sent, out = est._link_samples, self._sent_from, {}
+        w = est.cfg.link_window_s
+        for ln in est.links_touched:
+            q = qs.get(ln)
+            if q is not None and w > 0:  # (a link's buckets older than two windows before its newest are in no
+                q = est._trim_link(ln, q[-1][0] - 2 * w)  # reading the controller makes from now on: a view's
+                # time may be a little before the newest sample; a worker has no view that would drop them, so it
+                # does here)
+            if q is None:
+                out[ln] = None
+                sent.pop(ln, None)
+                continue
+            last = sent.get(ln)
+            j = len(q) - 1
+            if last is None or q[-1][0] < last:  # (never handed over, or a clock gone back: the whole window)
+                j = 0
+            else:
+                while j > 0 and q[j - 1][0] >= last:
+                    j -= 1
+            out[ln] = (q[0][0], tuple(tuple(q[i]) for i in range(j, len(q))))
+            sent[ln] = q[-1][0]
+        return out
 
 
 class Merge:
@@ -261,12 +286,7 @@ class Merge:
         if "over_samples" in batch:
             self._over_samples[wid] = batch["over_samples"]
         for ln, got in batch.get("sampled", {}).items():
-            self._sampled_by[ln] = wid
-            if got is None:  # (its samples all left the window)
-                est._link_samples.pop(ln, None)
-                est._link_sum.pop(ln, None)
-            else:
-                est._link_samples[ln], est._link_sum[ln] = deque(got[0]), list(got[1])
+            self._sampled(wid, ln, got)
         if "flows" in batch:
             self._take_rows(wid, *batch["flows"])
         self._stats[wid] = batch["stats"]
@@ -279,6 +299,41 @@ class Merge:
                 break
             est.agents.add(agent)
         return events
+
+    def _sampled(self, wid: int, ln: tuple[str, str], got: tuple | None) -> None:
+        """A worker's news of a link's sampled buckets (``Shard._sampled_tails``) into the controller's copy,
+        its sums kept with it. An agent that moves between workers (as when a worker starts or dies) moves
+        forward in time: news from the worker that has it now replaces every bucket the other one handed over
+        after its first, so the copy never mixes the two (one machine's monotonic clock for all)."""
+        est = self.estimator
+        self._sampled_by[ln] = wid
+        if got is None:  # (its samples all left the window)
+            est._link_samples.pop(ln, None)
+            est._link_sum.pop(ln, None)
+            return
+        head, tail = got
+        q = est._link_samples.get(ln)
+        if q is None:
+            q = est._link_samples[ln] = deque()
+            tot = est._link_sum[ln] = [0, 0, 0]
+        else:
+            tot = est._link_sum[ln]
+        first = tail[0][0]
+        while q and q[0][0] < head:
+            _, nbytes, n, sq = q.popleft()
+            tot[0] -= nbytes
+            tot[1] -= n
+            tot[2] -= sq
+        while q and q[-1][0] >= first:
+            _, nbytes, n, sq = q.pop()
+            tot[0] -= nbytes
+            tot[1] -= n
+            tot[2] -= sq
+        for b in tail:
+            q.append(list(b))
+            tot[0] += b[1]
+            tot[1] += b[2]
+            tot[2] += b[3]
 
     def _take_rows(self, wid: int, first: int, first_port: int, new: list, new_ports: list, cols: tuple) -> None:
         """A batch's sampled packets, their numbers turned back into five-tuples and ports."""

@@ -173,3 +173,28 @@ def test_fuzz_mutated_real_datagrams_only_raise_decode_error(base, flips, cut):
         decode_datagram(bytes(data[: max(0, len(data) - cut)] if cut % 3 == 0 else data))
     except SFlowDecodeError:
         pass
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.sampled_from([6, 17, 1, 47]), st.booleans(), st.integers(0, 63), st.integers(0, 1600),
+       st.integers(0, 0xFFFFFFFF), st.lists(st.tuples(st.integers(12, 60), st.integers(0, 255)), max_size=3),
+       st.integers(0, 70), st.sampled_from(["10.0.0.2", "10.1.0.2"]))
+def test_the_fast_read_of_a_plain_ipv4_header_answers_as_the_general_one(proto, vlan, dscp, payload, seq, flips,
+                                                                       cut, src):
+    """Untagged IPv4 TCP and UDP frames with a 20-byte IP header are read by one unpack and their five-tuple
+    looked up by its bytes: the answer is the general reader's for any frame (tagged, other protocols, bytes
+    changed anywhere in the headers: the IP header length, fragments, the data offset, the addresses; cut
+    short anywhere), and a five-tuple seen before under another protocol is not taken for it."""
+    from monitoring.sflow import _parse_any, _parse_ethernet
+
+    h = bytearray(enc.eth_ipv4_tcp(src=src, proto=proto, vlan=vlan, dscp=dscp, tcp_seq=seq, payload=payload))
+    for pos, val in flips:
+        if pos < len(h):
+            h[pos] = val
+    h = bytes(h[:len(h) - cut] if cut < len(h) else h)
+    assert _parse_ethernet(h) == _parse_any(h)
+    assert _parse_ethernet(h)[1] == _parse_any(h)[1]  # (twice: the second from the lookup, if it was read fast)
+    other = bytearray(h)
+    if len(other) > 23:
+        other[23] = 17 if other[23] == 6 else 6  # the same addresses and ports, the other protocol
+        assert _parse_ethernet(bytes(other)) == _parse_any(bytes(other))

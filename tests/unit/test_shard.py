@@ -355,3 +355,56 @@ def test_the_links_sampled_window_turned_off_live_stops_nothing_in_a_worker():
     merge.apply(0, pickle.loads(pickle.dumps(shard.drain())))
     merge.flush()
     assert est.stats["flow_samples"] > 0 and not est.view(traffic[-1][0]).sampled
+
+
+def test_the_controllers_copy_of_a_links_sampled_buckets_is_the_workers_after_each_batch():
+    """A worker hands over only a link's buckets from the one it last handed over on (and where its window
+    now starts): after each batch, the controller's copy of every link the worker holds is the worker's own,
+    buckets and sums, as when the whole window came each time; batches every 50 ms and every 0.3 s."""
+    fabric = fattree(4, 10.0)
+    ifmap, agent_of, traffic = _traffic(fabric, seconds=4.0)
+    rng = random.Random(5)  # (the datagrams spread over each half second: a link's window holds many buckets)
+    traffic = sorted((t + rng.uniform(0, 0.49), a, d) for t, a, d in traffic)
+    for every in (0.05, 0.3):
+        est = Estimator(fabric)
+        est.set_ifmap(ifmap)
+        merge = Merge(est)
+        shard = Shard(fabric, sources="any")
+        shard.control({"ifmap": ifmap, "hot_threshold": 0.3})
+        mine, theirs, compared, partial, nxt = shard.estimator._link_samples, est._link_samples, 0, 0, every
+        for t, _, data in traffic:
+            if t >= nxt:
+                nxt = t + every
+                batch = pickle.loads(pickle.dumps(shard.drain()))
+                partial += sum(1 for got in batch.get("sampled", {}).values() if got and got[1][0][0] > got[0])
+                merge.apply(0, batch)
+                for ln, q in mine.items():
+                    assert list(theirs[ln]) == list(q) and est._link_sum[ln] == shard.estimator._link_sum[ln], ln
+                    compared += 1
+            shard.handle(t, data)
+        assert compared > 50 and partial > 20 and all(len(q) > 1 for q in theirs.values())
+
+
+def test_a_links_buckets_from_a_worker_that_did_not_measure_it_last_replace_the_controllers_copy():
+    """An agent that moves to another worker and back (the kernel moves sources when a worker starts or
+    dies): the first worker's news of the link is only its buckets since it last handed them over, and the
+    controller's copy, the other worker's buckets meanwhile, is replaced by them, not mixed with them; news
+    of one bucket grown replaces that bucket."""
+    fabric = fattree(4, 10.0)
+    est = Estimator(fabric)
+    merge = Merge(est)
+    link = ("a0_0", "e0_0")
+    a = [[0.0, 1500, 1, 1500 ** 2], [0.08, 3000, 2, 2 * 1500 ** 2]]
+    merge._sampled(0, link, (0.0, tuple(map(tuple, a))))
+    assert est._link_sum[link] == [4500, 3, 3 * 1500 ** 2]
+    merge._sampled(1, link, (0.16, ((0.16, 1500, 1, 1500 ** 2),)))  # the agent moved to worker 1
+    assert list(est._link_samples[link]) == [[0.16, 1500, 1, 1500 ** 2]]
+    back = ((0.08, 4500, 3, 3 * 1500 ** 2), (0.24, 1500, 1, 1500 ** 2))  # and back: worker 0's news since 0.08
+    merge._sampled(0, link, (0.0, back))
+    assert list(est._link_samples[link]) == [list(b) for b in back]
+    assert est._link_sum[link] == [6000, 4, 4 * 1500 ** 2]
+    merge._sampled(0, link, (0.08, ((0.24, 3000, 2, 2 * 1500 ** 2),)))  # the next news: one bucket grew
+    assert list(est._link_samples[link]) == [[0.08, 4500, 3, 3 * 1500 ** 2], [0.24, 3000, 2, 2 * 1500 ** 2]]
+    assert est._link_sum[link] == [7500, 5, 5 * 1500 ** 2]
+    merge._sampled(0, link, None)  # its samples all left the window
+    assert link not in est._link_samples and link not in est._link_sum

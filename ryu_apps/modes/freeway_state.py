@@ -724,7 +724,10 @@ class FreewayState(Loads, MiceProgram, Recovery):
             return [up + down for up, down in zip(half(pair[0], True), half(pair[1], False), strict=True) if up and down]
 
         paths_of: dict = {}  # a pair's paths as their links
-        loads: dict = {}  # per link (its load, threshold x capacity), until a move changes the loads
+        # until a move changes the loads: per link (its load, threshold x capacity), and per elephant the paths
+        # of its pair on which it would make no link hot
+        loads: dict = {}
+        cool_paths: dict = {}
         for link in sorted(over, key=lambda ln: -util[ln]):
             cands = sorted((self.elephants[e] for e in self.alloc.crossing(link) if e in self.elephants
                             and self.elephants[e].adopted and now - self.elephants[e].moved_at >= hold_down_s),
@@ -746,8 +749,14 @@ class FreewayState(Loads, MiceProgram, Recovery):
 
                 # a path that avoids the hot link and every link it would make hot: looked for first, and the
                 # whole set to avoid worked out only then (at k=16, 2,300 adopted elephants and many links
-                # over the threshold, the set for every candidate was half of a 300 ms period, 2026-12-02)
-                if not any(all(ln != link and cool(ln) for ln in ls) for ls in paths):
+                # over the threshold, the set for every candidate was half of a 300 ms period, 2026-12-02).
+                # The paths on which it would make no link hot are the same for each hot link it crosses until
+                # a move: found once (asking a pair's 64 paths again for each was a third of a 120-300 ms
+                # period at k=16, 2026-12-06)
+                ok = cool_paths.get(el.eid)
+                if ok is None:
+                    ok = cool_paths[el.eid] = [ls for ls in paths if all(cool(ln) for ln in ls)]
+                if not any(link not in ls for ls in ok):
                     continue
                 avoid = {link} | {ln for ls in paths for ln in ls if not cool(ln)}
                 plan = self.reroute_plan(el, avoid)
@@ -756,6 +765,7 @@ class FreewayState(Loads, MiceProgram, Recovery):
                     self.counters["adopted-moved-hot"] += 1
                     moves.append((el, *plan))
                     loads.clear()
+                    cool_paths.clear()
                     break
         return moves
 

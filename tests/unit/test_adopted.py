@@ -232,12 +232,13 @@ def _plain_hot_adopted(core, now, util, threshold, hold_down_s):
 
 
 @pytest.mark.parametrize("lend", ["off", "idle"])
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", [*range(12), 13, 66])  # (13 and 66: a move changes what a later candidate may do)
 def test_hot_adopted_elephants_move_as_a_plain_walk_of_every_candidates_paths_would_move_them(seed, lend):
     """``hot_adopted`` looks for a path that avoids the hot link and every link the elephant would make hot
     before it works out the whole set (at k=16 the set for every candidate that could not move was half of
     the period, 2026-12-02), and builds a pair's paths from the halves (up, down) of its paths, each
-    asked once whether it is open (2026-12-05). Over random fabrics of adopted elephants and hot links,
+    asked once whether it is open (2026-12-05), and finds the paths on which a candidate would make no link
+    hot once for all the hot links it crosses until a move (2026-12-06). Over random fabrics of adopted elephants and hot links,
     with lending or without, a link down and links whose measurement is stale, the moves, their new paths
     and the state after are those of the plain walk over ``elephant_paths``."""
     import random

@@ -618,12 +618,7 @@ class Estimator:
             return
         if self.links_touched is not None:
             self.links_touched.add(link)
-        q = self._link_samples.get(link)
-        if q is None:
-            q = self._link_samples[link] = deque()
-            tot = self._link_sum[link] = [0, 0, 0]
-        else:
-            tot = self._link_sum[link]
+        q, tot = self.link_buckets(link)
         tot[0] += nbytes
         tot[1] += 1
         tot[2] += nbytes * nbytes
@@ -666,6 +661,15 @@ class Estimator:
         tot = self._link_sum[link]
         span = max(now - q[0][0], w / 2)  # the buckets' time, but a young burst counts over half a window
         return tot[0] * 8 / span, tot[1], tot[2] ** 0.5 / tot[0]
+
+    def link_buckets(self, link: tuple[str, str]) -> tuple[deque, list]:
+        """The link's sampled buckets ([start, bytes, samples, Σ bytes²] each) and their sums (bytes, samples,
+        Σ bytes²), empty ones made if it has none."""
+        q = self._link_samples.get(link)
+        if q is None:
+            q = self._link_samples[link] = deque()
+            self._link_sum[link] = [0, 0, 0]
+        return q, self._link_sum[link]
 
     def _trim_link(self, link: tuple[str, str], before: float):
         """Drop the link's buckets that began before ``before`` (out of its sums too); its buckets left, or None

@@ -30,8 +30,6 @@ until a reading of each comes again.
 
 from __future__ import annotations
 
-from collections import deque
-
 from monitoring.collector import Collector
 from monitoring.estimator import Estimator, MonitorConfig
 from monitoring.events import LinkLoad, PortState
@@ -312,18 +310,9 @@ class Merge:
             est._link_sum.pop(ln, None)
             return
         head, tail = got
-        q = est._link_samples.get(ln)
-        if q is None:
-            q = est._link_samples[ln] = deque()
-            tot = est._link_sum[ln] = [0, 0, 0]
-        else:
-            tot = est._link_sum[ln]
+        est._trim_link(ln, head)
+        q, tot = est.link_buckets(ln)
         first = tail[0][0]
-        while q and q[0][0] < head:
-            _, nbytes, n, sq = q.popleft()
-            tot[0] -= nbytes
-            tot[1] -= n
-            tot[2] -= sq
         while q and q[-1][0] >= first:
             _, nbytes, n, sq = q.pop()
             tot[0] -= nbytes

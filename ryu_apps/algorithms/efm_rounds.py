@@ -103,6 +103,9 @@ class EFM:
                paths: Callable[[str, str], list[Path]] | None = None) -> Round:
         """One round over every congested link, worst first."""
         rnd = Round()
+        for ln, t in list(self.triggered_at.items()):  # a link measured since the move it triggered: its mark
+            if link_time.get(ln, -1.0) >= t + SETTLE_S:  # decides nothing any more (a reading's time only goes
+                del self.triggered_at[ln]  # forward), and the table is back to what it was before the move
         extra: Counter[Link] = Counter()  # rate moved onto (+) or off (-) links, not measured since
         self.recent = [r for r in self.recent if now - r[0] < RECENT_S]
         for when, onto, off, rate in self.recent:

@@ -77,6 +77,20 @@ def test_hold_down_and_fresh_samples():
     assert "held down" not in _decide(efm, now=30.0, times=dict.fromkeys(times, 30.0)).stuck.get(HOT, "")
 
 
+def test_a_links_trigger_mark_is_forgotten_once_the_link_is_measured_after_the_move():
+    """The mark a move leaves on the link it relieved (no new move there before a reading taken after it)
+    is dropped at the first round that sees such a reading: the table goes back to its size before (the
+    3,200 short flows of ``test_faults`` found it one larger after an elephant moved meanwhile, 2026-12-06)."""
+    efm = EFM(F, EFMConfig(hold_down_s=10))
+    assert len(_decide(efm, now=5.0).moves) == 1 and HOT in efm.triggered_at
+    assert _decide(efm, now=6.0).moves == [] and HOT in efm.triggered_at  # (no reading since: kept)
+    bps, times = _world()
+    _decide(efm, now=7.0, times={**times, HOT: 5.0 + 0.05})  # a reading partly before the move's entries
+    assert HOT in efm.triggered_at
+    _decide(efm, now=8.0, times=dict.fromkeys(times, 8.0), extra_load={HOT: 1e6})  # measured, cool
+    assert efm.triggered_at == {}
+
+
 def test_config_errors():
     with pytest.raises(EFMConfigError, match="pick"):
         EFMConfig(pick="middle")

@@ -308,7 +308,7 @@ def _parse_ethernet(h: bytes) -> tuple[int | None, FiveTuple | None, int | None,
     with a plain IP header: those are read with one unpack, their five-tuple looked up by the bytes it is
     made of (the addresses written out and the tuple built were a fifth of a worker's time at k=8 under
     1-in-10, 2026-12-06); ``_parse_any`` reads the rest, and gives the same answer for these
-    (``tests/unit/test_sflow.py``)."""
+    (``tests/unit/test_sflow_decoder.py``)."""
     if len(h) >= 47:
         eth_type, vihl, tos, total, frag, proto, src, dst, sport, dport, seq, doff = _FAST.unpack_from(h)
         if eth_type == 0x0800 and vihl == 0x45 and (proto == 6 or proto == 17) and not frag & 0x1FFF:

@@ -175,7 +175,6 @@ class Shard:
             batch["agents"] = sorted(est.agents)[:AGENTS_KEPT]
         return batch
 
-
     def _sampled_tails(self, est: Estimator) -> dict:
         """The sampled buckets of the links touched since the last drain, as news to the controller's copy:
         per link (its oldest bucket's start, its buckets from the one last handed over on), or None (its samples

@@ -30,7 +30,11 @@ that make the model's placement Freeway's, piece by piece (``--view freeway`` ta
 - ``lend_margin``: with the plane closed (``least-loaded-hol``), a large flow takes a path over it only
   when that path's busiest link holds more than this many large flows fewer (Freeway's lending: the
   high-throughput paths fuller than the link by its margin, the lent path better by it);
-- ``ties``: ``first`` (the pair's paths in order, as Bin-Pack breaks ties) or ``random``.
+- ``ties``: ``first`` (the pair's paths in order, as Bin-Pack breaks ties) or ``random``;
+- ``move_s``: every this long, each flow the placement chose a path for (the large ones, biggest left
+  first) moves to the least loaded of its options when that path's busiest link holds at least ``move_by``
+  flows fewer than its own path's, itself left out (EFM's reroute with the view's knowledge, at once and
+  without loss; 0: never moved, the default).
 
 ``python -m experiments.engines.fluid --k 8 --workload websearch --load 0.7 --seed 2`` prints the mean
 slowdown (a flow's time over its size at line rate) of flows of 1 MB and more, and of all flows, per
@@ -65,12 +69,14 @@ class View:
     ties: str = "random"
     poll_s: float = 1.0
     alpha: float = 0.5
+    move_s: float = 0.0
+    move_by: float = 1.0
 
     def __post_init__(self) -> None:
         if self.ties not in ("random", "first"):
             raise ValueError(f"ties: random or first, got {self.ties!r}")
-        if self.hold_s < 0 or self.poll_s <= 0 or not 0 < self.alpha <= 1:
-            raise ValueError("hold_s: at least 0; poll_s: above 0; alpha: in (0, 1]")
+        if self.hold_s < 0 or self.poll_s <= 0 or not 0 < self.alpha <= 1 or self.move_s < 0 or self.move_by <= 0:
+            raise ValueError("hold_s, move_s: at least 0; poll_s, move_by: above 0; alpha: in (0, 1]")
         if self.measured not in ("off", "idle", "small"):
             raise ValueError(f"measured: off, idle or small, got {self.measured!r}")
         if self.measured != "off" and not self.large_only:
@@ -137,6 +143,8 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
     measured: dict[tuple[str, str], float] = {}  # fabric link -> smoothed load (fraction of the link)
     next_poll = view.poll_s if view.measured != "off" else float("inf")
     via: dict[int, tuple] = {}  # flow -> the fabric links it took (none: host links only)
+    movable: dict[int, tuple] = {}  # flow placed by the view -> (its options, every path of its pair)
+    next_move = view.move_s or float("inf")
     out: list[dict | None] = [None] * len(flows)
     now, nxt = 0.0, 0
 
@@ -170,17 +178,41 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
         if placement == "ecmp" or (placement in ("least-loaded-large", "least-loaded-hol") and f.bytes < large):
             chosen = options[rng.randrange(len(options))]
         else:
-            best, chosen = least(options)
-            if view.lend_margin is not None and best > 1 and options is not every:
-                lent, on_lent = least(every)
-                if lent < best - view.lend_margin:
-                    chosen = on_lent
-        for ln in chosen:
-            on[ln] = on.get(ln, 0) + 1
-            if f.bytes >= large:
-                held[ln] = held.get(ln, 0) + 1
-        via[i] = tuple(chosen)
+            chosen = choose(options, every)
+            movable[i] = (options, every)
+        take(i, chosen)
         return lk + list(chosen)
+
+    def choose(options: list, every: list) -> list:
+        best, chosen = least(options)
+        if view.lend_margin is not None and best > 1 and options is not every:
+            lent, on_lent = least(every)
+            if lent < best - view.lend_margin:
+                chosen = on_lent
+        return chosen
+
+    def take(i: int, chosen, sign: int = 1) -> None:
+        for ln in chosen:
+            on[ln] = on.get(ln, 0) + sign
+            if flows[i].bytes >= large:
+                held[ln] = held.get(ln, 0) + sign
+        via[i] = tuple(chosen)
+
+    def move() -> int:
+        """Every placed flow still going, biggest left first: to a path whose busiest link holds at least
+        ``move_by`` fewer (itself left out). Returns how many moved."""
+        moved = 0
+        for i in sorted((i for i in active if i in movable), key=lambda i: -left[i]):
+            mine = via[i]
+            take(i, mine, -1)
+            cur = max(seen(ln) for ln in mine)
+            chosen = choose(*movable[i])
+            if max(seen(ln) for ln in chosen) <= cur - view.move_by:
+                mine = tuple(chosen)
+                moved += 1
+                active[i] = active[i][:2] + list(mine)
+            take(i, mine)
+        return moved
 
     while nxt < len(order) or active:
         rates = fair_rates(active, cap) if active else {}
@@ -188,7 +220,7 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
         done_at = min((now + left[i] / rates[i] for i in active if rates[i] > 0), default=float("inf"))
         t_unhold = min((t for t, _ in unhold), default=float("inf"))
         # (the view's events matter only while flows still arrive)
-        t = min(t_arrive, done_at, *((next_poll, t_unhold) if nxt < len(order) else ()))
+        t = min(t_arrive, done_at, next_move, *((next_poll, t_unhold) if nxt < len(order) else ()))
         for i in active:
             left[i] -= rates[i] * (t - now)
             if view.measured == "idle" or (view.measured == "small" and flows[i].bytes < large):
@@ -201,6 +233,9 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
                 measured[ln] = view.alpha * u + (1 - view.alpha) * measured[ln] if ln in measured else u
             carried.clear()
             next_poll += view.poll_s
+        if now >= next_move:
+            move()
+            next_move += view.move_s
         for entry in [e for e in unhold if e[0] <= now]:
             unhold.remove(entry)
             for ln in entry[1]:
@@ -250,6 +285,10 @@ def main(argv=None) -> int:
     ap.add_argument("--hold", type=float, help="the view's hold_s (a finished large flow still counts this long)")
     ap.add_argument("--lend-margin", type=float, help="the view's lend_margin (-1: the plane closed)")
     ap.add_argument("--measured", choices=("off", "idle", "small"), help="the view's measured")
+    ap.add_argument("--move-s", type=float, default=0.0,
+                    help="every this long, placed flows move to a path busier by move_by fewer (every least-loaded "
+                         "placement; 0: never)")
+    ap.add_argument("--move-by", type=float, default=1.0)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     view = FREEWAY_VIEW if a.view == "freeway" else PERFECT
@@ -259,11 +298,13 @@ def main(argv=None) -> int:
         view = replace(view, measured=a.measured)
     if a.lend_margin is not None:
         view = replace(view, lend_margin=None if a.lend_margin < 0 else a.lend_margin)
+    view = replace(view, move_s=a.move_s, move_by=a.move_by)
+    others = replace(PERFECT, move_s=a.move_s, move_by=a.move_by)
     fabric = fattree(a.k, a.link_mbps)
     flows = fct.poisson_flows(fabric, a.workload, a.load, a.duration, a.seed, max_bytes=30_000_000)
     res = {}
     for p in a.placements.split(","):
-        res[p] = summary(simulate(fabric, flows, p, a.seed, view=view if p == "least-loaded-hol" else PERFECT))
+        res[p] = summary(simulate(fabric, flows, p, a.seed, view=view if p == "least-loaded-hol" else others))
         if not a.json:
             r = res[p]
             ideal = res.get("ideal", {}).get("ge1MB_mean")

@@ -165,3 +165,27 @@ def test_a_view_of_held_large_flows_plus_measured_small_ones_avoids_a_link_both_
         assert down and down[0] not in third["links"], seed
         seen += down[0] in third_idle["links"]
     assert seen  # (some seeds put the small flow on the first path's downlink)
+
+
+def test_moves_take_a_large_flow_to_the_uplink_a_finished_one_left_and_only_when_it_is_emptier_by_move_by():
+    """Three large flows leave e0_0 for pods 2 and 3 over its two uplinks: the third ties and shares the
+    first's uplink (ties to the first path), and its host's link with the second until that one, 1 MB, ends
+    at 0.16 s. With moves every 0.2 s one of the two sharing the uplink takes the one the second left (one
+    flow fewer than its own), and both run at line rate from then on; never moved, they share it to the
+    end; with ``move_by`` 2 one flow fewer is not enough."""
+    from experiments.engines.fluid import View
+
+    fabric = fattree(4, 100)
+    flows = _flows((0.0, "h0_0_0", "h2_0_0", 10 * MB), (0.001, "h0_0_1", "h2_0_1", MB),
+                   (0.002, "h0_0_1", "h3_0_0", 10 * MB))
+    for move_s, move_by, moved in ((0.0, 1.0, False), (0.2, 1.0, True), (0.2, 2.0, False)):
+        first, _, third = simulate(fabric, flows, "least-loaded-large", view=View(ties="first", move_s=move_s,
+                                                                                  move_by=move_by))
+        if moved:  # 50 Mbit/s each until 0.2 s, then 100: 0.2 + 70 Mbit at 100 Mbit/s = 0.9 s
+            assert first["links"][0] != third["links"][0]
+            assert max(first["slowdown"], third["slowdown"]) == pytest.approx(0.9 / 0.8, rel=0.01)
+        else:
+            assert first["links"][0] == third["links"][0], (move_s, move_by)
+            assert min(first["slowdown"], third["slowdown"]) == pytest.approx(2.0, rel=0.01)
+    with pytest.raises(ValueError, match="move_by: above 0"):
+        View(move_s=0.1, move_by=0)

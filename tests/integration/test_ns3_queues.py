@@ -129,3 +129,27 @@ def test_a_host_splits_an_announced_flow_over_its_subflows_as_freeway_send_does(
     for size, rates in ((3_000_001, [5000.0, 3000.0, 1000.0]), (1_000_000, [0.0, 0.0]), (999, [4.0, 0.0, 4.0]),
                         (10, [1.0, 2.0, 3.0, 4.0]), (0, [1.0, 1.0])):
         assert [int(x) for x in fw.Host.ByteShares(size, rates)] == byte_shares(size, rates), (size, rates)
+
+
+def test_the_elephant_bands_assured_share_goes_ahead_of_waiting_mice_at_its_rate(fw):
+    """``elephant_min_share`` on ns-3 as on the emulator's HTB queues: with both bands backlogged on a
+    100 Mbit/s port and a frame dequeued every frame time, a 10% assured share sends one elephant frame in ten
+    ahead of the mice, after its bucket's two (12 of 100); strict priority (none assured) sends none until the
+    mice are gone."""
+    from ns import ns
+
+    frame_s = FRAME * 8 / 100e6
+    for share, lo, hi in ((0.1, 11, 13), (0.0, 0, 0)):
+        q = _queue(fw, limit0=200 * FRAME, limit1=200 * FRAME)
+        if share:
+            q.SetMinRate(100e6 * share / 8, 2 * FRAME)
+        for n in range(150):
+            assert q.Enqueue(_item(fw, MICE, 10_000 + n)) and q.Enqueue(_item(fw, ELEPHANT, 20_000 + n))
+        out = []
+        for _ in range(100):
+            ns.Simulator.Stop(ns.Seconds(frame_s))
+            ns.Simulator.Run()
+            out.append(int(fw.SportOf(q.Dequeue())))
+        elephants = sum(s >= 20_000 for s in out)
+        assert lo <= elephants <= hi, (share, elephants)
+        assert q.assured == elephants

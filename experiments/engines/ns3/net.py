@@ -19,6 +19,7 @@ from topology.queues import FRAME_BYTES, IsolationConfig, SettingError, parse_di
 
 PORT_QUEUE_PKTS = 100  # the emulator's port buffer, in standard frames (topology/builder.py)
 HOST_QUEUE_BYTES = 4_000_000  # a host's own queue, when it must be one that can be paused (per band)
+ASSURED_BURST_FRAMES = 2  # the elephant band's assured rate (elephant_min_share): its bucket, in standard frames
 SWITCH_NET = int(ipaddress.IPv4Address("172.16.0.0"))
 
 
@@ -69,7 +70,9 @@ def build(fabric: Fabric, *, link_delay_s: float = 5e-6, mtu: int = 1500, queues
         base, mods = parse_discipline(queues)
     except SettingError as e:
         raise NetError(str(e)) from None
-    own = own_queues or base in ("cq", "shared") or bool(mods)  # our PortQueue; else ns-3's own for fifo, strict
+    # our PortQueue; else ns-3's own for fifo, strict (strict with the elephants' assured share is ours too)
+    assured = base != "fifo" and iso.elephant_min_share > 0
+    own = own_queues or base in ("cq", "shared") or bool(mods) or assured
     iso = iso or IsolationConfig()
     ns, fw = load()
     net = Net(fabric, ns, fw)
@@ -86,7 +89,7 @@ def build(fabric: Fabric, *, link_delay_s: float = 5e-6, mtu: int = 1500, queues
         net.switches[name] = sw
     next_addr = [SWITCH_NET]
 
-    def port_queue(dev, host: bool = False):
+    def port_queue(dev, host: bool = False, rate_bps: float = 0.0):
         q = fw.InstallPortQueue(dev)
         if host:  # pausable as the switch ports are: one band under fifo, two otherwise
             q.Configure(1 if base == "fifo" else 2, False, HOST_QUEUE_BYTES, HOST_QUEUE_BYTES, iso.mice_dscp,
@@ -100,6 +103,8 @@ def build(fabric: Fabric, *, link_delay_s: float = 5e-6, mtu: int = 1500, queues
             q.SetCutIn(iso.cq_short_bytes, iso.cq_decay_ms / 1000, iso.cq_backoff_frames * FRAME_BYTES)
         elif base == "shared":
             q.SetShared()
+        if assured:  # the elephants' HTB class is assured this share of the port (topology.queues.queue_specs)
+            q.SetMinRate(rate_bps * iso.elephant_min_share / 8, ASSURED_BURST_FRAMES * FRAME_BYTES)
         if "ecn" in mods:
             k = iso.ecn_k_frames * FRAME_BYTES
             q.SetEcn(0 if two else k, k if two else 0)
@@ -109,7 +114,7 @@ def build(fabric: Fabric, *, link_delay_s: float = 5e-6, mtu: int = 1500, queues
         next_addr[0] += 1
         node = net.nodes[sw]
         if own:
-            qd = port_queue(dev)
+            qd = port_queue(dev, rate_bps=rate_bps)
             fw.Attach(qd, net.switches[sw], node.GetId())
         elif base == "strict":
             qd = fw.Strict(dev, iso.mice_queue_len * FRAME_BYTES, iso.elephant_queue_len * FRAME_BYTES,

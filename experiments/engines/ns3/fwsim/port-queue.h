@@ -80,6 +80,13 @@ class PortQueue : public QueueDisc
     // ``shared``: the two bands by DSCP only (no flow is short by its bytes), one buffer, strict priority,
     // and a mouse arriving at a full buffer pushes the oldest elephant packet out, the head of the elephant band
     // (no headroom, no back-off)
+    void SetMinRate(double bytesPerS, double burstBytes)
+    {
+        minRate = bytesPerS;
+        minBurst = burstBytes;
+        m_tokens = burstBytes;
+    }
+
     void SetShared()
     {
         cutIn = true;
@@ -144,6 +151,7 @@ class PortQueue : public QueueDisc
     uint64_t blocked = 0; // packets that arrived at a paused band (head-of-line blocking by pause)
     uint64_t pauses[2] = {0, 0};
     uint32_t peak = 0;
+    uint64_t assured = 0; // elephant packets sent ahead of waiting mice by the band's assured rate
 
     uint32_t bands = 1;
     bool cutIn = false;
@@ -157,6 +165,8 @@ class PortQueue : public QueueDisc
     std::deque<Ptr<QueueDiscItem>> m_backoff;
     uint32_t m_backoffBytes = 0;
     double decay = 0.001;
+    double minRate = 0; // the elephant band's assured rate, bytes a second (0: strict priority)
+    double minBurst = 0;
 
   private:
     uint32_t Band(Ptr<QueueDiscItem> item)
@@ -306,10 +316,40 @@ class PortQueue : public QueueDisc
         }
     }
 
+    // The elephant band's assured rate (``elephant_min_share``, as the emulator's HTB class for the
+    // elephants is assured it): it earns tokens at ``rate`` bytes a second, at most ``burst``, and goes ahead
+    // of the mice while it has a packet's worth; every packet it sends spends them (down to none). 0: strict.
     Ptr<QueueDiscItem> DoDequeue() override
     {
-        for (uint32_t b = 0; b < bands; b++)
+        uint32_t first = 0;
+        if (minRate > 0 && bands > 1)
         {
+            double now = Simulator::Now().GetSeconds();
+            m_tokens = std::min(minBurst, m_tokens + (now - m_tokensAt) * minRate);
+            m_tokensAt = now;
+            uint32_t head = !m_backoff.empty() ? m_backoff.front()->GetSize()
+                            : !Empty(1)        ? GetInternalQueue(1)->Peek()->GetSize()
+                                               : 0;
+            if (head && !paused[1] && m_tokens >= head)
+            {
+                first = 1;
+            }
+        }
+        Ptr<QueueDiscItem> item = DequeueFrom(first);
+        if (item && minRate > 0 && m_lastBand == 1)
+        {
+            m_tokens = std::max(0.0, m_tokens - item->GetSize());
+            assured += first == 1 && !Empty(0) ? 1 : 0;
+        }
+        return item;
+    }
+
+    Ptr<QueueDiscItem> DequeueFrom(uint32_t first)
+    {
+        for (uint32_t i = 0; i < bands; i++)
+        {
+            uint32_t b = (first + i) % bands;
+            m_lastBand = b;
             if (paused[b])
             {
                 continue;
@@ -357,6 +397,9 @@ class PortQueue : public QueueDisc
     {
     }
 
+    double m_tokens = 0;
+    double m_tokensAt = 0;
+    uint32_t m_lastBand = 0;
     bool paused[2] = {false, false};
     double pausedSince[2] = {0, 0};
     double pausedTime[2] = {0, 0};

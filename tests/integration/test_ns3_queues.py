@@ -153,3 +153,21 @@ def test_the_elephant_bands_assured_share_goes_ahead_of_waiting_mice_at_its_rate
         elephants = sum(s >= 20_000 for s in out)
         assert lo <= elephants <= hi, (share, elephants)
         assert q.assured == elephants
+
+
+def test_a_fabric_is_built_with_any_discipline_with_or_without_isolation_and_the_share_on_every_switch_port(fw):
+    """A mode without isolation passes no isolation settings (``iso=None``): every discipline still builds (the
+    assured share's check once read the settings before their default was taken, and raised). With a share,
+    every switch port is a PortQueue holding it; without one, ``strict`` stays ns-3's own queue."""
+    from experiments.engines.ns3.net import build
+    from topology.fabric import fattree
+    from topology.queues import IsolationConfig
+
+    fabric = fattree(4, 100)
+    for queues in ("fifo", "strict", "cq", "shared"):
+        net = build(fabric, queues=queues, iso=None)
+        assert len(net.ports) == 2 * len(fabric.links) + len(fabric.hosts), queues  # every switch port
+    net = build(fabric, queues="strict", iso=IsolationConfig(elephant_min_share=0.1))
+    assert {round(p.queue.minRate) for p in net.ports.values()} == {100e6 * 0.1 / 8}
+    plain = build(fabric, queues="strict", iso=IsolationConfig())
+    assert not any(hasattr(p.queue, "minRate") for p in plain.ports.values())

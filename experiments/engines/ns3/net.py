@@ -70,10 +70,10 @@ def build(fabric: Fabric, *, link_delay_s: float = 5e-6, mtu: int = 1500, queues
         base, mods = parse_discipline(queues)
     except SettingError as e:
         raise NetError(str(e)) from None
+    iso = iso or IsolationConfig()
     # our PortQueue; else ns-3's own for fifo, strict (strict with the elephants' assured share is ours too)
     assured = base != "fifo" and iso.elephant_min_share > 0
     own = own_queues or base in ("cq", "shared") or bool(mods) or assured
-    iso = iso or IsolationConfig()
     ns, fw = load()
     net = Net(fabric, ns, fw)
     names = sorted(fabric.switches, key=fabric._order) + [h.name for h in fabric.hosts]

@@ -77,9 +77,7 @@ class PortQueue : public QueueDisc
         backoffLimit = backoff_;
     }
 
-    // ``shared``: the two bands by DSCP only (no flow is short by its bytes), one buffer, strict priority,
-    // and a mouse arriving at a full buffer pushes the oldest elephant packet out, the head of the elephant band
-    // (no headroom, no back-off)
+    // ``elephant_min_share``: the elephant band's assured rate, bytes a second, and its bucket (see DoDequeue)
     void SetMinRate(double bytesPerS, double burstBytes)
     {
         minRate = bytesPerS;
@@ -87,6 +85,9 @@ class PortQueue : public QueueDisc
         m_tokens = burstBytes;
     }
 
+    // ``shared``: the two bands by DSCP only (no flow is short by its bytes), one buffer, strict priority,
+    // and a mouse arriving at a full buffer pushes the oldest elephant packet out, the head of the elephant band
+    // (no headroom, no back-off)
     void SetShared()
     {
         cutIn = true;

@@ -198,10 +198,9 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
                 held[ln] = held.get(ln, 0) + sign
         via[i] = tuple(chosen)
 
-    def move() -> int:
+    def move() -> None:
         """Every placed flow still going, biggest left first: to a path whose busiest link holds at least
-        ``move_by`` fewer (itself left out). Returns how many moved."""
-        moved = 0
+        ``move_by`` fewer (itself left out)."""
         for i in sorted((i for i in active if i in movable), key=lambda i: -left[i]):
             mine = via[i]
             take(i, mine, -1)
@@ -209,10 +208,8 @@ def simulate(fabric: Fabric, flows, placement: str, seed: int = 1, large: int = 
             chosen = choose(*movable[i])
             if max(seen(ln) for ln in chosen) <= cur - view.move_by:
                 mine = tuple(chosen)
-                moved += 1
                 active[i] = active[i][:2] + list(mine)
             take(i, mine)
-        return moved
 
     while nxt < len(order) or active:
         rates = fair_rates(active, cap) if active else {}
@@ -286,9 +283,9 @@ def main(argv=None) -> int:
     ap.add_argument("--lend-margin", type=float, help="the view's lend_margin (-1: the plane closed)")
     ap.add_argument("--measured", choices=("off", "idle", "small"), help="the view's measured")
     ap.add_argument("--move-s", type=float, default=0.0,
-                    help="every this long, placed flows move to a path busier by move_by fewer (every least-loaded "
-                         "placement; 0: never)")
-    ap.add_argument("--move-by", type=float, default=1.0)
+                    help="every this long, each placed flow moves to the path whose busiest link holds at least "
+                         "--move-by flows fewer than its own (every least-loaded placement; 0: never)")
+    ap.add_argument("--move-by", type=float, default=1.0, help="flows fewer a move must gain (default 1)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     view = FREEWAY_VIEW if a.view == "freeway" else PERFECT
